@@ -297,7 +297,7 @@ def report(results, fmt, labels, out, plots, no_ci, no_baseline):
     from embeval import atomic
     from embeval import report as rep
 
-    tables, rows = rep.build(list(results), labels=list(labels) or None, baselines=not no_baseline)
+    tables, rows = rep.build(list(results), labels=list(labels) or None, baselines=not no_baseline, ci=not no_ci)
     figures = rep.plots(rows, plots, relative_to=Path(out).parent if out else None) if plots else None
     text = rep.render(tables, fmt, ci=not no_ci, figures=figures)
     if out:

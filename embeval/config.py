@@ -122,6 +122,9 @@ def build(preset="literature", kfold=None, classifier=None, solver="senteval", s
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise EmbevalError(f"must be an integer, got {seed!r}", file="--seed")
     classifiers = parse_classifiers(classifiers)
+    if solver == "lbfgs" and classifiers is not None and "mlp" in classifiers:
+        raise EmbevalError("the MLP needs --solver senteval (lbfgs fits logistic regression only)",
+                           file="--classifiers")
     if probing_classifier is None:
         probing_classifier = "logreg" if classifiers is None else ("both" if len(classifiers) == 2 else classifiers[0])
     if probing_classifier not in PROBING_CLASSIFIERS:
@@ -130,9 +133,6 @@ def build(preset="literature", kfold=None, classifier=None, solver="senteval", s
     if solver == "lbfgs" and probing_classifier != "logreg":
         raise EmbevalError("the probing MLP grid needs --solver senteval (lbfgs fits logistic regression only)",
                            file="--probing-classifier")
-    if solver == "lbfgs" and classifiers is not None and "mlp" in classifiers:
-        raise EmbevalError("the MLP needs --solver senteval (lbfgs fits logistic regression only)",
-                           file="--classifiers")
     _check_comparison(normalize, bootstrap, baseline_bow_dim)
     config = {"preset": preset, "kfold": k, "classifier": merged, "solver": solver, "seed": seed,
               "probing_classifier": probing_classifier, "bootstrap": bootstrap}

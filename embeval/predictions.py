@@ -8,8 +8,8 @@ results: the set "" gives `acc`, "mlp" gives `mlp.acc`, "all" gives `all.spearma
 "cosine" gives `cosine.spearman`. Kinds:
 
 - labels: gold, pred (class ids), optional group (outer fold): figures acc (%), f1 (MRPC)
-- scores: gold, system (floats), optional group (STS subset): Pearson and Spearman, pooled over
-  all items, or the mean / n-weighted mean over the groups
+- scores: gold, system (floats), optional group (STS subset): Spearman and Pearson; with groups,
+  Spearman pooled over all items, its mean and n-weighted mean over the groups, and Pearson pooled
 - ranks: i2t (per image, 0-based rank of its best caption), t2i (per image, the ranks of its 5
   captions), group (COCO fold of the image): R@K (%) and their mean
 """
@@ -58,7 +58,7 @@ def scores(gold, system, group=None, order="test split, file order"):
         figures = ("spearman", "pearson")
     else:
         arrays["group"] = np.asarray(group, dtype=np.int64)
-        figures = tuple(f"{c}.{a}" for c in ("spearman", "pearson") for a in ("pooled", "mean", "wmean"))
+        figures = ("spearman.pooled", "spearman.mean", "spearman.wmean", "pearson.pooled")
     return PredictionSet("scores", arrays, figures, order)
 
 
@@ -114,7 +114,7 @@ def encode(runs, meta_extra=None):
             sets = {}
             for name, pset in entry["sets"].items():
                 keys = {}
-                for field_name, array in pset.arrays.items():
+                for field_name, array in sorted(pset.arrays.items()):
                     keys[field_name] = f"a{len(arrays)}"
                     arrays.append(array)
                 sets[name] = {"kind": pset.kind, "figures": list(pset.figures), "items": pset.items,

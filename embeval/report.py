@@ -138,7 +138,7 @@ def _present(rows, tasks):
     return [t for t in tasks if any(t in enc.tasks for enc in rows)]
 
 
-def _settings(records):
+def _settings(records, ci=True):
     configs = {json.dumps(r.get("config", {}), sort_keys=True) for r in records}
     if len(configs) != 1:
         return "Settings differ between the results files (see each file's config)."
@@ -148,7 +148,7 @@ def _settings(records):
             f"optim {classifier.get('optim')}, batch {classifier.get('batch_size')}, tenacity "
             f"{classifier.get('tenacity')}, epoch_size {classifier.get('epoch_size')}), seed {config.get('seed')}")
     text += f"; normalization {config.get('normalize', 'none')}"
-    if config.get("bootstrap"):
+    if config.get("bootstrap") and ci:
         text += (f"; [low, high]: 95% percentile bootstrap interval over the test items "
                  f"({config['bootstrap']} resamples, seed {config.get('seed')}; test-set sampling only, "
                  "not classifier training randomness)")
@@ -288,11 +288,11 @@ def geometry_table(rows):
     return [table]
 
 
-def build(paths, labels=None, baselines=True):
-    """Every table of the report, in order, and the encoders (rows)."""
+def build(paths, labels=None, baselines=True, ci=True):
+    """Every table of the report, in order, and the encoders (rows); ci: the captions explain the intervals."""
     records = [load(p) for p in paths]
     rows = encoders(records, paths, labels, baselines)
-    settings = _settings(records)
+    settings = _settings(records, ci)
     tables = transfer_tables(rows, settings) + sts_tables(rows, settings) + probing_tables(rows, settings) + \
         geometry_table(rows)
     if not tables:

@@ -18,7 +18,7 @@ import numpy as np
 
 LEVEL = 0.95
 RESAMPLES = 1000
-CHUNK_CELLS = 1 << 22  # resamples x items held at once
+CHUNK_CELLS = 1 << 18  # resamples x items held at once (small enough to stay in cache)
 
 
 def rng_for(seed, task, strata):
