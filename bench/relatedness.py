@@ -65,7 +65,7 @@ def main():
         start = time.perf_counter()
         ours = evaluate_relatedness(ctx)
         ours_seconds = time.perf_counter() - start
-        (train_x, train_y), (dev_x, dev_y), (test_x, test_y) = (split_features(ctx, s) for s in SPLITS)
+        (train_x, train_y, _), (dev_x, dev_y, _), (test_x, test_y, _) = (split_features(ctx, s) for s in SPLITS)
         start = time.perf_counter()
         with one_cpu_thread(ctx.device):  # as embeval's regressor runs, and as SentEval's figures were recorded
             dev, yhat, passes = senteval_style_fit(train_x.numpy(), train_y, dev_x.numpy(), dev_y, test_x.numpy(),

@@ -4,7 +4,8 @@ from pathlib import Path
 import click
 
 from embeval._version import __version__
-from embeval.cli_common import OneLineErrorsGroup, data_option, fails_cleanly, status, tasks_option
+from embeval.cli_common import (OneLineErrorsGroup, comparison_options, data_option, fails_cleanly, status,
+                                tasks_option)
 from embeval.cli_data import data as data_commands
 from embeval.errors import DATA_HINT, DataFileError, EmbevalError
 
@@ -125,12 +126,13 @@ def vectors_check(file, export_dir):
               help="senteval: SentEval's PyTorch protocol (Adam or RMSprop, early stopping), trained in "
                    "batches of problems. lbfgs: the exact optimum of scikit-learn's LogisticRegression "
                    "objective for every C of SentEval's grid (deterministic).")
-@click.option("--probing-classifier", type=click.Choice(["logreg", "mlp", "both"]), default="logreg",
-              show_default=True,
+@click.option("--probing-classifier", type=click.Choice(["logreg", "mlp", "both"]), default=None,
               help="Probing tasks: logistic regression (SentEval's default), the MLP grid the probing paper "
                    "reports (nhid 50/100/200 x dropout 0/0.1/0.2, tuned on dev), or both. WordContent is "
-                   "always logistic regression.")
-@click.option("--seed", type=int, default=1111, show_default=True, help="Seed of every classifier and fold.")
+                   "always logistic regression. Default: as --classifiers, else logreg.")
+@comparison_options
+@click.option("--seed", type=int, default=1111, show_default=True,
+              help="Seed of every classifier and fold, and of the bootstrap resamples.")
 @click.option("--resume", is_flag=True,
               help="Reuse the results in --out (and its .partial file) of tasks whose vectors, data, "
                    "configuration and embeval version are unchanged; score the rest.")
@@ -139,8 +141,8 @@ def vectors_check(file, export_dir):
                    "tasks), without data, or without an evaluator is an error instead of being skipped.")
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
 @fails_cleanly
-def score(file, data, tasks, out, device, preset, kfold, classifier, solver, probing_classifier, seed, resume, strict,
-          quiet):
+def score(file, data, tasks, out, device, preset, kfold, classifier, solver, probing_classifier, classifiers,
+          normalize, bootstrap, baseline_bow_dim, save_predictions, seed, resume, strict, quiet):
     """Score a vectors file on every task it holds.
 
     Reads FILE (HDF5: /TASK datasets or a union /ALL), checks each task's fingerprint and values,
@@ -164,12 +166,14 @@ def score(file, data, tasks, out, device, preset, kfold, classifier, solver, pro
 
     names = parse_task_list(tasks) if tasks is not None else None
     config = build(preset, kfold=kfold, classifier=classifier, solver=solver, seed=seed,
-                   probing_classifier=probing_classifier)
+                   probing_classifier=probing_classifier, classifiers=classifiers, normalize=normalize,
+                   bootstrap=bootstrap, baseline_bow_dim=baseline_bow_dim)
     out = out or f"{Path(file).name.rsplit('.', 1)[0]}.results.json"
     root = resolve_data_dir(data)
     try:
         record = run(file, root, tasks=names, out=out, device=device, config=config, progress=not quiet,
-                     log=(lambda m: None) if quiet else status, strict=strict, resume=resume)
+                     log=(lambda m: None) if quiet else status, strict=strict, resume=resume,
+                     save_predictions=save_predictions)
     except Interrupted as stop:
         if not stop.saved:
             click.echo(f"embeval: interrupted before any task finished; {out} was not changed", err=True)
@@ -186,6 +190,8 @@ def score(file, data, tasks, out, device, preset, kfold, classifier, solver, pro
         sys.exit(130)
     click.echo(table(record, list(record["tasks"])))
     click.echo(f"results: {out}")
+    if record.get("predictions"):
+        click.echo(f"predictions: {Path(out).with_name(record['predictions']['file'])}")
 
 
 @cli.command()
@@ -204,8 +210,10 @@ def score(file, data, tasks, out, device, preset, kfold, classifier, solver, pro
 @click.option("--config", "preset", type=click.Choice(["literature", "prototype"]), default="literature",
               show_default=True, help="Classifier configuration of MR and CR (prototype: about 5x faster, "
                                       "not comparable to papers).")
+@comparison_options
 @fails_cleanly
-def quickstart(data, workdir, encoder, tasks, device, preset):
+def quickstart(data, workdir, encoder, tasks, device, preset, classifiers, normalize, bootstrap, baseline_bow_dim,
+               save_predictions):
     """Export, embed with a ready-made encoder in a separate process, score: the whole workflow.
 
     \b
@@ -223,10 +231,80 @@ def quickstart(data, workdir, encoder, tasks, device, preset):
     names = parse_task_list(",".join(qs.QUICKSTART_TASKS) if tasks is None else tasks)
     record, results, vectors, used = qs.run(resolve_data_dir(data), workdir, encoder, names, device, log=status,
                                             say=lambda message: click.echo(message, err=True),
-                                            config=build(preset))
+                                            config=build(preset, classifiers=classifiers, normalize=normalize,
+                                                         bootstrap=bootstrap, baseline_bow_dim=baseline_bow_dim),
+                                            save_predictions=save_predictions)
     click.echo(f"encoder: {qs.ENCODERS[used][1]}; vectors: {vectors}")
     click.echo(table(record, list(record["tasks"])))
     click.echo(f"results: {results}")
+
+
+@cli.command()
+@click.argument("results", nargs=-1, required=True, metavar="A.json B.json [C.json ...]")
+@click.option("--label", "labels", multiple=True, metavar="NAME",
+              help="A name for each results file, in order (default: the vectors file's name).")
+@tasks_option
+@click.option("--resamples", type=click.IntRange(min=100), default=None, metavar="N",
+              help="Bootstrap resamples (default: those of the first file's run, else 1000).")
+@click.option("--seed", type=int, default=None, help="Seed of the resamples (default: the first file's run seed).")
+@click.option("--format", "fmt", type=click.Choice(["text", "markdown", "latex", "csv"]), default="text",
+              show_default=True, help="Output format.")
+@click.option("--out", "out", metavar="PATH", default=None, help="Write the table there instead of stdout.")
+@click.option("--json", "json_out", metavar="PATH", default=None, help="Also write every figure as JSON.")
+@fails_cleanly
+def compare(results, labels, tasks, resamples, seed, fmt, out, json_out):
+    """Paired comparison of encoders on the same test items (each file against the first).
+
+    Needs results scored with --save-predictions. Per task and headline figure: the difference
+    B - A, its 95% bootstrap interval and a paired bootstrap p-value (the same resampled test items
+    for both), with Holm's adjustment over the table, and which differences are significant.
+    """
+    from embeval import atomic
+    from embeval import compare as cmp
+    from embeval.results import dumps
+    from embeval.tasks import parse_task_list
+
+    names = parse_task_list(tasks) if tasks is not None else None
+    result = cmp.compare(list(results), labels=list(labels) or None, tasks=names, resamples=resamples, seed=seed)
+    text = cmp.formatted(result, fmt)
+    if out:
+        atomic.write_text(out, text if text.endswith("\n") else text + "\n")
+        click.echo(f"wrote {out}")
+    else:
+        click.echo(text)
+    if json_out:
+        atomic.write_text(json_out, dumps(result))
+
+
+@cli.command()
+@click.argument("results", nargs=-1, required=True, metavar="RESULTS.json...")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "latex", "csv"]), default="markdown",
+              show_default=True, help="Output format.")
+@click.option("--label", "labels", multiple=True, metavar="NAME",
+              help="A name for each results file, in order (default: the vectors file's name).")
+@click.option("--out", "out", metavar="PATH", default=None, help="Write the report there instead of stdout.")
+@click.option("--plots", "plots", metavar="DIR", default=None,
+              help="Also draw the geometry figures (PNG, needs matplotlib: pip install 'embeval[report]') into "
+                   "DIR; a markdown report links them.")
+@click.option("--no-ci", is_flag=True, help="Leave the confidence intervals out of the cells.")
+@click.option("--no-baseline", is_flag=True, help="Leave out the rows of --baseline-bow-dim baselines.")
+@fails_cleanly
+def report(results, fmt, labels, out, plots, no_ci, no_baseline):
+    """Paper-ready tables, one row per encoder: SentEval's transfer table, SimCSE's STS table, the
+    probing table and the geometry table, each with a dimension column and a caption that names the
+    metric and the aggregation.
+    """
+    from embeval import atomic
+    from embeval import report as rep
+
+    tables, rows = rep.build(list(results), labels=list(labels) or None, baselines=not no_baseline, ci=not no_ci)
+    figures = rep.plots(rows, plots, relative_to=Path(out).parent if out else None) if plots else None
+    text = rep.render(tables, fmt, ci=not no_ci, figures=figures)
+    if out:
+        atomic.write_text(out, text if text.endswith("\n") else text + "\n")
+        click.echo(f"wrote {out}")
+    else:
+        click.echo(text)
 
 
 cli.add_command(data_commands)

@@ -16,6 +16,9 @@ PRESETS = {
 
 SOLVERS = ("senteval", "lbfgs")
 PROBING_CLASSIFIERS = ("logreg", "mlp", "both")
+CLASSIFIERS = ("logreg", "mlp")
+NORMALIZATIONS = ("none", "l2", "zscore", "zscore+l2", "tune")
+BOOTSTRAP_DEFAULT = 1000
 
 # Optimizers and the keyword arguments their `optim` string may set (PyTorch's names and defaults).
 OPTIMIZERS = {
@@ -62,9 +65,38 @@ def _check_classifier(classifier, source):
     parse_optim(classifier["optim"], source)
 
 
+def parse_classifiers(text):
+    """'logreg,mlp' -> ("logreg", "mlp"); None stays None (the configured classifier alone)."""
+    if text is None:
+        return None
+    names = [n.strip() for n in (text.split(",") if isinstance(text, str) else text) if n.strip()]
+    unknown = [n for n in names if n not in CLASSIFIERS]
+    if unknown or not names:
+        raise EmbevalError(f"unknown classifier {', '.join(unknown) or '(none named)'}; use logreg, mlp or logreg,mlp",
+                           file="--classifiers")
+    return tuple(dict.fromkeys(names))
+
+
+def _check_comparison(normalize, bootstrap, baseline_bow_dim):
+    if normalize not in NORMALIZATIONS:
+        raise EmbevalError(f"unknown normalization {normalize!r}; use {', '.join(NORMALIZATIONS)}", file="--normalize")
+    if isinstance(bootstrap, bool) or not isinstance(bootstrap, int) or not (bootstrap == 0 or bootstrap >= 100):
+        raise EmbevalError(f"must be 0 (no intervals) or an integer >= 100, got {bootstrap!r}", file="--bootstrap")
+    if baseline_bow_dim is not None and (isinstance(baseline_bow_dim, bool) or not isinstance(baseline_bow_dim, int)
+                                         or baseline_bow_dim < 1):
+        raise EmbevalError(f"must be a positive integer, got {baseline_bow_dim!r}", file="--baseline-bow-dim")
+
+
 def build(preset="literature", kfold=None, classifier=None, solver="senteval", seed=1111,
-          probing_classifier="logreg"):
-    """The run configuration: a preset, optionally overridden by --kfold and --classifier (JSON or dict)."""
+          probing_classifier=None, classifiers=None, normalize="none", bootstrap=BOOTSTRAP_DEFAULT,
+          baseline_bow_dim=None):
+    """The run configuration: a preset, optionally overridden by --kfold and --classifier (JSON or dict).
+
+    classifiers: None (the configured classifier) or names from CLASSIFIERS, run one after the
+    other on the classification tasks; the probing tasks follow it (logreg,mlp -> both) unless
+    probing_classifier is given. normalize: embeval.normalize's methods or tune. bootstrap:
+    resamples of the confidence intervals (0: none). baseline_bow_dim: also score a hashing bag of
+    words of that dimension."""
     if preset not in PRESETS:
         raise EmbevalError(f"unknown configuration {preset!r}; use {' or '.join(PRESETS)}", file="--config")
     if solver not in SOLVERS:
@@ -89,11 +121,25 @@ def build(preset="literature", kfold=None, classifier=None, solver="senteval", s
                            "for an MLP", file="--classifier")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise EmbevalError(f"must be an integer, got {seed!r}", file="--seed")
+    classifiers = parse_classifiers(classifiers)
+    if solver == "lbfgs" and classifiers is not None and "mlp" in classifiers:
+        raise EmbevalError("the MLP needs --solver senteval (lbfgs fits logistic regression only)",
+                           file="--classifiers")
+    if probing_classifier is None:
+        probing_classifier = "logreg" if classifiers is None else ("both" if len(classifiers) == 2 else classifiers[0])
     if probing_classifier not in PROBING_CLASSIFIERS:
         raise EmbevalError(f"unknown choice {probing_classifier!r}; use {', '.join(PROBING_CLASSIFIERS)}",
                            file="--probing-classifier")
     if solver == "lbfgs" and probing_classifier != "logreg":
         raise EmbevalError("the probing MLP grid needs --solver senteval (lbfgs fits logistic regression only)",
                            file="--probing-classifier")
-    return {"preset": preset, "kfold": k, "classifier": merged, "solver": solver, "seed": seed,
-            "probing_classifier": probing_classifier}
+    _check_comparison(normalize, bootstrap, baseline_bow_dim)
+    config = {"preset": preset, "kfold": k, "classifier": merged, "solver": solver, "seed": seed,
+              "probing_classifier": probing_classifier, "bootstrap": bootstrap}
+    if classifiers is not None:
+        config["classifiers"] = list(classifiers)
+    if normalize != "none":
+        config["normalize"] = normalize
+    if baseline_bow_dim is not None:
+        config["baseline_bow_dim"] = baseline_bow_dim
+    return config

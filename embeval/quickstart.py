@@ -88,7 +88,7 @@ def vectors_match(vectors, export_dir):
         return False
 
 
-def run(data_dir, workdir, encoder, tasks, device, log, say=None, config=None):
+def run(data_dir, workdir, encoder, tasks, device, log, say=None, config=None, save_predictions=False):
     """Export, embed (separate process), score; return (record, results path, vectors path, encoder).
 
     log(message) gets progress lines; say(message) the notes a user should always see (the encoder
@@ -131,5 +131,6 @@ def run(data_dir, workdir, encoder, tasks, device, log, say=None, config=None):
             raise EmbevalError(f"the exporter failed with exit code {finished.returncode} (its message is above)",
                                file=command[1])
     results = workdir / f"results-{encoder}.json"
-    record = score(vectors, root, tasks=list(tasks), out=results, device=device, config=config, log=log)
+    record = score(vectors, root, tasks=list(tasks), out=results, device=device, config=config, log=log,
+                   save_predictions=save_predictions)
     return record, results, vectors, encoder

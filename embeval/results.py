@@ -55,54 +55,119 @@ def _num(x, fmt="{:5.2f}"):
     return "  n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else fmt.format(x)
 
 
-def _sts_rows(r):
+def _interval(ci, path, scale=100.0):
+    """' [low, high]' of a figure's bootstrap interval, in the table's units (nothing when absent)."""
+    found = (ci or {}).get(path)
+    if not found or found.get("low") is None or found.get("high") is None:
+        return ""
+    return f" [{scale * found['low']:.2f}, {scale * found['high']:.2f}]"
+
+
+def _sts_rows(r, ci=None, prefix="", label="cosine"):
     rows = []
     for coef in ("spearman", "pearson"):
         a = r["all"][coef]
-        rows.append((f"cosine {coef.capitalize()} x100 mean | wmean | pooled",
-                     f"{_pct(a['mean'])} | {_pct(a['wmean'])} | {_pct(a['pooled'])}"))
+        rows.append((f"{label} {coef.capitalize()} x100 mean | wmean | pooled",
+                     f"{_pct(a['mean'])} | {_pct(a['wmean'])} | {_pct(a['pooled'])}"
+                     + _interval(ci, f"{prefix}all.{coef}.pooled")))
     return rows
 
 
-def summary_rows(kind, r):
-    """(metric label, value text) lines for one task's results."""
+def _accuracy_row(r, ci, prefix="", label="accuracy % dev / test"):
+    text = f"{_num(r['devacc'])} / {_num(r['acc'])}" + _interval(ci, f"{prefix}acc", 1.0)
+    if "f1" in r:
+        text += f"  (F1 {_num(r['f1'])}{_interval(ci, prefix + 'f1', 1.0)})"
+    return label, text
+
+
+def summary_rows(kind, r, ci=None):
+    """(metric label, value text) lines for one task's results; ci: the entry's interval figures
+    ({path: {value, low, high}}), shown as [low, high] after the figures that have one."""
     rows = []
+    normalized = r.get("normalized") if isinstance(r.get("normalized"), dict) else None
     if kind == "sts":
-        return _sts_rows(r)
+        rows = _sts_rows(r, ci)
+        if normalized:
+            rows += _sts_rows(normalized, ci, "normalized.", f"{normalized['method']} cosine")
+        return rows
     if "cosine" in r:
         c = r["cosine"]
-        rows.append(("cosine Spearman | Pearson x100 (test)", f"{_pct(c['spearman'])} | {_pct(c['pearson'])}"))
+        rows.append(("cosine Spearman | Pearson x100 (test)",
+                     f"{_pct(c['spearman'])}{_interval(ci, 'cosine.spearman')} | {_pct(c['pearson'])}"))
+    if normalized and "cosine" in normalized:
+        c = normalized["cosine"]
+        rows.append((f"{normalized['method']} cosine Spearman | Pearson x100 (test)",
+                     f"{_pct(c['spearman'])}{_interval(ci, 'normalized.cosine.spearman')} | {_pct(c['pearson'])}"))
     if "mse" in r:
         rows.append(("Spearman | Pearson x100, MSE (test)",
-                     f"{_pct(r['spearman'])} | {_pct(r['pearson'])}, {_num(r['mse'], '{:.3f}')}"))
+                     f"{_pct(r['spearman'])} | {_pct(r['pearson'])}{_interval(ci, 'pearson')}, "
+                     f"{_num(r['mse'], '{:.3f}')}"))
         rows.append(("dev Pearson x100", _pct(r["devpearson"])))
     if kind == "retrieval" and "acc" in r:
         for direction, label in (("i2t", "image->text"), ("t2i", "text->image")):
             m = r["acc"][direction]
             rows.append((f"{label} R@1 | R@5 | R@10, medr",
                          f"{_num(m['r1'])} | {_num(m['r5'])} | {_num(m['r10'])}, {_num(m['medr'], '{:.1f}')}"))
+        if ci and "acc.mean_recall" in ci:
+            rows.append(("mean of the six R@K %", _num(ci["acc.mean_recall"]["value"])
+                         + _interval(ci, "acc.mean_recall", 1.0)))
         rows.append(("dev score (R@1+5+10 both ways, max 600)", _num(r["devacc"])))
     elif "acc" in r:
-        text = f"{_num(r['devacc'])} / {_num(r['acc'])}"
-        if "f1" in r:
-            text += f"  (F1 {_num(r['f1'])})"
-        rows.append(("accuracy % dev / test", text))
+        classifiers = [c for c in ("logreg", "mlp") if isinstance(r.get(c), dict)]
+        if classifiers:
+            rows += [_accuracy_row(r[c], ci, f"{c}.", f"{c} accuracy % dev / test") for c in classifiers]
+        else:
+            rows.append(_accuracy_row(r, ci))
     return rows
 
 
-def table(record, tasks):
-    """The terminal table: one block of lines per scored task, then what was skipped."""
+def _entry_rows(entry):
+    rows = summary_rows(entry["kind"], entry["results"], (entry.get("ci") or {}).get("figures"))
+    norm = entry.get("normalize")
+    if norm and (entry["kind"] != "sts" or norm.get("requested") == "tune"):
+        rows.append(("normalization", norm["method"] + (" (tuned on dev)" if norm.get("requested") == "tune" else "")))
+    geo = entry.get("geometry")
+    if geo:
+        rows.append(("alignment | uniformity (lower is better)",
+                     f"{_num(geo['alignment'], '{:.3f}')} | {_num(geo['uniformity'], '{:.3f}')}"))
+    return rows
+
+
+def _block(record, tasks):
     scored = [(name, record["tasks"][name]) for name in tasks if name in record["tasks"]]
     lines = []
     if scored:
         width = max(len(n) for n, _ in scored) + 2
-        labels = [label for name, t in scored for label, _ in summary_rows(t["kind"], t["results"])]
+        labels = [label for name, t in scored for label, _ in _entry_rows(t)]
         lw = max([len(x) for x in labels] + [6]) + 2
         lines.append(f"{'task':<{width}}{'metric':<{lw}}score")
         lines.append("-" * (width + lw + 24))
         for name, t in scored:
-            for i, (label, value) in enumerate(summary_rows(t["kind"], t["results"])):
+            for i, (label, value) in enumerate(_entry_rows(t)):
                 lines.append(f"{name if i == 0 else '':<{width}}{label:<{lw}}{value}")
+    return lines
+
+
+def _dimension(record):
+    dim = record.get("vectors", {}).get("dim")
+    return dim if dim is not None else sorted({t["vectors"]["dim"] for t in record["tasks"].values()}) or None
+
+
+def table(record, tasks):
+    """The terminal table: one block of lines per scored task, then what was skipped."""
+    lines = []
+    if record.get("tasks"):
+        line = f"vectors: {record.get('vectors', {}).get('file', '?')} (dimension {_dimension(record)})"
+        boot = record.get("config", {}).get("bootstrap")
+        if boot:
+            line += f"; [low, high]: 95% interval, bootstrap of the test items ({boot} resamples)"
+        lines.append(line)
+    lines += _block(record, tasks)
+    base = record.get("baseline")
+    if base and base.get("tasks"):
+        lines.append("")
+        lines.append(f"baseline: {base['encoder']} ({base['dim']}-d), for context")
+        lines += _block(base, tasks)
     for reason, names in record.get("skipped", {}).items():
         if names:
             lines.append(f"skipped ({reason.replace('_', ' ')}): {', '.join(names)}")

@@ -5,9 +5,9 @@ EVALUATORS = {
     "cosine_sts": sts.evaluate_cosine_sts,
     "relatedness": relatedness.evaluate_relatedness,
     "retrieval": retrieval.evaluate_retrieval,
-    "inner_kfold": classify.inner_kfold,
-    "kfold": classify.kfold,
-    "split": classify.split,
+    "inner_kfold": classify.with_classifiers(classify.inner_kfold),
+    "kfold": classify.with_classifiers(classify.kfold),
+    "split": classify.with_classifiers(classify.split),
     "probing": probing.evaluate_probing,
 }
 

@@ -13,6 +13,7 @@ import torch
 from sklearn.metrics import f1_score
 from sklearn.model_selection import StratifiedKFold
 
+from embeval import normalize, predictions
 from embeval.features import Features
 from embeval.samples import senteval_order
 from embeval.train import batched, lbfgs
@@ -31,6 +32,9 @@ class Samples:
     features: object
     labels: torch.Tensor
     ranges: dict
+    orders: dict = None  # split -> SentEval's permutation: sample i of the split is file position orders[split][i]
+    a_rows: np.ndarray = None
+    b_rows: Optional[np.ndarray] = None
 
     def idx(self, split):
         return np.arange(*self.ranges[split])
@@ -39,12 +43,20 @@ class Samples:
         lo, hi = self.ranges[split]
         return self.labels[lo:hi].cpu().numpy()
 
+    def in_file_order(self, split, values):
+        """Values given per sample of `split` in SentEval's order, put back in the split's file order."""
+        out = np.empty_like(values)
+        out[self.orders[split]] = values
+        return out
 
-def prepare(ctx):
-    """Concatenate the task's splits in SentEval's order and build their features."""
-    a_rows, b_rows, labels, ranges, start = [], [], [], {}, 0
+
+def prepare(ctx, table=None):
+    """Concatenate the task's splits in SentEval's order and build their features (from `table`,
+    the task's sentence table by default)."""
+    a_rows, b_rows, labels, ranges, orders, start = [], [], [], {}, {}, 0
     for name, split in ctx.data.splits.items():
         order = senteval_order(split, ctx.task.sort)
+        orders[name] = order
         ia, ib = ctx.rows[name]
         a_rows.append(ia[order])
         if ib is not None:
@@ -52,9 +64,11 @@ def prepare(ctx):
         labels.append(split.y[order])
         ranges[name] = (start, start + len(split))
         start += len(split)
-    features = Features(ctx.table, np.concatenate(a_rows), np.concatenate(b_rows) if b_rows else None,
-                        ctx.task.features).dense()
-    return Samples(features, torch.as_tensor(np.concatenate(labels), device=ctx.device), ranges)
+    a_rows = np.concatenate(a_rows)
+    b_rows = np.concatenate(b_rows) if b_rows else None
+    features = Features(ctx.table if table is None else table, a_rows, b_rows, ctx.task.features).dense()
+    return Samples(features, torch.as_tensor(np.concatenate(labels), device=ctx.device), ranges, orders,
+                   a_rows, b_rows)
 
 
 @dataclass
@@ -116,8 +130,8 @@ def class_count(ctx):
     return len(ctx.data.classes or ctx.task.classes)
 
 
-def _classifier(task, config):
-    classifier = dict(config["classifier"])
+def _classifier(task, config, base=None):
+    classifier = dict(config["classifier"] if base is None else base)
     for key in ("max_epoch", "epoch_size"):
         if key in task.params:
             classifier[key] = task.params[key]
@@ -144,16 +158,38 @@ def kfold_folds(y, k, seed):
     return list(StratifiedKFold(k, shuffle=True, random_state=seed).split(np.zeros(len(y)), y))
 
 
-def inner_kfold(ctx):
-    """MR, CR, SUBJ, MPQA: reg chosen by inner k-fold within each outer training fold."""
-    samples = prepare(ctx)
+def keep_predictions(ctx, prefix, samples, split, yhat, group=None):
+    """Keep the test predictions (file order) as the prediction set `prefix`."""
+    gold = samples.in_file_order(split, samples.y(split))
+    pred = samples.in_file_order(split, np.asarray(yhat))
+    group = None if group is None else samples.in_file_order(split, group)
+    order = "every sample in file order, group = outer fold" if group is not None else "test split, file order"
+    ctx.keep(prefix, predictions.labels(gold, pred, group, f1="f1" in ctx.task.metrics, order=order))
+
+
+def inner_kfold(ctx, classifier=None, prefix=""):
+    """MR, CR, SUBJ, MPQA: reg chosen by inner k-fold within each outer training fold.
+
+    A z-score normalization takes its statistics from each outer training fold separately: the
+    samples are presented to the trainer once per outer fold (index o * N + i: sample i under
+    fold o's statistics), so the folds still train in one batched call."""
+    per_fold = ctx.normalize.startswith("zscore")
+    samples = prepare(ctx, None if per_fold else normalize.table(ctx))
     solver, k, seed = ctx.config["solver"], ctx.config["kfold"], ctx.seed
-    classifier = _classifier(ctx.task, ctx.config)
+    classifier = _classifier(ctx.task, ctx.config, classifier)
     regs = regularization_grid(solver, "inner_kfold", ctx.task)
     y = samples.y("all")
+    n = len(y)
     outer = inner_kfold_folds(y, k)
-    train_sets = [itrain for _, _, inner in outer for itrain, _ in inner]
-    valid_sets = [ivalid for _, _, inner in outer for _, ivalid in inner]
+    shift = [0] * k
+    if per_fold:
+        features = normalize.fold_features(ctx, ctx.normalize, samples.a_rows, samples.b_rows,
+                                           [train for train, _, _ in outer])
+        samples = Samples(features, samples.labels.repeat(k), samples.ranges, samples.orders, samples.a_rows,
+                          samples.b_rows)
+        shift = [o * n for o in range(k)]
+    train_sets = [itrain + shift[o] for o, (_, _, inner) in enumerate(outer) for itrain, _ in inner]
+    valid_sets = [ivalid + shift[o] for o, (_, _, inner) in enumerate(outer) for _, ivalid in inner]
     nclasses = class_count(ctx)
     stage1 = fit(solver, samples, nclasses, train_sets, valid_sets, [regs] * len(train_sets), classifier, seed,
                  ctx.device)
@@ -163,19 +199,23 @@ def inner_kfold(ctx):
         reg, score = _select(scores, regs)
         chosen.append(reg)
         dev_scores.append(score)
-    stage2 = fit(solver, samples, nclasses, [train for train, _, _ in outer], [None] * k, [[r] for r in chosen],
-                 classifier, seed, ctx.device)
-    test_scores = [percent(np.mean(stage2.predict(o, test)[:, 0] == y[test])) for o, (_, test, _) in enumerate(outer)]
-    n = len(y)
+    stage2 = fit(solver, samples, nclasses, [train + shift[o] for o, (train, _, _) in enumerate(outer)], [None] * k,
+                 [[r] for r in chosen], classifier, seed, ctx.device)
+    yhat, fold_of, test_scores = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64), []
+    for o, (_, test, _) in enumerate(outer):
+        yhat[test] = stage2.predict(o, test + shift[o])[:, 0]
+        fold_of[test] = o
+        test_scores.append(percent(np.mean(yhat[test] == y[test])))
+    keep_predictions(ctx, prefix, samples, "all", yhat, fold_of)
     return {"devacc": round(float(np.mean(dev_scores)), 2), "acc": round(float(np.mean(test_scores)), 2),
             "ndev": n, "ntest": n, "reg": chosen, "fold_acc": test_scores}
 
 
-def kfold(ctx):
+def kfold(ctx, classifier=None, prefix=""):
     """TREC, MRPC: reg chosen by k-fold cross-validation on train, retrained, tested on test."""
-    samples = prepare(ctx)
+    samples = prepare(ctx, normalize.table(ctx))
     solver, k, seed = ctx.config["solver"], ctx.config["kfold"], ctx.seed
-    classifier = _classifier(ctx.task, ctx.config)
+    classifier = _classifier(ctx.task, ctx.config, classifier)
     regs = regularization_grid(solver, "kfold", ctx.task)
     train_idx, y = samples.idx("train"), samples.y("train")
     folds = kfold_folds(y, k, seed)
@@ -187,6 +227,7 @@ def kfold(ctx):
     stage2 = fit(solver, samples, nclasses, [train_idx], [None], [[reg]], classifier, seed, ctx.device)
     test_idx, y_test = samples.idx("test"), samples.y("test")
     yhat = stage2.predict(0, test_idx)[:, 0]
+    keep_predictions(ctx, prefix, samples, "test", yhat)
     result = {"devacc": devacc, "acc": percent(np.mean(yhat == y_test)), "ndev": len(train_idx),
               "ntest": len(test_idx), "reg": reg, "dev_scores": dict(zip(map(str, regs), scores))}
     if "f1" in ctx.task.metrics:
@@ -194,15 +235,15 @@ def kfold(ctx):
     return result
 
 
-def split(ctx):
+def split(ctx, classifier=None, prefix=""):
     """SST2, SST5, SICK-E, SNLI, probing: reg chosen on dev; the chosen model is tested.
 
     Retraining the chosen regularization, as SentEval does, reproduces the same model (same seed,
     same data), so the model trained during selection is the one tested.
     """
-    samples = prepare(ctx)
+    samples = prepare(ctx, normalize.table(ctx))
     solver, seed = ctx.config["solver"], ctx.seed
-    classifier = _classifier(ctx.task, ctx.config)
+    classifier = _classifier(ctx.task, ctx.config, classifier)
     regs = regularization_grid(solver, "split", ctx.task)
     nclasses = class_count(ctx)
     stage = fit(solver, samples, nclasses, [samples.idx("train")], [samples.idx("dev")], [regs], classifier,
@@ -211,5 +252,38 @@ def split(ctx):
     reg, devacc = _select(scores, regs)
     test_idx = samples.idx("test")
     yhat = stage.predict(0, test_idx)[:, regs.index(reg)]
+    keep_predictions(ctx, prefix, samples, "test", yhat)
     return {"devacc": devacc, "acc": percent(np.mean(yhat == samples.y("test"))), "ndev": len(samples.idx("dev")),
             "ntest": len(test_idx), "reg": reg, "dev_scores": dict(zip(map(str, regs), scores))}
+
+
+MLP_NHID = 50  # --classifiers mlp on the downstream tasks, when the configured classifier is logistic regression
+
+
+def classifier_named(config, name):
+    """The classifier settings of --classifiers' `logreg` or `mlp` (the configured one otherwise)."""
+    base = dict(config["classifier"])
+    if name == "logreg":
+        return dict(base, nhid=0)
+    return dict(base, nhid=base["nhid"] or MLP_NHID)
+
+
+def with_classifiers(protocol):
+    """The protocol run once per classifier of --classifiers (once, with the configured classifier,
+    without it). Each classifier's results sit under its name; SentEval's keys at the top are the
+    logistic regression's (SentEval's transfer protocol), named by `classifier`."""
+
+    def evaluate(ctx):
+        names = ctx.config.get("classifiers")
+        if not names:
+            return protocol(ctx)
+        ran = {name: protocol(ctx, classifier_named(ctx.config, name), prefix=name) for name in names}
+        headline = "logreg" if "logreg" in ran else names[0]
+        result = dict(ran[headline], classifier=headline)
+        result.update(ran)
+        ctx.keep("", ctx.predictions[headline])
+        return result
+
+    evaluate.__name__ = protocol.__name__
+    evaluate.__doc__ = protocol.__doc__
+    return evaluate

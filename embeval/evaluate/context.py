@@ -12,7 +12,12 @@ from embeval.tasks import Task
 @dataclass
 class Context:
     """`table` is the task's per-sentence float32 table on `device`; `rows[split]` maps each
-    sample of a split (file order) to its rows in that table: (first sentences, second or None)."""
+    sample of a split (file order) to its rows in that table: (first sentences, second or None).
+
+    `normalize` is the normalization method to apply (embeval.normalize); `reference` is the
+    Context of the task that lends its train split for the statistics (and its dev split for
+    tuning) of tasks without one (STSBenchmark for STS12-16). Evaluators put their per-test-item
+    predictions in `predictions` with `keep` (embeval.predictions)."""
 
     task: Task
     data: TaskData
@@ -22,3 +27,10 @@ class Context:
     config: Dict = field(default_factory=dict)
     seed: int = 1111
     progress: bool = False
+    normalize: str = "none"
+    reference: Optional["Context"] = None
+    predictions: Dict = field(default_factory=dict)
+
+    def keep(self, name, prediction_set):
+        """Record the prediction set whose figures sit at path `name` of the results."""
+        self.predictions[name] = prediction_set

@@ -6,10 +6,9 @@ nhid in {50, 100, 200} x dropout in {0, 0.1, 0.2} x the regularization grid, all
 (the SentEval solver; every grid point of one nhid is trained in one batched call). WordContent is
 always logistic regression, as in SentEval.
 """
-from dataclasses import replace
-
 import numpy as np
 
+from embeval import normalize
 from embeval.evaluate import classify
 from embeval.train import batched
 
@@ -18,13 +17,12 @@ CHOICES = ("logreg", "mlp", "both")
 
 
 def _logreg(ctx):
-    config = dict(ctx.config, classifier=dict(ctx.config["classifier"], nhid=0))
-    return classify.split(replace(ctx, config=config))
+    return classify.split(ctx, classify.classifier_named(ctx.config, "logreg"), prefix="logreg")
 
 
 def _mlp(ctx):
     """Every (nhid, dropout, reg) of the grid trained with early stopping on dev; the best is tested."""
-    samples = classify.prepare(ctx)
+    samples = classify.prepare(ctx, normalize.table(ctx))
     nclasses = classify.class_count(ctx)
     regs = classify.TORCH_REGS
     dropouts = [d for d in MLP_GRID["dropout"] for _ in regs]
@@ -40,6 +38,7 @@ def _mlp(ctx):
     scores = [c[0] for c in candidates]
     devacc, nhid, dropout, reg, trained, r = candidates[int(np.argmax(scores))]
     yhat = trained.predict(samples.features, test, 0)[:, r]
+    classify.keep_predictions(ctx, "mlp", samples, "test", yhat)
     return {"devacc": devacc, "acc": classify.percent(np.mean(yhat == samples.y("test"))), "ndev": len(dev),
             "ntest": len(test), "nhid": nhid, "dropout": dropout, "reg": reg}
 
@@ -56,4 +55,5 @@ def evaluate_probing(ctx):
     result = {key: ran[headline][key] for key in ("devacc", "acc", "ndev", "ntest")}
     result["classifier"] = headline
     result.update(ran)
+    ctx.keep("", ctx.predictions[headline])
     return result

@@ -12,6 +12,7 @@ import copy
 import numpy as np
 import torch
 
+from embeval import normalize, predictions
 from embeval.errors import DataFileError
 from embeval.evaluate import seeded, sts
 from embeval.features import sample_features
@@ -152,8 +153,9 @@ def _split_file(ctx, name):
     return files[SPLITS.index(name)] if len(files) == len(SPLITS) else (files[0] if files else None)
 
 
-def split_features(ctx, name):
-    """(features, scores) of one split, in SentEval's sample order; scores must lie in 0..5."""
+def split_features(ctx, name, table=None):
+    """(features, scores, order) of one split, in SentEval's sample order (order[i] is the file
+    position of sample i); scores must lie in 0..5."""
     split = ctx.data.splits[name]
     scores = np.asarray(split.y, dtype=np.float64)
     bad = ~np.isfinite(scores) | (scores < SCORE_RANGE[0]) | (scores > SCORE_RANGE[1])
@@ -163,19 +165,37 @@ def split_features(ctx, name):
         raise DataFileError(f"{name} split: {what}", file=_split_file(ctx, name), task=ctx.task.name)
     order = senteval_order(split, ctx.task.sort)
     ia, ib = ctx.rows[name]
-    return sample_features(ctx.table, ia[order], ib[order], ctx.task.features), scores[order]
+    table = ctx.table if table is None else table
+    return sample_features(table, ia[order], ib[order], ctx.task.features), scores[order], order
 
 
 def evaluate_relatedness(ctx):
     """SICK-R / STS-B: SentEval's keys (devpearson, pearson, spearman, mse, ndev, ntest) and the
-    cosine Pearson/Spearman of the test split under `cosine`."""
-    (train_x, train_y), (dev_x, dev_y), (test_x, test_y) = (split_features(ctx, s) for s in SPLITS)
+    cosine Pearson/Spearman of the test split under `cosine`.
+
+    With a normalization the regressor is trained on normalized vectors (statistics from the
+    train split) and the cosine figures of the normalized vectors sit under `normalized`, beside
+    the raw ones."""
+    normalizer = normalize.for_task(ctx)
+    table = normalizer(ctx.table)
+    (train_x, train_y, _), (dev_x, dev_y, _), (test_x, test_y, test_order) = (
+        split_features(ctx, s, table) for s in SPLITS)
     target = torch.from_numpy(tai_encode(train_y)).to(train_x.device)
     devpearson, model, _ = train_regressor(train_x, target, dev_x, dev_y, ctx.seed)
     yhat = model.predict(test_x)
     pearson, spearman = (0.0 if np.isnan(c) else c for c in sts.correlations(yhat, test_y))
-    return {
+    in_file_order = np.empty_like(yhat)
+    in_file_order[test_order] = yhat
+    ctx.keep("", predictions.scores(ctx.data.splits["test"].y, in_file_order))
+    cosine, cosine_set = sts.cosine_on_test(ctx)
+    ctx.keep("cosine", cosine_set)
+    result = {
         "devpearson": float(devpearson), "pearson": pearson, "spearman": spearman,
         "mse": float(np.mean((yhat - test_y) ** 2)), "ndev": len(dev_y), "ntest": len(test_y),
-        "cosine": sts.cosine_on_test(ctx),
+        "cosine": cosine,
     }
+    if normalizer.method != "none":
+        normalized, normalized_set = sts.cosine_on_test(ctx, table)
+        ctx.keep("normalized.cosine", normalized_set)
+        result["normalized"] = dict(normalize.summary(ctx), cosine=normalized)
+    return result

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from embeval import normalize, predictions
 from embeval.errors import DataFileError
 from embeval.evaluate import seeded
 
@@ -118,9 +119,10 @@ class CaptionSplit:
         return self.images.index_select(0, self.image_of[captions])
 
 
-def evaluate_split(model, split):
+def evaluate_split(model, split, ranks_out=None):
     """Averages over the 5 folds of R@K and medr both ways, and SentEval's dev score
-    (sum over folds of (R@1 + R@5 + R@10, both ways) / 5)."""
+    (sum over folds of (R@1 + R@5 + R@10, both ways) / 5). ranks_out (a dict), when given,
+    receives each fold's 0-based ranks: "i2t" per image, "t2i" per caption."""
     m = fold_count(len(split.images))
     per_fold, score = {"i2t": [], "t2i": []}, 0.0
     model.eval()
@@ -131,6 +133,8 @@ def evaluate_split(model, split):
             ranks = fold_ranks(model.images(split.images[f * m:(f + 1) * m]),
                                model.sentences(split.caption_vectors(captions)))
             for direction, r in zip(("i2t", "t2i"), ranks):
+                if ranks_out is not None:
+                    ranks_out.setdefault(direction, []).append(r.cpu().numpy())
                 metrics = recall_metrics(r)
                 per_fold[direction].append(metrics)
                 score += sum(metrics[f"r{k}"] for k in RECALLS) / NFOLDS
@@ -201,7 +205,7 @@ def train_ranker(train, dev, seed, max_epoch=MAX_EPOCH, progress=False, log=None
     return best, best_model, epochs
 
 
-def caption_split(ctx, name):
+def caption_split(ctx, name, table=None):
     """A checked CaptionSplit of the task's split (5 captions per image, image by image)."""
     split = ctx.data.splits[name]
     files = ctx.data.files
@@ -221,13 +225,23 @@ def caption_split(ctx, name):
             fold_count(n_images)
         except ValueError as err:
             fail(str(err))
-    return CaptionSplit(ctx.table, ctx.rows[name][0], split.y, split.images, ctx.device)
+    return CaptionSplit(ctx.table if table is None else table, ctx.rows[name][0], split.y, split.images, ctx.device)
 
 
 def evaluate_retrieval(ctx):
     """COCO: {"devacc": best dev score, "acc": {"i2t": {r1, r5, r10, medr}, "t2i": {...}},
-    "ndev": dev captions, "ntest": test captions}, R@K in % averaged over 5 folds."""
-    train, dev, test = (caption_split(ctx, name) for name in SPLITS)
+    "ndev": dev captions, "ntest": test captions}, R@K in % averaged over 5 folds.
+
+    The test ranks are kept as the prediction set "acc" (per image: its rank image->text and the
+    ranks of its 5 captions text->image, with its fold). With a normalization the captions'
+    vectors are normalized with statistics of the train captions."""
+    table = normalize.table(ctx)
+    train, dev, test = (caption_split(ctx, name, table) for name in SPLITS)
     devacc, model, _ = train_ranker(train, dev, ctx.seed, progress=ctx.progress)
-    acc, _ = evaluate_split(model, test)
+    ranks = {}
+    acc, _ = evaluate_split(model, test, ranks)
+    m = fold_count(len(test.images))
+    ctx.keep("acc", predictions.ranks(np.concatenate(ranks["i2t"]),
+                                      np.concatenate(ranks["t2i"]).reshape(-1, CAPTIONS_PER_IMAGE),
+                                      np.repeat(np.arange(NFOLDS), m)))
     return {"devacc": float(devacc), "acc": acc, "ndev": len(dev), "ntest": len(test)}

@@ -1,0 +1,177 @@
+"""`embeval compare A.json B.json [...]`: paired bootstrap comparison of encoders on the same test items.
+
+Every later file is compared with the first. For each task both scored, and each headline figure
+(embeval.headline; for each classifier and for the normalized cosine figures too), the same
+bootstrap resamples of the test items are applied to both runs' saved predictions: the
+difference B - A, its 95% percentile interval and the paired bootstrap p-value
+(embeval.stats.paired_test). p-values are also adjusted for the number of comparisons in the
+table (Holm-Bonferroni). The runs must have predicted the same test items in the same order:
+same task data (sha256), same item count, same gold values.
+"""
+from pathlib import Path
+
+import numpy as np
+
+from embeval import predictions, stats
+from embeval.errors import EmbevalError
+from embeval.headline import figures as headline_figures
+from embeval.headline import variants
+from embeval.report import Cell, Table, default_label, load, render
+from embeval.tasks import TASK_NAMES
+
+ALPHA = 0.05
+
+
+def load_run(path):
+    """(record, {task: prediction entry}) of a results file with saved predictions."""
+    path = Path(path)
+    record = load(path)
+    saved = record.get("predictions")
+    if not isinstance(saved, dict) or not isinstance(saved.get("file"), str):
+        raise EmbevalError("has no saved predictions; score it again with --save-predictions to compare it",
+                           file=path)
+    runs = predictions.read(path.parent / Path(saved["file"]).name, saved.get("sha256"))
+    return record, runs.get("encoder", {})
+
+
+def locate(sets, path):
+    """(set name, figure) of a figure path among a task's prediction sets, or None."""
+    for name in sorted(sets, key=len, reverse=True):
+        if name == "" or path.startswith(name + "."):
+            figure = path[len(name) + 1:] if name else path
+            if figure in sets[name].figures:
+                return name, figure
+    return None
+
+
+def _check_same_items(task, a_entry, b_entry, set_name, paths):
+    where = f"{paths[0]}, {paths[1]}"
+    if a_entry["data_sha256"] != b_entry["data_sha256"]:
+        raise EmbevalError("the runs scored different task data (data sha256 differs); a paired comparison "
+                           "needs the same test items", file=where, task=task)
+    a, b = a_entry["sets"][set_name], b_entry["sets"][set_name]
+    if a.kind != b.kind or a.items != b.items:
+        raise EmbevalError(f"the runs predicted different test items ({a.items} and {b.items} items in "
+                           f"{set_name or 'the headline set'})", file=where, task=task)
+    for key in ("gold", "group"):
+        if (key in a.arrays) != (key in b.arrays) or (key in a.arrays and not np.array_equal(a.arrays[key],
+                                                                                            b.arrays[key])):
+            raise EmbevalError("the runs' test items differ (gold values or order)", file=where, task=task)
+
+
+def _figure_paths(task, results_a, results_b):
+    """Headline figure paths to compare, with their labels and whether they are percentages."""
+    out = []
+    prefixes = [p for p in variants(results_a) if p in variants(results_b)]
+    classifiers = [p for p in prefixes if p in ("logreg.", "mlp.")]
+    for prefix in prefixes:
+        if prefix == "" and classifiers:
+            continue  # the top-level figures repeat one classifier's
+        for fig in headline_figures(task):
+            label = fig.label if not prefix else f"{prefix[:-1]}: {fig.label}"
+            out.append((prefix + fig.path, label, fig.percent))
+    return out
+
+
+def compare(paths, labels=None, tasks=None, resamples=None, seed=None, level=stats.LEVEL, alpha=ALPHA):
+    """The comparison as a dict: encoders, and one row per (other encoder, task, figure)."""
+    if len(paths) < 2:
+        raise EmbevalError("give at least two results files to compare", file="compare")
+    if labels and len(labels) != len(paths):
+        raise EmbevalError(f"{len(labels)} labels for {len(paths)} results files; give one --label per file",
+                           file="--label")
+    loaded = [load_run(p) for p in paths]
+    reference, ref_runs = loaded[0]
+    seed = reference.get("config", {}).get("seed", 1111) if seed is None else seed
+    resamples = resamples or reference.get("config", {}).get("bootstrap") or stats.RESAMPLES
+    names = labels or [default_label(r, p) for (r, _), p in zip(loaded, paths)]
+    encoders = [{"label": n, "file": str(p), "dim": r.get("vectors", {}).get("dim")}
+                for n, (r, _), p in zip(names, loaded, paths)]
+    rows, not_compared = [], []
+    for other in range(1, len(loaded)):
+        record, runs = loaded[other]
+        wanted = [t for t in TASK_NAMES if (tasks is None or t in tasks)
+                  and (t in reference["tasks"] or t in record["tasks"])]
+        for task in wanted:
+            if task not in ref_runs or task not in runs:
+                not_compared.append({"task": task, "b": names[other],
+                                     "why": "scored by only one of the runs"})
+                continue
+            a_entry, b_entry = ref_runs[task], runs[task]
+            for path, label, percent in _figure_paths(task, reference["tasks"][task]["results"],
+                                                      record["tasks"][task]["results"]):
+                found_a, found_b = locate(a_entry["sets"], path), locate(b_entry["sets"], path)
+                if found_a is None or found_b is None or found_a != found_b:
+                    continue
+                set_name, figure = found_a
+                _check_same_items(task, a_entry, b_entry, set_name, (paths[0], paths[other]))
+                kind = a_entry["sets"][set_name].kind
+                test = stats.paired_test(kind, figure, a_entry["sets"][set_name].arrays,
+                                         b_entry["sets"][set_name].arrays, seed, task, resamples, level)
+                rows.append(dict(test, task=task, figure=path, label=label, percent=percent, a_label=names[0],
+                                 b_label=names[other], n=a_entry["sets"][set_name].items))
+    for row, adjusted in zip(rows, stats.holm([r["p"] for r in rows])):
+        row["p_holm"] = adjusted
+        row["significant"] = bool(row["p"] < alpha)
+        row["significant_holm"] = bool(adjusted < alpha)
+    return {"encoders": encoders, "resamples": resamples, "seed": seed, "level": level, "alpha": alpha,
+            "rows": rows, "not_compared": not_compared}
+
+
+def table(result):
+    """The comparison as a report Table (figures in the units of the papers: x100 for correlations)."""
+    level = int(round(100 * result["level"]))
+    dims = ", ".join(f"{e['label']} {e['dim']}-d" for e in result["encoders"])
+    caption = (f"Paired comparison with {result['encoders'][0]['label']} ({dims}). Delta = B - A on the same test "
+               f"items; [low, high]: its {level}% percentile bootstrap interval; p: two-sided paired bootstrap "
+               f"p-value ({result['resamples']} resamples of the test items, seed {result['seed']}); p (Holm): "
+               f"adjusted for the {len(result['rows'])} comparisons of this table. Significant: p < "
+               f"{result['alpha']:g}. Correlations x100, accuracies and recalls in %. Intervals reflect test-set "
+               "sampling only, not the randomness of classifier training.")
+    t = Table("compare", "Paired comparison", caption,
+              ["task", "figure", "A", "B", "A value", "B value", "Delta", "p", "p (Holm)", "significant"],
+              metrics=["", "", "", "", "", "", "", "", ""])
+    for r in result["rows"]:
+        scale = 1.0 if r["percent"] else 100.0
+        verdict = "yes" if r["significant_holm"] else ("yes (uncorrected)" if r["significant"] else "no")
+        t.rows.append([Cell(text=r["task"]), Cell(text=r["label"]), Cell(text=r["a_label"]), Cell(text=r["b_label"]),
+                       Cell(scale * r["a"]), Cell(scale * r["b"]),
+                       Cell(scale * r["diff"], scale * r["low"], scale * r["high"]),
+                       Cell(text=_p(r["p"])), Cell(text=_p(r["p_holm"])), Cell(text=verdict)])
+    return t
+
+
+def _p(p):
+    if p is None or not np.isfinite(p):
+        return "–"
+    return f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
+
+
+def text(result):
+    """A plain-text table for the terminal."""
+    t = table(result)
+    cells = [[c.text if c.text is not None else _cell_text(c) for c in row] for row in t.rows]
+    widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(t.header)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(t.header, widths)),
+             "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]
+    for skipped in result["not_compared"]:
+        lines.append(f"not compared: {skipped['task']} ({skipped['b']}: {skipped['why']})")
+    lines.append("")
+    lines.append(t.caption)
+    return "\n".join(lines)
+
+
+def _cell_text(c):
+    if c.value is None:
+        return "–"
+    out = f"{c.value:+.2f}" if c.low is not None else f"{c.value:.2f}"
+    if c.low is not None:
+        out += f" [{c.low:+.2f}, {c.high:+.2f}]"
+    return out
+
+
+def formatted(result, fmt):
+    if fmt == "text":
+        return text(result)
+    return render([table(result)], fmt)

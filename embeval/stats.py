@@ -1,0 +1,242 @@
+"""Bootstrap confidence intervals and paired bootstrap tests over per-item predictions.
+
+A bootstrap resample of n test items is represented by its counts: how many times each item was
+drawn (a row of W, summing to n). Every statistic is written for weighted items, so one count
+matrix serves every figure and both runs of a paired comparison, and no resampled copy of the
+data is ever built. With all counts 1 each statistic is the plain figure on the test set.
+
+Resampling is stratified where the figure is an average over strata: items are drawn within
+each stratum (an STS subset, an outer fold of the inner k-fold protocol, a COCO fold), keeping
+its size, so the figure's definition (mean of per-stratum figures) holds in every resample.
+Pooled figures resample over all items. Counts come from numpy's PCG64 seeded with the run's
+seed and the task's name, so a task's resamples are the same in every run and in `compare`.
+"""
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+
+LEVEL = 0.95
+RESAMPLES = 1000
+CHUNK_CELLS = 1 << 18  # resamples x items held at once (small enough to stay in cache)
+
+
+def rng_for(seed, task, strata):
+    """The random stream of one task's resamples (per stratification), independent of the run."""
+    return np.random.Generator(np.random.PCG64([int(seed), zlib.crc32(task.encode()), zlib.crc32(strata.encode())]))
+
+
+def resample_counts(rng, n, size, groups=None):
+    """(size, n) float64 counts of `size` bootstrap resamples of n items.
+
+    groups: None (draw n items from all) or an int array (n,) of strata: each stratum's items are
+    drawn from that stratum only, as many as it holds."""
+    counts = np.zeros(size * n, dtype=np.float64)
+    offsets = (np.arange(size) * n)[:, None]
+    if groups is None:
+        members = [np.arange(n)]
+    else:
+        groups = np.asarray(groups)
+        members = [np.flatnonzero(groups == g) for g in np.unique(groups)]
+    for idx in members:
+        draws = idx[rng.integers(0, len(idx), size=(size, len(idx)))]
+        counts += np.bincount((draws + offsets).ravel(), minlength=size * n)
+    counts = counts.reshape(size, n)
+    return counts
+
+
+def strata_of(arrays, stratified):
+    return arrays.get("group") if stratified else None
+
+
+# Weighted statistics: W (b, n) counts, arrays of the prediction set -> (b,) values.
+
+def accuracy(W, a):
+    """Accuracy in percent; with strata ('group'), the mean of the strata's accuracies."""
+    correct = (a["pred"] == a["gold"]).astype(np.float64)
+    groups = a.get("group")
+    if groups is None:
+        return 100.0 * (W @ correct) / W.sum(1)
+    values = [(W[:, groups == g] @ correct[groups == g]) / W[:, groups == g].sum(1) for g in np.unique(groups)]
+    return 100.0 * np.mean(values, axis=0)
+
+
+def f1_positive(W, a):
+    """F1 of class 1 in percent (0 when there is no positive prediction or gold item)."""
+    pred, gold = a["pred"] == 1, a["gold"] == 1
+    tp, fp, fn = (W @ (p & g).astype(np.float64) for p, g in ((pred, gold), (pred, ~gold), (~pred, gold)))
+    denominator = 2 * tp + fp + fn
+    return np.where(denominator > 0, 100.0 * 2 * tp / np.where(denominator > 0, denominator, 1), 0.0)
+
+
+def weighted_pearson(W, x, y):
+    """Pearson r of (x, y) with item weights W (b, n); NaN where either side is constant
+    (a relative spread below 1e-12) in a resample."""
+    total = W.sum(1, keepdims=True)
+    dx = x - (W * x).sum(1, keepdims=True) / total
+    dy = y - (W * y).sum(1, keepdims=True) / total
+    cov, vx, vy = ((W * u * v).sum(1) for u, v in ((dx, dy), (dx, dx), (dy, dy)))
+    scale_x = (W * x * x).sum(1) if x.ndim == 2 else W @ (x * x)
+    scale_y = (W * y * y).sum(1) if y.ndim == 2 else W @ (y * y)
+    constant = (vx <= 1e-24 * scale_x) | (vy <= 1e-24 * scale_y)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = cov / np.sqrt(vx * vy)
+    return np.clip(np.where(constant, np.nan, r), -1.0, 1.0)
+
+
+def weighted_ranks(W, x):
+    """Average ranks (1-based, ties averaged) of x in each weighted resample, as if every item were
+    repeated as many times as its count: (b, n); the ranks of items with count 0 are unused."""
+    order = np.argsort(x, kind="stable")
+    xs = x[order]
+    starts = np.r_[0, np.flatnonzero(np.diff(xs) != 0) + 1]
+    tie_group = np.cumsum(np.r_[0, (np.diff(xs) != 0).astype(np.int64)])
+    per_group = np.add.reduceat(W[:, order], starts, axis=1)
+    below = np.cumsum(per_group, axis=1) - per_group
+    ranks = np.empty_like(W)
+    ranks[:, order] = (below + (per_group + 1) / 2)[:, tie_group]
+    return ranks
+
+
+def pearson(W, a):
+    return weighted_pearson(W, a["system"], a["gold"])
+
+
+def spearman(W, a):
+    return weighted_pearson(W, weighted_ranks(W, a["system"]), weighted_ranks(W, a["gold"]))
+
+
+def _per_group(coefficient, weighting):
+    def statistic(W, a):
+        groups = a["group"]
+        values, sizes = [], []
+        for g in np.unique(groups):
+            member = groups == g
+            values.append(coefficient(W[:, member], {k: v[member] for k, v in a.items() if k != "group"}))
+            sizes.append(member.sum())
+        values = np.array(values)
+        return values.mean(0) if weighting == "mean" else np.average(values, axis=0, weights=sizes)
+    return statistic
+
+
+def mean_recall(W, a):
+    """Mean of R@1, R@5, R@10 (%) image->text and text->image, weighting each image with its 5 captions."""
+    return np.mean([recall(W, a, direction, k) for direction in ("i2t", "t2i") for k in (1, 5, 10)], axis=0)
+
+
+def recall(W, a, direction, k):
+    hits = (a[direction] < k).astype(np.float64)
+    if hits.ndim == 2:  # t2i: (images, 5 captions)
+        hits = hits.mean(1)
+    return 100.0 * (W @ hits) / W.sum(1)
+
+
+def _recall(direction, k):
+    return lambda W, a: recall(W, a, direction, k)
+
+
+@dataclass(frozen=True)
+class Statistic:
+    """A figure computed from a prediction set: its function and whether resamples are stratified."""
+
+    function: object
+    stratified: bool
+
+
+STATISTICS = {
+    "labels": {"acc": Statistic(accuracy, True), "f1": Statistic(f1_positive, False)},
+    "scores": {
+        "pearson": Statistic(pearson, False), "spearman": Statistic(spearman, False),
+        "pearson.pooled": Statistic(pearson, False), "spearman.pooled": Statistic(spearman, False),
+        "pearson.mean": Statistic(_per_group(pearson, "mean"), True),
+        "spearman.mean": Statistic(_per_group(spearman, "mean"), True),
+        "pearson.wmean": Statistic(_per_group(pearson, "wmean"), True),
+        "spearman.wmean": Statistic(_per_group(spearman, "wmean"), True),
+    },
+    "ranks": dict({"mean_recall": Statistic(mean_recall, True)},
+                  **{f"{d}.r{k}": Statistic(_recall(d, k), True) for d in ("i2t", "t2i") for k in (1, 5, 10)}),
+}
+
+
+def statistic(kind, figure):
+    return STATISTICS[kind][figure]
+
+
+def observed(kind, figure, arrays):
+    """The figure on the test set itself (every item once)."""
+    n = len(next(iter(arrays.values())))
+    return float(statistic(kind, figure).function(np.ones((1, n)), arrays)[0])
+
+
+def _distribution(stat, arrays_list, counts_source, resamples, n):
+    """Bootstrap values of `stat` for each prediction set in arrays_list, on shared resamples: (k, B)."""
+    out = np.empty((len(arrays_list), resamples))
+    size = max(1, CHUNK_CELLS // max(n, 1))
+    for start in range(0, resamples, size):
+        W = counts_source(min(size, resamples - start))
+        for i, arrays in enumerate(arrays_list):
+            out[i, start:start + len(W)] = stat.function(W, arrays)
+    return out
+
+
+def _counts_source(rng, n, groups):
+    return lambda size: resample_counts(rng, n, size, groups)
+
+
+def interval(values, level=LEVEL):
+    """Percentile interval of bootstrap values (NaN resamples, e.g. a constant side, are left out)."""
+    tail = 100 * (1 - level) / 2
+    finite = values[np.isfinite(values)]
+    if len(finite) == 0:
+        return float("nan"), float("nan")
+    return float(np.percentile(finite, tail)), float(np.percentile(finite, 100 - tail))
+
+
+def bootstrap_ci(kind, figure, arrays, seed, task, resamples=RESAMPLES, level=LEVEL):
+    """{"value", "low", "high"}: the figure and its percentile bootstrap interval."""
+    stat = statistic(kind, figure)
+    groups = strata_of(arrays, stat.stratified)
+    n = len(arrays[_item_key(kind)])
+    rng = rng_for(seed, task, "strata" if groups is not None else "all")
+    values = _distribution(stat, [arrays], _counts_source(rng, n, groups), resamples, n)[0]
+    low, high = interval(values, level)
+    return {"value": observed(kind, figure, arrays), "low": low, "high": high}
+
+
+def paired_test(kind, figure, arrays_a, arrays_b, seed, task, resamples=RESAMPLES, level=LEVEL):
+    """B minus A on the same resampled test items: the difference, its percentile interval and the
+    two-sided p-value of 'no difference'.
+
+    p = (1 + #{|d* - d| >= |d|}) / (B + 1), where d is the observed difference and d* its
+    bootstrap values: the resampled differences, centred on d, stand for the differences a
+    population without a real difference would produce (Efron & Tibshirani 1993, ch. 16)."""
+    stat = statistic(kind, figure)
+    groups = strata_of(arrays_a, stat.stratified)
+    n = len(arrays_a[_item_key(kind)])
+    rng = rng_for(seed, task, "strata" if groups is not None else "all")
+    values = _distribution(stat, [arrays_a, arrays_b], _counts_source(rng, n, groups), resamples, n)
+    a, b = observed(kind, figure, arrays_a), observed(kind, figure, arrays_b)
+    diff = b - a
+    deltas = values[1] - values[0]
+    finite = deltas[np.isfinite(deltas)]
+    low, high = interval(deltas, level)
+    extreme = np.sum(np.abs(finite - diff) >= abs(diff) - 1e-12 * max(1.0, abs(diff)))
+    p = float((1 + extreme) / (1 + len(finite))) if len(finite) else float("nan")
+    return {"a": a, "b": b, "diff": diff, "low": low, "high": high, "p": p}
+
+
+def _item_key(kind):
+    return {"labels": "gold", "scores": "gold", "ranks": "i2t"}[kind]
+
+
+def holm(pvalues):
+    """Holm-Bonferroni adjusted p-values (same order as given; NaN stays NaN)."""
+    p = np.asarray(pvalues, dtype=np.float64)
+    ok = np.flatnonzero(np.isfinite(p))
+    adjusted = np.full(len(p), np.nan)
+    order = ok[np.argsort(p[ok], kind="stable")]
+    m, running = len(order), 0.0
+    for i, idx in enumerate(order):
+        running = max(running, min(1.0, (m - i) * p[idx]))
+        adjusted[idx] = running
+    return adjusted.tolist()
