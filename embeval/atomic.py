@@ -1,6 +1,7 @@
 """Atomic file writes: a temporary file in the same folder, flushed, then renamed over the target."""
 import errno
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -48,6 +49,17 @@ def check_writable(path):
             os.unlink(tmp)
 
 
+def _mode_for(path):
+    """The permissions a written file gets: those of the file it replaces, else what the umask
+    allows a new file (mkstemp's own 0600 would hide results from everyone else)."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        umask = os.umask(0o022)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
 def write_bytes(path, data):
     """Write data to path atomically; on failure the previous file, if any, is untouched."""
     path = Path(path)
@@ -55,6 +67,7 @@ def write_bytes(path, data):
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.fchmod(fd, _mode_for(path))
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -78,6 +91,7 @@ def temporary_sibling(path):
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.fchmod(fd, _mode_for(path))
     except OSError as err:
         raise EmbevalError(f"cannot write: {_describe(err)}", file=path)
     os.close(fd)

@@ -7,6 +7,7 @@ import errno
 import os
 import pickle
 import shutil
+import stat
 
 import h5py
 import numpy as np
@@ -653,3 +654,21 @@ def test_guard_in_a_fresh_interpreter(data_dir, tmp_path):
     crash = Path(FIXTURES) / "hdf5_segfault.h5"
     failure, last = h5guard._spawned(crash, ["MR"], 60)
     assert last == "MR" and failure in (None, "crashed (SIGSEGV)")
+
+
+def test_written_files_get_ordinary_permissions(tmp_path):
+    """A new file gets what the umask allows (not mkstemp's private 0600); a replaced file keeps its mode."""
+    from embeval import atomic
+
+    umask = os.umask(0o022)
+    try:
+        atomic.write_text(tmp_path / "new.json", "{}")
+        assert stat.S_IMODE((tmp_path / "new.json").stat().st_mode) == 0o644
+        target = tmp_path / "kept.json"
+        target.write_text("old")
+        target.chmod(0o640)
+        atomic.write_text(target, "new")
+        assert stat.S_IMODE(target.stat().st_mode) == 0o640 and target.read_text() == "new"
+        assert stat.S_IMODE(atomic.temporary_sibling(tmp_path / "v.h5").stat().st_mode) == 0o644
+    finally:
+        os.umask(umask)

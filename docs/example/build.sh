@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Rebuild the example report in this folder: two quickstart encoders (the hashing bag of words and
+# all-MiniLM-L6-v2), both classifiers, z-score normalization, a bag-of-words baseline at MiniLM's
+# dimension, bootstrap intervals, the paired comparison, and the report with its plots.
+#
+#   EMBEVAL_DATA=/path/to/senteval_data docs/example/build.sh [WORKDIR]
+#
+# Needs `pip install -e '.[exporters,report]'`. About half an hour on 2 CPU cores.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+work="${1:-embeval-example}"
+tasks=STS12,STS13,STS14,STS15,STS16,STSBenchmark,SICKRelatedness,MR,CR,TREC,MRPC
+common=(--workdir "$work" --tasks "$tasks" --device cpu --classifiers logreg,mlp --normalize zscore
+        --save-predictions)
+
+embeval quickstart --encoder bow "${common[@]}"
+embeval quickstart --encoder minilm --baseline-bow-dim 384 "${common[@]}"
+
+runs=("$work/results-bow.json" "$work/results-minilm.json")
+labels=(--label "hashing BoW" --label "all-MiniLM-L6-v2")
+embeval report "${runs[@]}" "${labels[@]}" --format markdown --plots "$here/plots" --out "$here/report.md"
+embeval report "${runs[@]}" "${labels[@]}" --format latex --out "$here/report.tex"
+embeval report "${runs[@]}" "${labels[@]}" --format csv --out "$here/report.csv"
+embeval compare "${runs[@]}" "${labels[@]}" --format markdown --out "$here/compare.md"
+embeval compare "${runs[@]}" "${labels[@]}" --out "$here/compare.txt"
+for run in bow minilm; do
+  cp "$work/results-$run.json" "$work/results-$run.predictions.npz" "$here/"
+done
