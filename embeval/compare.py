@@ -83,11 +83,12 @@ def compare(paths, labels=None, tasks=None, resamples=None, seed=None, level=sta
     loaded = [load_run(p) for p in paths]
     reference, ref_runs = loaded[0]
     seed = reference.get("config", {}).get("seed", 1111) if seed is None else seed
+    wanted_resamples = resamples
     resamples = resamples or reference.get("config", {}).get("bootstrap") or stats.RESAMPLES
     names = labels or [default_label(r, p) for (r, _), p in zip(loaded, paths)]
     encoders = [{"label": n, "file": str(p), "dim": r.get("vectors", {}).get("dim")}
                 for n, (r, _), p in zip(names, loaded, paths)]
-    rows, not_compared = [], []
+    specs, not_compared = [], []
     for other in range(1, len(loaded)):
         record, runs = loaded[other]
         wanted = [t for t in TASK_NAMES if (tasks is None or t in tasks)
@@ -105,17 +106,29 @@ def compare(paths, labels=None, tasks=None, resamples=None, seed=None, level=sta
                     continue
                 set_name, figure = found_a
                 _check_same_items(task, a_entry, b_entry, set_name, (paths[0], paths[other]))
-                kind = a_entry["sets"][set_name].kind
-                test = stats.paired_test(kind, figure, a_entry["sets"][set_name].arrays,
-                                         b_entry["sets"][set_name].arrays, seed, task, resamples, level)
-                rows.append(dict(test, task=task, figure=path, label=label, percent=percent, a_label=names[0],
-                                 b_label=names[other], n=a_entry["sets"][set_name].items))
+                specs.append((a_entry["sets"][set_name], b_entry["sets"][set_name], figure,
+                              dict(task=task, figure=path, label=label, percent=percent, a_label=names[0],
+                                   b_label=names[other], n=a_entry["sets"][set_name].items)))
+    needed = resamples_for(len(specs), alpha)
+    if wanted_resamples is None:
+        resamples = max(resamples, needed)
+    rows = []
+    for a, b, figure, row in specs:
+        test = stats.paired_test(a.kind, figure, a.arrays, b.arrays, seed, row["task"], resamples, level)
+        rows.append(dict(test, **row))
     for row, adjusted in zip(rows, stats.holm([r["p"] for r in rows])):
         row["p_holm"] = adjusted
         row["significant"] = bool(row["p"] < alpha)
         row["significant_holm"] = bool(adjusted < alpha)
-    return {"encoders": encoders, "resamples": resamples, "seed": seed, "level": level, "alpha": alpha,
-            "rows": rows, "not_compared": not_compared}
+    return {"encoders": encoders, "resamples": resamples, "resamples_needed": needed, "seed": seed,
+            "level": level, "alpha": alpha, "rows": rows, "not_compared": not_compared}
+
+
+def resamples_for(comparisons, alpha=ALPHA):
+    """The fewest resamples with which Holm's adjustment over `comparisons` tests can reach
+    significance: the smallest bootstrap p-value is 1/(B+1), and Holm multiplies it by the number
+    of tests, so B+1 must reach 2 x comparisons / alpha (a margin of 2)."""
+    return max(stats.RESAMPLES, int(np.ceil(2 * comparisons / alpha)) - 1)
 
 
 def table(result):
@@ -124,27 +137,33 @@ def table(result):
     dims = ", ".join(f"{e['label']} {e['dim']}-d" for e in result["encoders"])
     caption = (f"Paired comparison with {result['encoders'][0]['label']} ({dims}). Delta = B - A on the same test "
                f"items; [low, high]: its {level}% percentile bootstrap interval; p: two-sided paired bootstrap "
-               f"p-value ({result['resamples']} resamples of the test items, seed {result['seed']}); p (Holm): "
-               f"adjusted for the {len(result['rows'])} comparisons of this table. Significant: p < "
-               f"{result['alpha']:g}. Correlations x100, accuracies and recalls in %. Intervals reflect test-set "
-               "sampling only, not the randomness of classifier training.")
+               f"p-value ({result['resamples']} resamples of the test items, seed {result['seed']}; "
+               f"<= {1 / (result['resamples'] + 1):.1g}: no resample as extreme, the smallest p this many "
+               f"resamples can show); p (Holm): adjusted for the {len(result['rows'])} comparisons of this table. "
+               f"Significant: p < {result['alpha']:g}. Correlations x100, accuracies and recalls in %. Intervals "
+               "reflect test-set sampling only, not the randomness of classifier training."
+               + ("" if result["resamples"] >= result["resamples_needed"] else
+                  f" Too few resamples for Holm's adjustment to reach significance over this many comparisons: "
+                  f"use --resamples {result['resamples_needed']} or more."))
     t = Table("compare", "Paired comparison", caption,
               ["task", "figure", "A", "B", "A value", "B value", "Delta", "p", "p (Holm)", "significant"],
               metrics=["", "", "", "", "", "", "", "", ""])
     for r in result["rows"]:
         scale = 1.0 if r["percent"] else 100.0
         verdict = "yes" if r["significant_holm"] else ("yes (uncorrected)" if r["significant"] else "no")
+        floor = 1 / (result["resamples"] + 1)
         t.rows.append([Cell(text=r["task"]), Cell(text=r["label"]), Cell(text=r["a_label"]), Cell(text=r["b_label"]),
                        Cell(scale * r["a"]), Cell(scale * r["b"]),
                        Cell(scale * r["diff"], scale * r["low"], scale * r["high"]),
-                       Cell(text=_p(r["p"])), Cell(text=_p(r["p_holm"])), Cell(text=verdict)])
+                       Cell(text=_p(r["p"], floor)), Cell(text=_p(r["p_holm"])), Cell(text=verdict)])
     return t
 
 
-def _p(p):
+def _p(p, floor=None):
     if p is None or not np.isfinite(p):
         return "–"
-    return f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
+    text = f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
+    return f"<= {text}" if floor is not None and p <= floor * (1 + 1e-9) else text
 
 
 def text(result):

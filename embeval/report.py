@@ -138,10 +138,15 @@ def _present(rows, tasks):
     return [t for t in tasks if any(t in enc.tasks for enc in rows)]
 
 
+NOT_SETTINGS = ("baseline_bow_dim",)  # what one run adds, not how the figures are computed
+
+
 def _settings(records, ci=True):
-    configs = {json.dumps(r.get("config", {}), sort_keys=True) for r in records}
-    if len(configs) != 1:
-        return "Settings differ between the results files (see each file's config)."
+    configs = [{k: v for k, v in r.get("config", {}).items() if k not in NOT_SETTINGS} for r in records]
+    differ = sorted({k for c in configs for k in c if any(c.get(k) != other.get(k) for other in configs)})
+    if differ:
+        return (f"The results files were scored with different settings ({', '.join(differ)}; see each file's "
+                "config): their rows are not directly comparable.")
     config = records[0].get("config", {})
     classifier = config.get("classifier", {})
     text = (f"Configuration {config.get('preset', '?')} (kfold {config.get('kfold')}, {config.get('solver')} solver, "
@@ -342,7 +347,8 @@ def _latex_escape(text):
     for a, b in (("\\", "\\textbackslash{}"), ("&", "\\&"), ("%", "\\%"), ("_", "\\_"), ("#", "\\#"),
                  ("$", "\\$"), ("{", "\\{"), ("}", "\\}"), ("~", "\\textasciitilde{}"), ("^", "\\^{}")):
         text = text.replace(a, b)
-    return text.replace("|u-v|", "$|u-v|$").replace("u*v", "$u \\ast v$").replace(" x100", " $\\times$100")
+    return text.replace("|u-v|", "$|u-v|$").replace("u*v", "$u \\ast v$").replace(" x100", " $\\times$100") \
+        .replace("<=", "$\\leq$").replace(">=", "$\\geq$")
 
 
 def latex(tables, ci=True, figures=None):
@@ -382,6 +388,9 @@ def render(tables, fmt, ci=True, figures=None):
 
 # Plots.
 
+MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
+SPECTRUM_FLOOR = 1e-4  # relative singular values below this are numerically zero for the reader
+
 def plots(rows, folder, relative_to=None):
     """PNG figures of the geometry: alignment vs uniformity, and the singular-value spectra.
     Returns {table key: [(caption, path relative to `relative_to`)]}."""
@@ -403,12 +412,11 @@ def plots(rows, folder, relative_to=None):
         raise EmbevalError(f"cannot create the folder ({err.strerror})", file=folder)
     made = []
     fig, ax = plt.subplots(figsize=(6, 4.5))
-    for enc, g in found:
-        ax.scatter([g["uniformity"]], [g["alignment"]], s=40)
-        ax.annotate(f"{enc.label} ({enc.dim}-d)", (g["uniformity"], g["alignment"]), textcoords="offset points",
-                    xytext=(5, 5), fontsize=8)
+    for (enc, g), marker in zip(found, MARKERS * len(found)):
+        ax.scatter([g["uniformity"]], [g["alignment"]], s=50, marker=marker, label=f"{enc.label} ({enc.dim}-d)")
     ax.xaxis.set_major_locator(MaxNLocator(4))
     ax.margins(0.3)
+    ax.legend(fontsize=8)
     ax.set_xlabel("uniformity (lower is better)")
     ax.set_ylabel("alignment (lower is better)")
     ax.set_title("Alignment and uniformity on STS-B")
@@ -422,13 +430,16 @@ def plots(rows, folder, relative_to=None):
             ax.plot(range(1, len(values) + 1), [v / values[0] for v in values], label=f"{enc.label} ({enc.dim}-d)")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    bottom, _ = ax.get_ylim()
+    ax.set_ylim(bottom=max(bottom, SPECTRUM_FLOOR))
     ax.set_xlabel("index")
     ax.set_ylabel("singular value / largest")
     ax.set_title("Singular-value spectrum (centred STS-B sentences)")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     made.append(("Singular values of the centred table of STS-B's distinct sentences, divided by the largest; "
-                 "a flatter spectrum uses more directions (less anisotropy).", _save(fig, folder / "spectrum.png", plt)))
+                 f"a flatter spectrum uses more directions (less anisotropy); the axis stops at {SPECTRUM_FLOOR:g} "
+                 "(a line that drops out of the figure: a direction the vectors do not use).", _save(fig, folder / "spectrum.png", plt)))
     base = Path(relative_to) if relative_to else Path.cwd()
     return {"geometry": [(caption, Path(os.path.relpath(path, base)).as_posix()) for caption, path in made]}
 

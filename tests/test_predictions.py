@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from embeval import predictions
+from embeval import compare, predictions
 from embeval.headline import lookup
 from embeval.tasks import TASKS
 from coco_helpers import caption_encoder, write_coco
@@ -107,7 +107,11 @@ def test_compare_two_encoders(runs, cli):
     result = cli("compare", a, b, "--label", "A", "--label", "B", "--json", out, "--format", "markdown")
     assert result.exit_code == 0, result.stderr
     compared = json.loads(out.read_text())
-    assert compared["seed"] == 1111 and compared["resamples"] == 200
+    # The runs drew 200 resamples; compare raises them so that Holm's adjustment can reach significance.
+    needed = compare.resamples_for(len(compared["rows"]))
+    assert compared["seed"] == 1111 and compared["resamples"] == needed >= 2 * len(compared["rows"]) / 0.05 - 1
+    floor = 1 / (needed + 1)
+    assert all(r["p_holm"] < 0.05 for r in compared["rows"] if r["p"] <= floor * (1 + 1e-9))
     assert [e["dim"] for e in compared["encoders"]] == [8, 8]
     by = {(r["task"], r["figure"]): r for r in compared["rows"]}
     sts = by[("STS16", "all.spearman.pooled")]
@@ -223,3 +227,13 @@ def test_quickstart_passes_the_comparison_options(cli, data_dir, tmp_path):
     record = json.loads((tmp_path / "qs" / "results-bow.json").read_text())
     assert record["predictions"]["file"] == "results-bow.predictions.npz" and record["config"]["bootstrap"] == 200
     assert (tmp_path / "qs" / "results-bow.predictions.npz").is_file()
+
+
+def test_compare_resamples_given_are_kept_and_too_few_are_said(runs, cli):
+    (_, a), (_, b) = runs["ra"], runs["rb"]
+    out = runs["root"] / "few.json"
+    result = cli("compare", a, b, "--resamples", "100", "--json", out)
+    assert result.exit_code == 0, result.stderr
+    compared = json.loads(out.read_text())
+    assert compared["resamples"] == 100
+    assert f"use --resamples {compared['resamples_needed']} or more" in result.stdout

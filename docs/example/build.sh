@@ -13,8 +13,10 @@ tasks=STS12,STS13,STS14,STS15,STS16,STSBenchmark,SICKRelatedness,MR,CR,TREC,MRPC
 common=(--workdir "$work" --tasks "$tasks" --device cpu --classifiers logreg,mlp --normalize zscore
         --save-predictions)
 
-embeval quickstart --encoder bow "${common[@]}"
-embeval quickstart --encoder minilm --baseline-bow-dim 384 "${common[@]}"
+if [[ "${REPORT_ONLY:-}" != 1 ]]; then  # REPORT_ONLY=1: redraw the tables from the results already in WORKDIR
+  embeval quickstart --encoder bow "${common[@]}"
+  embeval quickstart --encoder minilm --baseline-bow-dim 384 "${common[@]}"
+fi
 
 runs=("$work/results-bow.json" "$work/results-minilm.json")
 labels=(--label "hashing BoW" --label "all-MiniLM-L6-v2")
