@@ -335,37 +335,21 @@ def sts16_data(data_dir, tmp_path):
     return data, data / rel
 
 
-def test_malformed_data_line(cli, data_dir, sts16, tmp_path):
+@pytest.mark.parametrize("name, line, damage, problem", [
+    ("STS.input.headlines.txt", 42, lambda raw: raw.replace(b"\t", b" "), "expected two tab-separated sentences"),
+    ("STS.gs.plagiarism.txt", 10, lambda raw: b"\xff\xfe" + raw, "not valid utf-8 text"),
+    ("STS.gs.postediting.txt", 3, lambda raw: b"four", "gold score 'four' is not a number"),
+])
+def test_damaged_data_line(cli, data_dir, sts16, tmp_path, name, line, damage, problem):
+    """A malformed line, bad bytes or a gold score that is not a number: FILE:LINE: TASK: what."""
     texts, values, sha = sts16
     path = write_h5(tmp_path / "v.h5", {"STS16": (values, {"sha256": sha})})
     data, folder = sts16_data(data_dir, tmp_path)
-    lines = (folder / "STS.input.headlines.txt").read_text(encoding="utf-8").split("\n")
-    lines[41] = lines[41].replace("\t", " ")
-    (folder / "STS.input.headlines.txt").write_text("\n".join(lines), encoding="utf-8")
+    raw = (folder / name).read_bytes().split(b"\n")
+    raw[line - 1] = damage(raw[line - 1])
+    (folder / name).write_bytes(b"\n".join(raw))
     refused_twice(cli, tmp_path, [path, "--data", data, "--tasks", "STS16"],
-                  f"{folder / 'STS.input.headlines.txt'}:42: STS16: expected two tab-separated sentences")
-
-
-def test_data_file_bad_encoding(cli, data_dir, sts16, tmp_path):
-    texts, values, sha = sts16
-    path = write_h5(tmp_path / "v.h5", {"STS16": (values, {"sha256": sha})})
-    data, folder = sts16_data(data_dir, tmp_path)
-    raw = (folder / "STS.gs.plagiarism.txt").read_bytes().split(b"\n")
-    raw[9] = b"\xff\xfe" + raw[9]
-    (folder / "STS.gs.plagiarism.txt").write_bytes(b"\n".join(raw))
-    refused_twice(cli, tmp_path, [path, "--data", data, "--tasks", "STS16"],
-                  f"{folder / 'STS.gs.plagiarism.txt'}:10: STS16: not valid utf-8 text")
-
-
-def test_bad_gold_score(cli, data_dir, sts16, tmp_path):
-    texts, values, sha = sts16
-    path = write_h5(tmp_path / "v.h5", {"STS16": (values, {"sha256": sha})})
-    data, folder = sts16_data(data_dir, tmp_path)
-    lines = (folder / "STS.gs.postediting.txt").read_text(encoding="utf-8").split("\n")
-    lines[2] = "four"
-    (folder / "STS.gs.postediting.txt").write_text("\n".join(lines), encoding="utf-8")
-    refused_twice(cli, tmp_path, [path, "--data", data, "--tasks", "STS16"],
-                  f"{folder / 'STS.gs.postediting.txt'}:3: STS16: gold score 'four' is not a number")
+                  f"{folder / name}:{line}: STS16: {problem}")
 
 
 class _RunsCode:
