@@ -76,7 +76,48 @@ def load(path):
         raise EmbevalError(f"cannot read: {err.strerror}", file=path)
     if not isinstance(record, dict) or record.get("format") != FORMAT or not isinstance(record.get("tasks"), dict):
         raise EmbevalError("not an embeval results file", file=path)
+    check_structure(record, path)
     return record
+
+
+GEOMETRY_NUMBERS = ("alignment", "uniformity", "effective_rank", "positive_pairs", "positive_threshold",
+                    "uniformity_sample", "sentences")
+
+
+def check_structure(record, path):
+    """Refuse, in one line naming the file and the task, a results file whose parts the report and
+    the comparison read are not what embeval writes (a hand-edited or truncated record)."""
+    def bad(what, task=None):
+        return EmbevalError(f"not a valid embeval results file: {what}", file=path, task=task)
+
+    for key in ("config", "vectors", "baseline", "predictions"):
+        if key in record and not isinstance(record[key], dict):
+            raise bad(f"'{key}' is not an object")
+    runs = [record["tasks"]]
+    if "baseline" in record:
+        base = record["baseline"]
+        if not isinstance(base.get("tasks"), dict) or not isinstance(base.get("dim"), int):
+            raise bad("'baseline' needs 'tasks' (an object) and 'dim' (an integer)")
+        runs.append(base["tasks"])
+    for tasks in runs:
+        for name, entry in tasks.items():
+            if not isinstance(entry, dict) or not isinstance(entry.get("results"), dict):
+                raise bad("the task's entry has no 'results' object", name)
+            for key in ("vectors", "ci", "geometry"):
+                if key in entry and not isinstance(entry[key], dict):
+                    raise bad(f"'{key}' is not an object", name)
+            if not isinstance(entry.get("ci", {}).get("figures", {}), dict):
+                raise bad("'ci.figures' is not an object", name)
+            geometry = entry.get("geometry")
+            if geometry is not None and (
+                    any(not _is_number(geometry.get(k)) for k in GEOMETRY_NUMBERS)
+                    or not isinstance(geometry.get("singular_values"), list)
+                    or not all(_is_number(v) for v in geometry["singular_values"])):
+                raise bad("'geometry' lacks a figure or has one that is not a number", name)
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def default_label(record, path):
@@ -114,13 +155,14 @@ def cell(entry, path, scale):
     derived for the intervals only (COCO's mean R@K) is read from them."""
     if entry is None:
         return Cell()
-    ci = ((entry.get("ci") or {}).get("figures") or {}).get(path) or {}
+    ci = ((entry.get("ci") or {}).get("figures") or {}).get(path)
+    ci = ci if isinstance(ci, dict) else {}
     value = lookup(entry["results"], path)
     if value is None:
         value = ci.get("value")
-    if not isinstance(value, (int, float)):
+    if not _is_number(value):
         return Cell()
-    low, high = ci.get("low"), ci.get("high")
+    low, high = (ci.get(k) if _is_number(ci.get(k)) else None for k in ("low", "high"))
     return Cell(scale * value, None if low is None else scale * low, None if high is None else scale * high)
 
 

@@ -4,6 +4,7 @@ import csv
 import io
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -142,3 +143,31 @@ def test_bad_input(files, tmp_path, cli):
     refused(cli("report", tmp_path / "x.json"), "x.json", "not an embeval results file")
     refused(cli("report", tmp_path / "missing.json"), "missing.json", "not found")
     refused(cli("report", *files, "--label", "only-one"), "--label", "2 results files")
+
+
+@pytest.mark.parametrize("tasks, message", [
+    ({"MR": {}}, "MR: not a valid embeval results file: the task's entry has no 'results' object"),
+    ({"MR": {"results": "x"}}, "MR: not a valid embeval results file: the task's entry has no 'results' object"),
+    ({"MR": []}, "MR: not a valid embeval results file: the task's entry has no 'results' object"),
+    ({"MR": {"results": {}, "ci": []}}, "MR: not a valid embeval results file: 'ci' is not an object"),
+    ({"STSBenchmark": {"results": {}, "geometry": {"alignment": 1}}},
+     "STSBenchmark: not a valid embeval results file: 'geometry' lacks a figure"),
+])
+def test_damaged_results_are_one_line_errors(tmp_path, cli, tasks, message):
+    """A hand-edited or truncated results file is refused by report and compare, never a traceback."""
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"format": FORMAT, "tasks": tasks}))
+    refused(cli("report", path), "bad.json", message)
+    refused(cli("compare", path, path), "bad.json", message)
+
+
+def test_non_numeric_interval_is_left_out(files, tmp_path, cli):
+    record = json.loads(Path(files[0]).read_text())
+    task = next(t for t, e in record["tasks"].items() if e.get("ci"))
+    figures = record["tasks"][task]["ci"]["figures"]
+    for path in figures:
+        figures[path] = {"value": figures[path]["value"], "low": "?", "high": None}
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(record))
+    result = cli("report", edited)
+    assert result.exit_code == 0, result.stderr
