@@ -26,9 +26,12 @@ def combine(u, v, kind):
     raise ValueError(f"unknown feature kind {kind!r}")
 
 
-def gather(matrix, idx):
-    """matrix[idx] for an index tensor of any shape (index_select: faster than advanced indexing)."""
-    return matrix.index_select(0, idx.reshape(-1)).reshape(tuple(idx.shape) + (matrix.shape[1],))
+def gather(matrix, idx, out=None):
+    """matrix[idx] for an index tensor of any shape (index_select: faster than advanced indexing);
+    out: a preallocated (idx.numel(), columns) tensor to write into."""
+    rows = torch.index_select(matrix, 0, idx.reshape(-1), out=out) if out is not None else \
+        matrix.index_select(0, idx.reshape(-1))
+    return rows.reshape(tuple(idx.shape) + (matrix.shape[1],))
 
 
 def sample_features(table, ia, ib=None, kind="single"):
@@ -82,8 +85,9 @@ class DenseFeatures:
     def __len__(self):
         return self.matrix.shape[0]
 
-    def __call__(self, idx):
-        return gather(self.matrix, torch.as_tensor(idx, device=self.device))
+    def __call__(self, idx, out=None):
+        """Rows idx; out: a preallocated (idx.numel(), dim) float32 tensor they are written into."""
+        return gather(self.matrix, torch.as_tensor(idx, device=self.device), out)
 
     def nbytes(self):
         return self.matrix.numel() * 4

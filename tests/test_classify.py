@@ -266,6 +266,17 @@ def test_trainer_follows_senteval_fit_written_out():
 @pytest.mark.parametrize("name,settings", [
     ("adam", "adam,lr=0.01"), ("rmsprop", "rmsprop"), ("sgd", "sgd,lr=0.1,momentum=0.5"), ("adagrad", "adagrad")])
 def test_batched_optimizers_equal_torch_optim(name, settings):
+    _compare_with_torch_optim(name, settings)
+
+
+def test_adam_without_torchs_fused_kernel_equals_torch_optim(monkeypatch):
+    """Builds of torch without the fused Adam kernel take the written-out arithmetic."""
+    monkeypatch.delattr(torch, "_fused_adam_", raising=False)
+    _compare_with_torch_optim("adam", "adam,lr=0.01")
+
+
+def _compare_with_torch_optim(name, settings):
+    """Masked, unmasked and frozen steps of the batched optimizer against torch.optim's."""
     from embeval.config import parse_optim
 
     _, params = parse_optim(settings)
@@ -280,14 +291,18 @@ def test_batched_optimizers_equal_torch_optim(name, settings):
                  "adagrad": torch.optim.Adagrad}[name]([reference], weight_decay=0.01, **kwargs)
     ours = start.clone()[None, None]
     opt = BatchedOptimizer(name, [ours], torch.full((1, 1), 0.01), params)
+    unmasked = start.clone()[None, None]
+    opt_unmasked = BatchedOptimizer(name, [unmasked], torch.full((1, 1), 0.01), params)
     frozen = start.clone()[None, None]
     opt_frozen = BatchedOptimizer(name, [frozen], torch.full((1, 1), 0.01), params)
     for g in grads:
         reference.grad = g.clone()
         torch_opt.step()
         opt.step([ours], [g[None, None]], torch.ones((1, 1), dtype=torch.bool))
+        opt_unmasked.step([unmasked], [g[None, None].clone()])
         opt_frozen.step([frozen], [g[None, None]], torch.zeros((1, 1), dtype=torch.bool))
         assert torch.allclose(ours[0, 0], reference.detach(), atol=1e-6)
+        assert torch.allclose(unmasked[0, 0], reference.detach(), atol=1e-6)
     assert torch.equal(frozen[0, 0], start)
 
 
@@ -326,6 +341,36 @@ def test_lbfgs_solution_is_the_optimum_of_sklearns_objective(preconditioner, mon
             assert np.allclose(w, clf.coef_.T, atol=1e-5)
             pred = lbfgs.predict(theta[0, r:r + 1], torch.tensor(x[150:]))[:, 0].numpy()
             assert np.array_equal(pred, clf.predict(x64[150:]))
+
+
+def test_lbfgs_hands_large_features_from_float32_to_float64(monkeypatch):
+    """Features of large magnitude put float32's gradient noise above the tolerance: the float32
+    phase must notice it has stopped improving and hand over (not run to max_iter), and the
+    float64 phase must still reach the optimum."""
+    phases = []
+    minimize = lbfgs.minimize
+
+    def spy(objective, theta, problems, dtype, *args, **kwargs):
+        out = minimize(objective, theta, problems, dtype, *args, **kwargs)
+        phases.append((dtype, int(out[1].max())))
+        return out
+
+    monkeypatch.setattr(lbfgs, "minimize", spy)
+    rng = np.random.default_rng(0)
+    n, dim, nclasses = 600, 32, 3
+    x = rng.standard_normal((n, dim)).astype(np.float32)
+    y = (x @ rng.standard_normal((dim, nclasses)) / 4 + rng.gumbel(size=(n, nclasses))).argmax(axis=1)
+    x *= 30
+    grid = (0.25, 32.0)
+    theta, _, converged = lbfgs.fit(DenseFeatures(torch.tensor(x)), torch.tensor(y), nclasses, [np.arange(n)],
+                                    np.array([grid]), torch.device("cpu"))
+    assert converged.all()
+    float32_iterations = [it for dtype, it in phases if dtype == torch.float32]
+    assert float32_iterations and max(float32_iterations) < lbfgs.MAX_ITER // 2
+    for r, c in enumerate(grid):
+        w, b = theta[0, r, :dim, :].numpy(), theta[0, r, dim, :].numpy()
+        gw, gb = _sklearn_objective_gradient(x.astype(np.float64), y, nclasses, w, b, c)
+        assert max(np.abs(gw).max(), np.abs(gb).max()) / (c * n) <= 1e-6
 
 
 def test_mlp_and_prototype_configurations_run(devbow_vectors, data_dir):

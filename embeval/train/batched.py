@@ -5,8 +5,8 @@ set and their random stream and differ only in weight decay (the regularization 
 gather of a batch's features serves the whole group. The weights of every (group, reg) problem
 are slices of stacked tensors, output-major so one batched matmul serves a whole group and the
 weight gradient is a matmul on the gathered batch itself: W1 (G, R, H, D), b1 (G, R, H), and for
-the MLP W2 (G, R, C, H), b2 (G, R, C). Groups are processed in chunks whose gathered batch stays
-in cache.
+the MLP W2 (G, R, C, H), b2 (G, R, C). Groups are trained in chunks, each through a whole round
+before the next, so that a chunk's weights, optimizer state and gathered batch stay in cache.
 
 Per problem, as SentEval's MLP.fit does: the model is initialised as nn.Linear would be right
 after torch.manual_seed(seed); numpy's stream seeded with `seed` draws the 5% early-stopping split
@@ -25,10 +25,11 @@ import numpy as np
 import torch
 
 from embeval.config import parse_optim
+from embeval.features import DenseFeatures
 from embeval.train.optimizers import BatchedOptimizer
 
 VALIDATION_SPLIT = 0.05
-EVAL_CHUNK_BYTES = 128 << 20
+EVAL_CHUNK_BYTES = 8 << 20
 STEP_CHUNK_BYTES = 4 << 20
 
 
@@ -64,16 +65,21 @@ class Trained:
         """Logits (len(idx), R, C) of group `group`'s R best models on samples idx."""
         x = features(torch.as_tensor(idx, device=self.params[0].device))[None]
         with torch.no_grad():
-            return _forward([p[group:group + 1] for p in self.params], x, self.nhid)[-1][0]
+            return _forward([p[group:group + 1] for p in self.params], x, self.nhid)[-1][0].permute(2, 0, 1)
 
     def predict(self, features, idx, group):
         """Predicted classes (len(idx), R)."""
         return _argmax(self.logits(features, idx, group)).cpu().numpy()
 
 
-def _argmax(logits):
-    """Index of the first maximal logit (torch.max's convention, as SentEval uses it)."""
-    return logits.argmax(dim=-1)
+def _argmax(logits, dim=-1):
+    """Index of the first maximal logit along dim (torch.max's convention, as SentEval uses it).
+
+    A short class dimension is moved last first: torch's argmax over a strided dimension is
+    an order of magnitude slower than over a contiguous one."""
+    if dim not in (-1, logits.dim() - 1) and logits.shape[dim] <= 64:
+        return logits.transpose(dim, -1).contiguous().argmax(dim=-1)
+    return logits.argmax(dim=dim)
 
 
 class _Stream:
@@ -118,36 +124,40 @@ def _per_problem_shapes(params):
 
 
 def _forward(params, x, nhid, keep=None):
-    """x (G, B, D) -> [hidden activations..., logits (G, B, R, C)]; keep: dropout mask/scale."""
+    """x (G, B, D) -> [hidden activations..., logits], sample-last: (G, R, H, B) and (G, R, C, B).
+
+    Products are taken as W @ x^T, which keeps the batch as the long inner dimension of every
+    matmul (faster for these thin problems) and lets the weight gradient be dz @ x without a
+    transpose. keep: dropout mask/scale (G, R, H, B).
+    """
     w1, b1 = params[0], params[1]
     G, R, H, D = w1.shape
-    z = torch.bmm(x, w1.reshape(G, R * H, D).transpose(1, 2)).reshape(G, x.shape[1], R, H) + b1[:, None]
+    z = torch.bmm(w1.reshape(G, R * H, D), x.transpose(1, 2)).reshape(G, R, H, x.shape[1]) + b1[..., None]
     if nhid == 0:
         return [z]
     if keep is not None:
         z = z * keep
     hidden = torch.sigmoid(z)
-    return [hidden, torch.einsum("gbrh,grch->gbrc", hidden, params[2]) + params[3][:, None]]
+    return [hidden, torch.matmul(params[2], hidden) + params[3][..., None]]
 
 
 def _gradients(params, x, onehot, weight, nhid, keep):
-    """Gradients of the mean cross-entropy of every problem; weight (G, B) = valid / batch count."""
+    """Gradients of the mean cross-entropy of every problem; onehot (G, C, B); weight (G, B) = valid / batch count."""
     outputs = _forward(params, x, nhid, keep)
     logits = outputs[-1]
-    e = torch.exp(logits - logits.amax(dim=-1, keepdim=True))
-    dz = (e / e.sum(dim=-1, keepdim=True) - onehot[:, :, None, :]) * weight[:, :, None, None]
-    G, B, R, C = dz.shape
+    e = torch.exp(logits - logits.amax(dim=2, keepdim=True))
+    dz = (e / e.sum(dim=2, keepdim=True) - onehot[:, None]) * weight[:, None, None]
+    G, R, C, B = dz.shape
     if nhid == 0:
-        grad_w = torch.bmm(dz.reshape(G, B, R * C).transpose(1, 2).contiguous(), x).reshape(G, R, C, -1)
-        return [grad_w, dz.sum(dim=1)]
+        return [torch.bmm(dz.reshape(G, R * C, B), x).reshape(G, R, C, -1), dz.sum(dim=-1)]
     hidden = outputs[0]
-    grad_w2 = torch.einsum("gbrc,gbrh->grch", dz, hidden)
-    dh = torch.einsum("gbrc,grch->gbrh", dz, params[2]) * hidden * (1 - hidden)
+    grad_w2 = torch.matmul(dz, hidden.transpose(-1, -2))
+    dh = torch.matmul(params[2].transpose(-1, -2), dz) * hidden * (1 - hidden)
     if keep is not None:
         dh = dh * keep
-    H = dh.shape[-1]
-    grad_w1 = torch.bmm(dh.reshape(G, B, R * H).transpose(1, 2).contiguous(), x).reshape(G, R, H, -1)
-    return [grad_w1, dh.sum(dim=1), grad_w2, dz.sum(dim=1)]
+    H = dh.shape[2]
+    grad_w1 = torch.bmm(dh.reshape(G, R * H, B), x).reshape(G, R, H, -1)
+    return [grad_w1, dh.sum(dim=-1), grad_w2, dz.sum(dim=-1)]
 
 
 def _pad(arrays, fill=0):
@@ -172,8 +182,8 @@ def _accuracy(params, features, labels, eval_idx, eval_valid, nhid):
         for lo in range(0, g_total, chunk):
             idx = eval_idx[lo:lo + chunk]
             logits = _forward([p[lo:lo + chunk] for p in params], features(idx), nhid)[-1]
-            hit = (_argmax(logits) == labels[idx][..., None]) & eval_valid[lo:lo + chunk][..., None]
-            correct[lo:lo + chunk] = hit.sum(dim=1).double()
+            hit = (_argmax(logits, dim=2) == labels[idx][:, None]) & eval_valid[lo:lo + chunk][:, None]
+            correct[lo:lo + chunk] = hit.sum(dim=-1).double()
     return correct / eval_valid.sum(dim=1, keepdim=True).clamp(min=1).double()
 
 
@@ -217,6 +227,7 @@ def train(features, labels, nclasses, groups, regs, classifier, seed, device, dr
     dropout_rng = torch.Generator(device=device).manual_seed(seed) if nhid and dropout.any() else None
     dropout = torch.as_tensor(dropout, dtype=torch.float32, device=device)
     onehot = torch.eye(nclasses, device=device)
+    chunk = max(1, STEP_CHUNK_BYTES // (batch * features.dim * 4))
 
     best_acc = np.full((G, R), -1.0)
     counter = np.zeros((G, R), dtype=np.int64)
@@ -225,18 +236,22 @@ def train(features, labels, nclasses, groups, regs, classifier, seed, device, dr
     nepoch = 0
     while not stopped.all() and nepoch <= max_epoch:
         active = np.flatnonzero(~stopped.all(axis=1))
-        act = torch.as_tensor(active, device=device)
-        sub = [p[act] for p in params]
-        sub_opt = optimizer.select(act)
+        passes = []
         for _ in range(epoch_size):
             for stream in {id(s): s for s in (stream_of[g] for g in active)}.values():
                 stream.next_pass()
-            orders = [train_sets[g][stream_of[g].current] for g in active]
-            _train_pass(sub, sub_opt, orders, features, labels, onehot, batch, nhid, dropout_rng, dropout)
+            passes.append([train_sets[g][stream_of[g].current] for g in active])
+        for lo in range(0, len(active), chunk):
+            part = torch.as_tensor(active[lo:lo + chunk], device=device)
+            sub = [p[part] for p in params]
+            sub_opt = optimizer.select(part)
+            for orders in passes:
+                _train_pass(sub, sub_opt, orders[lo:lo + chunk], features, labels, onehot, batch, nhid, dropout_rng,
+                            dropout)
+            for full, trained in zip(params, sub):
+                full[part] = trained
+            optimizer.put(part, sub_opt)
         nepoch += epoch_size
-        for full, part in zip(params, sub):
-            full[act] = part
-        optimizer.put(act, sub_opt)
         acc = _accuracy(params, features, labels, eval_idx, eval_valid, nhid).cpu().numpy()
         running = ~stopped
         rounds += running
@@ -270,21 +285,17 @@ def _train_pass(params, optimizer, orders, features, labels, onehot, batch, nhid
     counts = valid_t.sum(dim=2)
     weights = valid_t / counts.clamp(min=1)[..., None]
     has_batch = (counts > 0).cpu().numpy()
+    targets = onehot[labels[idx_t]].transpose(2, 3).contiguous()
     R = params[1].shape[1]
-    chunk = max(1, STEP_CHUNK_BYTES // (batch * features.dim * 4))
-    grads = [torch.empty_like(p) for p in params]
+    buffer = torch.empty((G * batch, features.dim), device=device) if isinstance(features, DenseFeatures) else None
     for s in range(steps):
-        for lo in range(0, G, chunk):
-            hi = min(G, lo + chunk)
-            i = idx_t[lo:hi, s]
-            keep = None
-            if dropout_rng is not None:
-                H = params[1].shape[2]
-                keep = (torch.rand((hi - lo, batch, R, H), generator=dropout_rng, device=device)
-                        >= dropout[:, None]) / (1 - dropout[:, None])
-            part = _gradients([p[lo:hi] for p in params], features(i), onehot[labels[i]], weights[lo:hi, s],
-                              nhid, keep)
-            for full, g in zip(grads, part):
-                full[lo:hi] = g
+        i = idx_t[:, s]
+        x = features(i) if buffer is None else features(i, out=buffer)
+        keep = None
+        if dropout_rng is not None:
+            H = params[1].shape[2]
+            keep = ((torch.rand((G, batch, R, H), generator=dropout_rng, device=device)
+                     >= dropout[:, None]) / (1 - dropout[:, None])).permute(0, 2, 3, 1)
+        grads = _gradients(params, x, targets[:, s], weights[:, s], nhid, keep)
         mask = None if has_batch[:, s].all() else torch.as_tensor(has_batch[:, s], device=device)[:, None].expand(G, R)
         optimizer.step(params, grads, mask)

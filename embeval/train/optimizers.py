@@ -69,16 +69,21 @@ class BatchedOptimizer:
                     state[key].copy_(torch.where(m, value, state[key]))
 
     def _adam_in_place(self, params, grads, step):
-        """Adam for every problem at the same step count: in place, as torch.optim's own kernel."""
+        """Adam for every problem at the same step count: in place, as torch.optim's own kernels.
+
+        torch's fused Adam (one pass over weights, gradient and moments) where this torch build
+        has it for the device, else torch.optim's single-tensor arithmetic; the per-problem weight
+        decay is added to the gradient first, as torch.optim does.
+        """
         s = self.settings
-        step_size = s["lr"] / (1 - s["beta1"] ** step)
-        bias2_sqrt = (1 - s["beta2"] ** step) ** 0.5
         for p, g, state, shape in zip(params, grads, self.state, self.shapes):
-            g = g.add_(self.weight_decay.reshape(shape) * p)
+            g.addcmul_(self.weight_decay.reshape(shape), p)
+            if _fused_adam(p, g, state, step, s):
+                continue
             state["m"].lerp_(g, 1 - s["beta1"])
             state["v"].mul_(s["beta2"]).addcmul_(g, g, value=1 - s["beta2"])
-            denom = state["v"].sqrt().div_(bias2_sqrt).add_(s["eps"])
-            p.addcdiv_(state["m"], denom, value=-step_size)
+            denom = state["v"].sqrt().div_((1 - s["beta2"] ** step) ** 0.5).add_(s["eps"])
+            p.addcdiv_(state["m"], denom, value=-s["lr"] / (1 - s["beta1"] ** step))
 
     def _per_step(self):
         """Per-problem step-size factors (float64 arithmetic, as torch.optim's Python floats)."""
@@ -114,3 +119,16 @@ class BatchedOptimizer:
             return p - s["lr"] * g, {}
         total = state["sum"] + g * g
         return p - scalars["clr"] * (g / (total.sqrt() + s["eps"])), {"sum": total}
+
+
+def _fused_adam(p, g, state, step, s):
+    """One fused Adam update in place (weight decay already in g); False where torch has none."""
+    kernel = getattr(torch, "_fused_adam_", None)
+    if kernel is None or p.device.type not in ("cpu", "cuda"):
+        return False
+    try:
+        kernel([p], [g], [state["m"]], [state["v"]], [], [torch.tensor(step, device=p.device)], lr=s["lr"],
+               beta1=s["beta1"], beta2=s["beta2"], weight_decay=0.0, eps=s["eps"], amsgrad=False, maximize=False)
+    except RuntimeError:
+        return False
+    return True
