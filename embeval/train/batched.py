@@ -65,7 +65,8 @@ class Trained:
         """Logits (len(idx), R, C) of group `group`'s R best models on samples idx."""
         x = features(torch.as_tensor(idx, device=self.params[0].device))[None]
         with torch.no_grad():
-            return _forward([p[group:group + 1] for p in self.params], x, self.nhid)[-1][0].permute(2, 0, 1)
+            logits = _forward([p[group:group + 1] for p in self.params], x, self.nhid)[-1][0]
+        return logits.permute(2, 0, 1).contiguous()
 
     def predict(self, features, idx, group):
         """Predicted classes (len(idx), R)."""
