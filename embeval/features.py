@@ -15,15 +15,23 @@ def feature_dim(dim, kind):
     return {"single": dim, "pair": 2 * dim, "snli": 4 * dim}[kind]
 
 
-def combine(u, v, kind):
-    """The features of samples whose sentence vectors are u (and v): single, pair or snli."""
+def combine(u, v, kind, out=None):
+    """The features of samples whose sentence vectors are u (and v): single, pair or snli.
+
+    out: a buffer of the result's shape that pair features are written into; single features
+    are u itself. Callers use the returned tensor."""
     if kind == "single":
         return u
     if kind == "pair":
-        return torch.cat([(u - v).abs(), u * v], dim=-1)
+        return torch.cat([(u - v).abs(), u * v], dim=-1, out=out)
     if kind == "snli":
-        return torch.cat([u, v, u * v, (u - v).abs()], dim=-1)
+        return torch.cat([u, v, u * v, (u - v).abs()], dim=-1, out=out)
     raise ValueError(f"unknown feature kind {kind!r}")
+
+
+def shaped_buffer(out, idx, dim):
+    """The buffer `out` (at least idx.numel() * dim values) viewed as idx.shape + (dim,), or None."""
+    return None if out is None else out.reshape(-1)[:idx.numel() * dim].view(tuple(idx.shape) + (dim,))
 
 
 def gather(matrix, idx, out=None):
@@ -55,9 +63,12 @@ class Features:
     def __len__(self):
         return len(self.a)
 
-    def __call__(self, idx):
+    def __call__(self, idx, out=None):
+        """Features of samples idx; out: an optional (idx.numel(), dim) float32 buffer to build them in."""
+        if self.kind == "single":
+            return gather(self.table, self.a[idx], out)
         u = gather(self.table, self.a[idx])
-        return combine(u, None if self.b is None else gather(self.table, self.b[idx]), self.kind)
+        return combine(u, gather(self.table, self.b[idx]), self.kind, shaped_buffer(out, idx, self.dim))
 
     def nbytes(self):
         return len(self) * self.dim * 4
@@ -86,7 +97,7 @@ class DenseFeatures:
         return self.matrix.shape[0]
 
     def __call__(self, idx, out=None):
-        """Rows idx; out: a preallocated (idx.numel(), dim) float32 tensor they are written into."""
+        """Rows idx; out: an optional (idx.numel(), dim) float32 buffer they are written into."""
         return gather(self.matrix, torch.as_tensor(idx, device=self.device), out)
 
     def nbytes(self):

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from embeval.errors import EmbevalError
-from embeval.features import Features, combine, feature_dim
+from embeval.features import Features, combine, feature_dim, shaped_buffer
 
 METHODS = ("none", "l2", "zscore", "zscore+l2")
 CHOICES = METHODS + ("tune",)
@@ -146,12 +146,13 @@ class FoldFeatures:
             x = torch.where(norms > 0, x / torch.where(norms > 0, norms, torch.ones_like(norms)), x)
         return x
 
-    def __call__(self, idx):
+    def __call__(self, idx, out=None):
+        """Features of samples idx; out: an optional (idx.numel(), dim) float32 buffer for pair features."""
         idx = torch.as_tensor(idx, device=self.device)
         view, sample = idx // self.n, idx % self.n
         u = self._vectors(self.a[sample], view)
         v = None if self.b is None else self._vectors(self.b[sample], view)
-        return combine(u, v, self.kind)
+        return combine(u, v, self.kind, shaped_buffer(out, idx, self.dim) if v is not None else None)
 
     def nbytes(self):
         return len(self) * self.dim * 4

@@ -343,6 +343,37 @@ def test_lbfgs_solution_is_the_optimum_of_sklearns_objective(preconditioner, mon
             assert np.array_equal(pred, clf.predict(x64[150:]))
 
 
+@pytest.mark.parametrize("kind", ["single", "pair", "snli"])
+def test_features_built_into_the_trainers_buffer_equal_features_by_hand(kind):
+    """The trainer builds every step's features into one reused buffer; each features class must
+    give, through it, what the definition gives ([|u-v|, u*v]; SNLI [u, v, u*v, |u-v|])."""
+    from embeval import normalize
+    from embeval.features import Features
+
+    rng = np.random.default_rng(5)
+    table = rng.standard_normal((12, 3)).astype(np.float32)
+    a, b = rng.integers(0, 12, 9), rng.integers(0, 12, 9)
+
+    def by_hand(t, rows):
+        u, v = t[a[rows]], t[b[rows]]
+        return {"single": u, "pair": np.hstack([np.abs(u - v), u * v]),
+                "snli": np.hstack([u, v, u * v, np.abs(u - v)])}[kind]
+
+    norm = normalize.fit("zscore", torch.tensor(table), np.arange(6))
+    normalized = ((table - norm.mean.numpy()) * norm.scale.numpy()).astype(np.float32)
+    pairs = None if kind == "single" else b
+    made = [(Features(torch.tensor(table), a, pairs, kind), table, 0),
+            (Features(torch.tensor(table), a, pairs, kind).dense(), table, 0),
+            (normalize.FoldFeatures(torch.tensor(table), a, pairs, kind, [norm, norm]), normalized, 9)]
+    for features, source, second_view in made:
+        buffer = torch.full((8, features.dim), float("nan"))
+        for idx in ([[0, 3, 5, 8], [1, 1, 2, 7]], [[4, 6, 0, 2], [8, 8, 3, 1]]):
+            idx = torch.tensor(idx) + second_view
+            got = features(idx, out=buffer).reshape(-1, features.dim).numpy()
+            expected = by_hand(source, idx.reshape(-1).numpy() % 9)
+            np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+
+
 def test_lbfgs_hands_large_features_from_float32_to_float64(monkeypatch):
     """Features of large magnitude put float32's gradient noise above the tolerance: the float32
     phase must notice it has stopped improving and hand over (not run to max_iter), and the

@@ -25,7 +25,6 @@ import numpy as np
 import torch
 
 from embeval.config import parse_optim
-from embeval.features import DenseFeatures
 from embeval.train.optimizers import BatchedOptimizer
 
 VALIDATION_SPLIT = 0.05
@@ -288,10 +287,10 @@ def _train_pass(params, optimizer, orders, features, labels, onehot, batch, nhid
     has_batch = (counts > 0).cpu().numpy()
     targets = onehot[labels[idx_t]].transpose(2, 3).contiguous()
     R = params[1].shape[1]
-    buffer = torch.empty((G * batch, features.dim), device=device) if isinstance(features, DenseFeatures) else None
+    buffer = torch.empty((G * batch, features.dim), device=device)
     for s in range(steps):
         i = idx_t[:, s]
-        x = features(i) if buffer is None else features(i, out=buffer)
+        x = features(i, out=buffer)
         keep = None
         if dropout_rng is not None:
             H = params[1].shape[2]

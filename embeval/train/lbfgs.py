@@ -216,7 +216,7 @@ def minimize(objective, theta, problems, dtype, gtol, max_iter, preconditioner=N
     active = torch.arange(P, device=x.device)
     f, g = objective(x.reshape((P,) + shape), problems, dtype)
     g = g.reshape(P, -1)
-    memory = history or History.empty(P, x.shape[1], x.device)
+    memory = history if history is not None else History.empty(P, x.shape[1], x.device)
     S, Y, rho, newest, count = memory.S, memory.Y, memory.rho, memory.newest, memory.count
     best = g.abs().amax(dim=1)
     since_best = torch.zeros_like(best)
