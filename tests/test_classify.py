@@ -195,7 +195,7 @@ def _problems(seed=3, n=90, dim=5, nclasses=3):
     y = rng.integers(0, nclasses, n)
     x = rng.standard_normal((n, dim)) + 0.8 * np.eye(dim)[y % dim]
     groups = [batched.Group(np.arange(0, 60), np.arange(60, 90)), batched.Group(np.arange(30, 90), None),
-              batched.Group(np.arange(0, 59), np.arange(59, 90))]
+              batched.Group(np.arange(0, 59), np.arange(59, 90)), batched.Group(np.arange(0, 40), np.arange(40, 90))]
     return DenseFeatures(torch.tensor(x, dtype=torch.float32)), torch.tensor(y), groups
 
 
@@ -318,12 +318,15 @@ def _sklearn_objective_gradient(x, y, nclasses, w, b, c):
     return c * x.T @ residual + w, c * residual.sum(axis=0)
 
 
-@pytest.mark.parametrize("preconditioner", ["eigendecomposition", "diagonal"])
+@pytest.mark.parametrize("preconditioner", ["eigendecomposition", "diagonal", "strided gram"])
 def test_lbfgs_solution_is_the_optimum_of_sklearns_objective(preconditioner, monkeypatch):
     """The objective's gradient vanishes at the solution (binary and multinomial) and sklearn agrees,
-    with either preconditioner (the diagonal one serves features wider than MAX_EIGH_DIM)."""
+    with either preconditioner (the diagonal one serves features wider than MAX_EIGH_DIM), and
+    with X'X estimated on every 25th row (as for pools much larger than the dimension)."""
     if preconditioner == "diagonal":
         monkeypatch.setattr(lbfgs.Preconditioner, "MAX_EIGH_DIM", 2)
+    if preconditioner == "strided gram":
+        monkeypatch.setattr(lbfgs.Preconditioner, "GRAM_ROWS_PER_FEATURE", 1)
     rng = np.random.default_rng(2)
     for nclasses in (2, 4):
         y = rng.integers(0, nclasses, 200)

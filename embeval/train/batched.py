@@ -132,21 +132,24 @@ def _forward(params, x, nhid, keep=None):
     """
     w1, b1 = params[0], params[1]
     G, R, H, D = w1.shape
-    z = torch.bmm(w1.reshape(G, R * H, D), x.transpose(1, 2)).reshape(G, R, H, x.shape[1]) + b1[..., None]
+    B = x.shape[1]
+    z = torch.baddbmm(b1.reshape(G, R * H, 1), w1.reshape(G, R * H, D), x.transpose(1, 2)).reshape(G, R, H, B)
     if nhid == 0:
         return [z]
     if keep is not None:
         z = z * keep
     hidden = torch.sigmoid(z)
-    return [hidden, torch.matmul(params[2], hidden) + params[3][..., None]]
+    C = params[3].shape[2]
+    logits = torch.baddbmm(params[3].reshape(G * R, C, 1), params[2].reshape(G * R, C, H), hidden.reshape(G * R, H, B))
+    return [hidden, logits.reshape(G, R, C, B)]
 
 
-def _gradients(params, x, onehot, weight, nhid, keep):
-    """Gradients of the mean cross-entropy of every problem; onehot (G, C, B); weight (G, B) = valid / batch count."""
+def _gradients(params, x, target, weight, nhid, keep):
+    """Gradients of the mean cross-entropy of every problem: the gradient at the logits is
+    softmax * weight - target, with weight (G, B) = valid / batch count and target (G, C, B) the
+    one-hot labels times that weight."""
     outputs = _forward(params, x, nhid, keep)
-    logits = outputs[-1]
-    e = torch.exp(logits - logits.amax(dim=2, keepdim=True))
-    dz = (e / e.sum(dim=2, keepdim=True) - onehot[:, None]) * weight[:, None, None]
+    dz = torch.softmax(outputs[-1], dim=2).mul_(weight[:, None, None]).sub_(target[:, None])
     G, R, C, B = dz.shape
     if nhid == 0:
         return [torch.bmm(dz.reshape(G, R * C, B), x).reshape(G, R, C, -1), dz.sum(dim=-1)]
@@ -285,7 +288,7 @@ def _train_pass(params, optimizer, orders, features, labels, onehot, batch, nhid
     counts = valid_t.sum(dim=2)
     weights = valid_t / counts.clamp(min=1)[..., None]
     has_batch = (counts > 0).cpu().numpy()
-    targets = onehot[labels[idx_t]].transpose(2, 3).contiguous()
+    targets = (onehot[labels[idx_t]] * weights[..., None]).transpose(2, 3).contiguous()
     R = params[1].shape[1]
     buffer = torch.empty((G * batch, features.dim), device=device)
     for s in range(steps):

@@ -32,10 +32,9 @@ class Objective:
         self.nclasses = nclasses
         y = labels[self.pool]
         self.target = (y == 1).double()[:, None] if self.k == 1 else torch.nn.functional.one_hot(y, nclasses).double()
-        position = {row: i for i, row in enumerate(pool.tolist())}
         member = np.zeros((len(pool), len(train_sets)), dtype=bool)
         for g, rows in enumerate(train_sets):
-            member[[position[r] for r in rows.tolist()], g] = True
+            member[np.searchsorted(pool, rows), g] = True
         self.member = torch.as_tensor(member, device=device)
         self.n = self.member.sum(dim=0).double()
         G, R = C.shape
@@ -49,8 +48,11 @@ class Objective:
         if features.nbytes() <= BLOCK_BYTES * 8:
             self._dense = features(self.pool)
 
-    def rows(self, block):
-        return self._dense[block] if self._dense is not None else self.features(self.pool[block])
+    def rows(self, block, stride=1):
+        """Features of the pool's rows in `block`, every stride-th one."""
+        if self._dense is not None:
+            return self._dense[block][::stride]
+        return self.features(self.pool[block][::stride])
 
     def __call__(self, theta, problems, dtype):
         """Mean-scaled objective and gradient of problems (P,) at theta (P, D+1, k)."""
@@ -97,19 +99,25 @@ class Preconditioner:
     the loss over the classes at a model that predicts the class frequencies q (q1 (1 - q1) for the
     logistic loss, diag(q) - q q' for the softmax). One eigendecomposition of the pool's X'X / N and
     one of A serve every problem and every C. Past MAX_EIGH_DIM features only X'X's diagonal is used.
+    A large pool's X'X / N is estimated on evenly strided rows, about GRAM_ROWS_PER_FEATURE per
+    feature: the preconditioner only shapes the search direction, not the optimum.
     """
 
     MAX_EIGH_DIM = 4096
+    GRAM_ROWS_PER_FEATURE = 32
 
     def __init__(self, objective):
         self.objective = objective
         D = objective.dim
         full = D <= self.MAX_EIGH_DIM
         gram = torch.zeros((D, D) if full else (D,), dtype=torch.float64, device=objective.device)
+        stride = max(1, len(objective.pool) // (self.GRAM_ROWS_PER_FEATURE * max(D, 1)))
+        used = 0
         for block in objective.blocks:
-            x = objective.rows(block)
+            x = objective.rows(block, stride)
             gram += (x.t() @ x if full else (x * x).sum(dim=0)).double()
-        gram /= max(len(objective.pool), 1)
+            used += x.shape[0]
+        gram /= max(used, 1)
         q = objective.target.mean(dim=0)
         curvature = q * (1 - q) if objective.k == 1 else torch.diag(q) - torch.outer(q, q)
         self.class_values, self.class_vectors = torch.linalg.eigh(curvature.reshape(objective.k, objective.k))

@@ -17,6 +17,7 @@ class BatchedOptimizer:
         self.weight_decay = weight_decay
         self.shapes = shapes or [tuple(p.shape[:2]) + (1,) * (p.dim() - 2) for p in params]
         self.steps = torch.zeros(weight_decay.shape, dtype=torch.float64, device=params[0].device)
+        self.uniform_step = 0.0
         self.state = [self._init_state(p) for p in params]
 
     def _init_state(self, p):
@@ -38,23 +39,28 @@ class BatchedOptimizer:
         other.weight_decay = self.weight_decay[index]
         other.shapes = [(len(index),) + tuple(s[1:]) for s in self.shapes]
         other.steps = self.steps[index]
+        other.uniform_step = _shared_value(other.steps)
         other.state = [{k: v[index] for k, v in s.items()} for s in self.state]
         return other
 
     def put(self, index, other):
         """Write back the state of a selection made with `select(index)`."""
         self.steps[index] = other.steps
+        self.uniform_step = _shared_value(self.steps)
         for mine, theirs in zip(self.state, other.state):
             for key in mine:
                 mine[key][index] = theirs[key]
 
     def step(self, params, grads, mask=None):
         """One update of every problem, or of those where mask (G, R) is True."""
-        self.steps = self.steps + 1 if mask is None else torch.where(mask, self.steps + 1, self.steps)
-        if mask is None and self.name == "adam":
-            uniform = float(self.steps.min()) == float(self.steps.max())
-            if uniform:
-                return self._adam_in_place(params, grads, float(self.steps.reshape(-1)[0]))
+        if mask is None:
+            self.steps += 1
+            self.uniform_step = None if self.uniform_step is None else self.uniform_step + 1
+        else:
+            self.steps = torch.where(mask, self.steps + 1, self.steps)
+            self.uniform_step = None
+        if self.uniform_step is not None and self.name == "adam":
+            return self._adam_in_place(params, grads, self.uniform_step)
         scalars = self._per_step()
         for p, g, state, shape in zip(params, grads, self.state, self.shapes):
             new_p, new_state = self._update(p, g, state, shape, {k: v.reshape(shape) for k, v in scalars.items()})
@@ -76,10 +82,11 @@ class BatchedOptimizer:
         decay is added to the gradient first, as torch.optim does.
         """
         s = self.settings
-        for p, g, state, shape in zip(params, grads, self.state, self.shapes):
+        for p, g, shape in zip(params, grads, self.shapes):
             g.addcmul_(self.weight_decay.reshape(shape), p)
-            if _fused_adam(p, g, state, step, s):
-                continue
+        if _fused_adam(params, grads, self.state, step, s):
+            return
+        for p, g, state in zip(params, grads, self.state):
             state["m"].lerp_(g, 1 - s["beta1"])
             state["v"].mul_(s["beta2"]).addcmul_(g, g, value=1 - s["beta2"])
             denom = state["v"].sqrt().div_((1 - s["beta2"] ** step) ** 0.5).add_(s["eps"])
@@ -121,14 +128,24 @@ class BatchedOptimizer:
         return p - scalars["clr"] * (g / (total.sqrt() + s["eps"])), {"sum": total}
 
 
-def _fused_adam(p, g, state, step, s):
-    """One fused Adam update in place (weight decay already in g); False where torch has none."""
+def _shared_value(steps):
+    """The step count every problem has reached, or None where they differ."""
+    low, high = float(steps.min()), float(steps.max())
+    return low if low == high else None
+
+
+def _fused_adam(params, grads, states, step, s):
+    """One fused Adam update of every tensor in place (weight decay already in the gradients);
+    False where this torch build has no such kernel for the device."""
     kernel = getattr(torch, "_fused_adam_", None)
-    if kernel is None or p.device.type not in ("cpu", "cuda"):
+    device = params[0].device
+    if kernel is None or device.type not in ("cpu", "cuda"):
         return False
+    step_t = torch.tensor(step, device=device)
     try:
-        kernel([p], [g], [state["m"]], [state["v"]], [], [torch.tensor(step, device=p.device)], lr=s["lr"],
-               beta1=s["beta1"], beta2=s["beta2"], weight_decay=0.0, eps=s["eps"], amsgrad=False, maximize=False)
+        kernel(list(params), list(grads), [st["m"] for st in states], [st["v"] for st in states], [],
+               [step_t] * len(params), lr=s["lr"], beta1=s["beta1"], beta2=s["beta2"], weight_decay=0.0,
+               eps=s["eps"], amsgrad=False, maximize=False)
     except RuntimeError:
         return False
     return True
