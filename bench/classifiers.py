@@ -13,9 +13,13 @@ For every task and dimension, in one run on this machine:
   (b) single    SentEval's PyTorch protocol one classifier at a time: embeval's trainer given one
                 problem per call, for every problem SentEval trains (including its retrain of the
                 chosen regularization on split tasks)
-The baselines are timed on a random sample of their fits (--sample, fixed seed) and scaled to the
-number of fits SentEval makes; `--sample 0` times every fit. For (b) the sampled problems' results
-are compared with the same problems inside the batched run (they must be equal). Each measurement
+The baselines are timed on a random sample of their fits (--sample, fixed seed); `--sample 0` times
+every fit. (a) and (a') are scaled by the number of fits SentEval makes. (b)'s fits differ mostly in
+how long early stopping lets them run, so its time is scaled by work instead: every fit is also
+trained batched, which gives each fit's rounds, and the sampled time is multiplied by
+(sum over all fits of rounds x train size) / (the same sum over the sampled fits). The sampled
+problems' results and rounds are compared with the same problems trained batched (they must be
+equal). Each measurement
 runs in a fresh process; peak memory is that process's maximum resident set size.
 Vectors: a deterministic bag of random token vectors (devbow's construction at the given dimension).
 Writes bench/results/classifiers.json and prints a table.
@@ -141,7 +145,7 @@ def run_baseline(vectors, data, task, which, sample):
     settings = {"sklearn": {}, "sklearn-converged": {"tol": lbfgs.GTOL_FLOAT64, "max_iter": lbfgs.MAX_ITER}}
     y = samples.labels.numpy()
     start = time.perf_counter()
-    outcomes = []
+    outcomes, rounds = [], []
     for i in chosen:
         train, valid, reg, _ = fits[i]
         if which.startswith("sklearn"):
@@ -151,28 +155,57 @@ def run_baseline(vectors, data, task, which, sample):
             trained = batched.train(samples.features, samples.labels, nclasses, [batched.Group(train, valid)],
                                     [reg], ctx.config["classifier"], 1111, torch.device("cpu"))
             outcomes.append(float(trained.best_accuracy[0, 0]))
+            rounds.append(int(trained.rounds[0, 0]))
     seconds = time.perf_counter() - start
     per_fit = seconds / max(len(chosen), 1)
-    return {"seconds": per_fit * len(fits), "measured_seconds": seconds, "fits_total": len(fits),
-            "fits_timed": len(chosen), "timed": list(chosen), "outcomes": outcomes}
+    out = {"seconds": per_fit * len(fits), "measured_seconds": seconds, "fits_total": len(fits),
+           "fits_timed": len(chosen), "timed": list(chosen), "outcomes": outcomes}
+    if rounds:
+        out["rounds"] = rounds
+        out["sample_passes"] = sum(r * len(fits[i][0]) for r, i in zip(rounds, chosen))
+    return out
+
+
+def every_fit_batched(samples, fits, nclasses, classifier):
+    """Train every fit with embeval's trainer (fits sharing their sets as one group); best accuracy
+    and rounds trained per fit, in the order of `fits`."""
+    import torch
+
+    from embeval.train import batched
+
+    groups = {}
+    for i, (train, valid, _, _) in enumerate(fits):
+        key = (train.tobytes(), None if valid is None else valid.tobytes())
+        groups.setdefault(key, []).append(i)
+    accuracy, rounds = [None] * len(fits), [None] * len(fits)
+    for width in sorted({len(members) for members in groups.values()}):
+        chosen = [m for m in groups.values() if len(m) == width]
+        trained = batched.train(samples.features, samples.labels, nclasses,
+                                [batched.Group(fits[m[0]][0], fits[m[0]][1]) for m in chosen],
+                                [[fits[i][2] for i in m] for m in chosen], classifier, 1111, torch.device("cpu"))
+        for g, members in enumerate(chosen):
+            for r, i in enumerate(members):
+                accuracy[i], rounds[i] = float(trained.best_accuracy[g, r]), int(trained.rounds[g, r])
+    return accuracy, rounds
 
 
 def run_batched_check(vectors, data, task, timed, solver):
-    """The sampled baseline fits solved together by embeval: senteval's best early-stopping accuracy,
-    or lbfgs's accuracy on the held-out set (to set against the one-at-a-time outcomes)."""
+    """The baseline's fits solved by embeval. senteval: every fit, batched, giving each fit's best
+    early-stopping accuracy (the sampled ones set against the one-at-a-time outcomes) and its rounds
+    (the work of all fits, by which the sampled (b) time is scaled); lbfgs: the sampled fits'
+    accuracy on their held-out sets."""
     import torch
 
     from embeval.evaluate import classify
-    from embeval.train import batched
 
     ctx = context(vectors, data, task)
     samples, fits = stage_problems(ctx, solver)
     nclasses = classify.class_count(ctx)
-    chosen = [fits[i] for i in timed]
     if solver == "senteval":
-        trained = batched.train(samples.features, samples.labels, nclasses, [batched.Group(t, v) for t, v, _, _ in chosen],
-                                [[r] for _, _, r, _ in chosen], ctx.config["classifier"], 1111, torch.device("cpu"))
-        return {"outcomes": [float(a) for a in trained.best_accuracy[:, 0]]}
+        accuracy, rounds = every_fit_batched(samples, fits, nclasses, ctx.config["classifier"])
+        return {"outcomes": [accuracy[i] for i in timed], "rounds": [rounds[i] for i in timed],
+                "all_passes": sum(r * len(f[0]) for r, f in zip(rounds, fits))}
+    chosen = [fits[i] for i in timed]
     fitted = classify.fit("lbfgs", samples, nclasses, [t for t, _, _, _ in chosen], [v for _, v, _, _ in chosen],
                           [[r] for _, _, r, _ in chosen], None, 1111, torch.device("cpu"))
     return {"outcomes": [None if np.isnan(a) else float(a) for a in fitted.selection_accuracy[:, 0]]}
@@ -210,7 +243,7 @@ def main():
     parser.add_argument("--data", default=os.environ.get("EMBEVAL_DATA", HERE.parent.parent / "shared/senteval_data"))
     parser.add_argument("--dims", default="300,768")
     parser.add_argument("--tasks", default=",".join(TASKS))
-    parser.add_argument("--sample", type=int, default=12, help="fits timed per baseline and task (0: all)")
+    parser.add_argument("--sample", type=int, default=24, help="fits timed per baseline and task (0: all)")
     parser.add_argument("--out", default=str(HERE / "results" / "classifiers.json"))
     parser.add_argument("--child", dest="what", default=None)
     parser.add_argument("--vectors")
@@ -233,13 +266,15 @@ def main():
             s = measure(vectors, args.data, task, "senteval")
             single = measure(vectors, args.data, task, "single", args.sample)
             check = measure(vectors, args.data, task, "check-senteval", timed=single["timed"])
+            single["seconds_scaled_by_fits"] = single["seconds"]
+            single["seconds"] = single["measured_seconds"] * check["all_passes"] / single["sample_passes"]
             lb = measure(vectors, args.data, task, "lbfgs")
             sk = measure(vectors, args.data, task, "sklearn", args.sample)
             conv = measure(vectors, args.data, task, "sklearn-converged", args.sample)
             exact = measure(vectors, args.data, task, "check-lbfgs", timed=sk["timed"])
             run = {"task": task, "dim": dim, "senteval": s, "single": single, "lbfgs": lb, "sklearn": sk,
                    "sklearn_converged": conv,
-                   "single_equals_batched": single["outcomes"] == check["outcomes"],
+                   "single_equals_batched": (single["outcomes"], single["rounds"]) == (check["outcomes"], check["rounds"]),
                    "sklearn_vs_lbfgs_heldout_points": heldout_gaps(sk, exact),
                    "sklearn_converged_vs_lbfgs_heldout_points": heldout_gaps(conv, exact),
                    "speedup_senteval_vs_single": single["seconds"] / s["seconds"],
