@@ -18,6 +18,7 @@ class BatchedOptimizer:
         self.shapes = shapes or [tuple(p.shape[:2]) + (1,) * (p.dim() - 2) for p in params]
         self.steps = torch.zeros(weight_decay.shape, dtype=torch.float64, device=params[0].device)
         self.uniform_step = 0.0
+        self.step_tensor = torch.zeros((), device=params[0].device)
         self.state = [self._init_state(p) for p in params]
 
     def _init_state(self, p):
@@ -40,6 +41,7 @@ class BatchedOptimizer:
         other.shapes = [(len(index),) + tuple(s[1:]) for s in self.shapes]
         other.steps = self.steps[index]
         other.uniform_step = _shared_value(other.steps)
+        other.step_tensor = torch.zeros_like(self.step_tensor)
         other.state = [{k: v[index] for k, v in s.items()} for s in self.state]
         return other
 
@@ -84,7 +86,7 @@ class BatchedOptimizer:
         s = self.settings
         for p, g, shape in zip(params, grads, self.shapes):
             g.addcmul_(self.weight_decay.reshape(shape), p)
-        if _fused_adam(params, grads, self.state, step, s):
+        if _fused_adam(params, grads, self.state, self.step_tensor.fill_(step), s):
             return
         for p, g, state in zip(params, grads, self.state):
             state["m"].lerp_(g, 1 - s["beta1"])
@@ -136,15 +138,17 @@ def _shared_value(steps):
 
 def _fused_adam(params, grads, states, step, s):
     """One fused Adam update of every tensor in place (weight decay already in the gradients);
-    False where this torch build has no such kernel for the device."""
+    False where this torch build has no such kernel for the device.
+
+    step: a 0-d float32 tensor on the device, filled in place (no host-to-device copy, which on
+    CUDA would wait for the device at every step)."""
     kernel = getattr(torch, "_fused_adam_", None)
     device = params[0].device
     if kernel is None or device.type not in ("cpu", "cuda"):
         return False
-    step_t = torch.tensor(step, device=device)
     try:
         kernel(list(params), list(grads), [st["m"] for st in states], [st["v"] for st in states], [],
-               [step_t] * len(params), lr=s["lr"], beta1=s["beta1"], beta2=s["beta2"], weight_decay=0.0,
+               [step] * len(params), lr=s["lr"], beta1=s["beta1"], beta2=s["beta2"], weight_decay=0.0,
                eps=s["eps"], amsgrad=False, maximize=False)
     except RuntimeError:
         return False
