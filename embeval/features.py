@@ -78,11 +78,14 @@ class Features:
         if self.kind == "single" and len(self.a) == len(self.table) and \
                 bool((self.a == torch.arange(len(self.a), device=self.device)).all()):
             return DenseFeatures(self.table)
-        if self.nbytes() > limit:
-            return self
-        rows = torch.arange(len(self), device=self.device)
-        blocks = [self(rows[i:i + 65536]) for i in range(0, len(self), 65536)]
-        return DenseFeatures(torch.cat(blocks) if blocks else torch.zeros((0, self.dim), device=self.device))
+        return self if self.nbytes() > limit else materialize(self)
+
+
+def materialize(features, block=65536):
+    """DenseFeatures holding features(i) for every sample index i, built `block` samples at a time."""
+    rows = torch.arange(len(features), device=features.device)
+    blocks = [features(rows[i:i + block]) for i in range(0, len(features), block)]
+    return DenseFeatures(torch.cat(blocks) if blocks else torch.zeros((0, features.dim), device=features.device))
 
 
 class DenseFeatures:

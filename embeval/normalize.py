@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from embeval.errors import EmbevalError
-from embeval.features import Features, combine, feature_dim, shaped_buffer
+from embeval.features import DENSE_LIMIT_BYTES, Features, combine, feature_dim, materialize, shaped_buffer
 
 METHODS = ("none", "l2", "zscore", "zscore+l2")
 CHOICES = METHODS + ("tune",)
@@ -121,7 +121,8 @@ class FoldFeatures:
 
     Index v * N + i is sample i normalized with fold v's statistics; so the batched trainer sees
     every outer fold's problems at once while each fold uses statistics of its own training
-    samples only. Builds features batch by batch, as Features does."""
+    samples only. Builds features batch by batch, as Features does; `fold_features` materializes
+    them (dense) when they fit the memory budget."""
 
     def __init__(self, table, a_rows, b_rows, kind, normalizers):
         self.table = table
@@ -157,8 +158,10 @@ class FoldFeatures:
     def nbytes(self):
         return len(self) * self.dim * 4
 
-    def dense(self, limit=None):
-        return self
+    def dense(self, limit=DENSE_LIMIT_BYTES):
+        """Every view's features as one matrix (a gather per batch instead of normalizing each
+        batch again) when they fit `limit` bytes, else self."""
+        return self if self.nbytes() > limit else materialize(self)
 
 
 def fold_features(ctx, method, a_rows, b_rows, fold_train_samples):
@@ -167,7 +170,7 @@ def fold_features(ctx, method, a_rows, b_rows, fold_train_samples):
     for train in fold_train_samples:
         rows = a_rows[train] if b_rows is None else np.concatenate([a_rows[train], b_rows[train]])
         normalizers.append(fit(method, ctx.table, rows))
-    return FoldFeatures(ctx.table, a_rows, b_rows, ctx.task.features, normalizers)
+    return FoldFeatures(ctx.table, a_rows, b_rows, ctx.task.features, normalizers).dense()
 
 
 def plain_features(table, a_rows, b_rows, kind):

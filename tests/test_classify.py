@@ -367,7 +367,8 @@ def test_features_built_into_the_trainers_buffer_equal_features_by_hand(kind):
     pairs = None if kind == "single" else b
     made = [(Features(torch.tensor(table), a, pairs, kind), table, 0),
             (Features(torch.tensor(table), a, pairs, kind).dense(), table, 0),
-            (normalize.FoldFeatures(torch.tensor(table), a, pairs, kind, [norm, norm]), normalized, 9)]
+            (normalize.FoldFeatures(torch.tensor(table), a, pairs, kind, [norm, norm]), normalized, 9),
+            (normalize.FoldFeatures(torch.tensor(table), a, pairs, kind, [norm, norm]).dense(), normalized, 9)]
     for features, source, second_view in made:
         buffer = torch.full((8, features.dim), float("nan"))
         for idx in ([[0, 3, 5, 8], [1, 1, 2, 7]], [[4, 6, 0, 2], [8, 8, 3, 1]]):
@@ -375,6 +376,33 @@ def test_features_built_into_the_trainers_buffer_equal_features_by_hand(kind):
             got = features(idx, out=buffer).reshape(-1, features.dim).numpy()
             expected = by_hand(source, idx.reshape(-1).numpy() % 9)
             np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_lbfgs_solves_groups_on_disjoint_samples_apart(monkeypatch):
+    """Groups that share no sample (--normalize zscore's per-fold copies of the samples) are solved
+    on pools of their own rows, and each problem reaches the optimum it has when solved alone."""
+    chained = [np.arange(0, 5), np.arange(20, 25), np.arange(4, 9), np.arange(8, 12)]
+    assert [p.tolist() for p in lbfgs.separate_pools(chained)] == [[0, 2, 3], [1]]
+    rng = np.random.default_rng(4)
+    n, dim, nclasses = 300, 5, 3
+    y = rng.integers(0, nclasses, n)
+    x = (rng.standard_normal((n, dim)) + np.eye(nclasses, dim)[y]).astype(np.float32)
+    sets = [np.arange(0, 100), np.arange(150, 250), np.arange(50, 150), np.arange(200, 300)]
+    C = np.array([[0.5, 4.0]] * len(sets))
+    pools = []
+    real_init = lbfgs.Objective.__init__
+
+    def spy(self, features, labels, nclasses, train_sets, C, device):
+        real_init(self, features, labels, nclasses, train_sets, C, device)
+        pools.append(len(self.pool))
+
+    monkeypatch.setattr(lbfgs.Objective, "__init__", spy)
+    features, labels, cpu = DenseFeatures(torch.tensor(x)), torch.tensor(y), torch.device("cpu")
+    theta, _, converged = lbfgs.fit(features, labels, nclasses, sets, C, cpu)
+    assert converged.all() and sorted(pools) == [150, 150]
+    for g, rows in enumerate(sets):
+        alone, _, _ = lbfgs.fit(features, labels, nclasses, [rows], C[g:g + 1], cpu)
+        assert torch.allclose(theta[g], alone[0], atol=1e-4)
 
 
 def test_lbfgs_hands_large_features_from_float32_to_float64(monkeypatch):

@@ -14,6 +14,8 @@ curvature pairs. The result is the optimum, not an iteration-capped approximatio
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse
+import scipy.sparse.csgraph
 import torch
 
 BLOCK_BYTES = 256 << 20
@@ -316,11 +318,36 @@ def fit(features, labels, nclasses, train_sets, C, device, gtol32=GTOL_FLOAT32, 
     """
     C = np.asarray(C, dtype=np.float64)
     G, R = C.shape
-    objective = Objective(features, labels, nclasses, train_sets, C, device)
-    preconditioner = Preconditioner(objective)
-    problems = torch.arange(G * R, device=device)
-    theta = torch.zeros((G * R, features.dim + 1, objective.k), dtype=torch.float64, device=device)
-    theta, it32, _, history = minimize(objective, theta, problems, torch.float32, gtol32, max_iter, preconditioner)
-    theta, it64, converged, _ = minimize(objective, theta, problems, torch.float64, gtol64, max_iter, preconditioner,
-                                         history=history)
-    return theta.reshape(G, R, features.dim + 1, objective.k), it32 + it64, converged.reshape(G, R)
+    k = 1 if nclasses == 2 else nclasses
+    theta = torch.zeros((G, R, features.dim + 1, k), dtype=torch.float64, device=device)
+    iterations = np.zeros((G, R), dtype=np.int64)
+    converged = np.zeros((G, R), dtype=bool)
+    for part in separate_pools(train_sets):
+        sets = [train_sets[g] for g in part]
+        objective = Objective(features, labels, nclasses, sets, C[part], device)
+        preconditioner = Preconditioner(objective)
+        problems = torch.arange(len(part) * R, device=device)
+        start = torch.zeros((len(problems), features.dim + 1, k), dtype=torch.float64, device=device)
+        found, it32, _, history = minimize(objective, start, problems, torch.float32, gtol32, max_iter, preconditioner)
+        found, it64, done, _ = minimize(objective, found, problems, torch.float64, gtol64, max_iter, preconditioner,
+                                        history=history)
+        theta[torch.as_tensor(part, device=device)] = found.reshape(len(part), R, features.dim + 1, k)
+        iterations[part] = (it32 + it64).reshape(len(part), R)
+        converged[part] = done.reshape(len(part), R)
+    return theta, iterations, converged
+
+
+def separate_pools(train_sets):
+    """The groups split into sets that share no sample with one another (sorted group indices).
+
+    Each set is solved on its own pool: problems on disjoint samples (the fold-normalized copies
+    of --normalize zscore) would otherwise each be scored on every other set's rows too."""
+    G = len(train_sets)
+    if G <= 1:
+        return [np.arange(G)]
+    rows = np.concatenate([np.asarray(t, dtype=np.int64) for t in train_sets])
+    cols = np.repeat(np.arange(G), [len(t) for t in train_sets])
+    member = scipy.sparse.csr_matrix((np.ones(len(rows), dtype=np.int64), (cols, rows)))
+    shared = (member @ member.T) > 0
+    count, label = scipy.sparse.csgraph.connected_components(shared, directed=False)
+    return [np.flatnonzero(label == c) for c in range(count)]
