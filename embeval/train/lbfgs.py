@@ -34,7 +34,9 @@ class Objective:
         self.nclasses = nclasses
         y = labels[self.pool]
         self.labels = y
-        self.target = (y == 1).double()[:, None] if self.k == 1 else torch.nn.functional.one_hot(y, nclasses).double()
+        self.target = (y == 1).double()[:, None] if self.k == 1 else None
+        share = torch.bincount(y, minlength=nclasses).double() / max(len(y), 1)
+        self.frequencies = share[1:] if self.k == 1 else share  # (k,) the pool's class shares
         member = np.zeros((len(pool), len(train_sets)), dtype=bool)
         for g, rows in enumerate(train_sets):
             member[np.searchsorted(pool, rows), g] = True
@@ -124,7 +126,7 @@ class Preconditioner:
             gram += (x.t() @ x if full else (x * x).sum(dim=0)).double()
             used += x.shape[0]
         gram /= max(used, 1)
-        q = objective.target.mean(dim=0)
+        q = objective.frequencies
         curvature = q * (1 - q) if objective.k == 1 else torch.diag(q) - torch.outer(q, q)
         self.class_values, self.class_vectors = torch.linalg.eigh(curvature.reshape(objective.k, objective.k))
         self.class_values = self.class_values.clamp(min=0)
