@@ -6,8 +6,20 @@ the samples a batch needs; `Features.dense()` materializes them only when they f
 """
 import torch
 
+from embeval.memory import available_memory
+
 KINDS = ("single", "pair", "snli")
 DENSE_LIMIT_BYTES = 2 << 30
+
+
+def dense_budget(device, limit=DENSE_LIMIT_BYTES):
+    """Bytes a materialized feature matrix may take on `device`: `limit`, or half of the memory
+    free there when that is less."""
+    if device.type == "cuda":
+        free = torch.cuda.mem_get_info(device)[0]
+    else:
+        free = available_memory()
+    return limit if free is None else min(limit, free // 2)
 
 
 def feature_dim(dim, kind):
@@ -73,12 +85,13 @@ class Features:
     def nbytes(self):
         return len(self) * self.dim * 4
 
-    def dense(self, limit=DENSE_LIMIT_BYTES):
-        """A DenseFeatures when the whole matrix fits `limit` bytes, else self (built per batch)."""
+    def dense(self, limit=None):
+        """A DenseFeatures when the whole matrix fits `limit` bytes (default: dense_budget), else
+        self (built per batch)."""
         if self.kind == "single" and len(self.a) == len(self.table) and \
                 bool((self.a == torch.arange(len(self.a), device=self.device)).all()):
             return DenseFeatures(self.table)
-        return self if self.nbytes() > limit else materialize(self)
+        return self if self.nbytes() > (dense_budget(self.device) if limit is None else limit) else materialize(self)
 
 
 def materialize(features, block=65536):
@@ -106,5 +119,5 @@ class DenseFeatures:
     def nbytes(self):
         return self.matrix.numel() * 4
 
-    def dense(self, limit=DENSE_LIMIT_BYTES):
+    def dense(self, limit=None):
         return self

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from embeval.errors import EmbevalError
-from embeval.features import DENSE_LIMIT_BYTES, Features, combine, feature_dim, materialize, shaped_buffer
+from embeval.features import Features, combine, dense_budget, feature_dim, materialize, shaped_buffer
 
 METHODS = ("none", "l2", "zscore", "zscore+l2")
 CHOICES = METHODS + ("tune",)
@@ -158,10 +158,10 @@ class FoldFeatures:
     def nbytes(self):
         return len(self) * self.dim * 4
 
-    def dense(self, limit=DENSE_LIMIT_BYTES):
+    def dense(self, limit=None):
         """Every view's features as one matrix (a gather per batch instead of normalizing each
-        batch again) when they fit `limit` bytes, else self."""
-        return self if self.nbytes() > limit else materialize(self)
+        batch again) when they fit `limit` bytes (default: dense_budget), else self."""
+        return self if self.nbytes() > (dense_budget(self.device) if limit is None else limit) else materialize(self)
 
 
 def fold_features(ctx, method, a_rows, b_rows, fold_train_samples):

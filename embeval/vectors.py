@@ -14,6 +14,7 @@ import numpy as np
 
 from embeval import atomic, h5guard
 from embeval.errors import VectorsError
+from embeval.memory import available_memory
 from embeval.export import UNION, load_manifest, manifest_files, read_export_file
 from embeval.tasks import TASK_NAMES, TASKS
 
@@ -54,21 +55,6 @@ def describe_dtype(dtype):
     if dtype.kind == "V":
         return "opaque bytes"
     return str(dtype)
-
-
-def available_memory():
-    """Bytes of memory available to this process (best effort), or None if unknown."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 class VectorsFile:

@@ -378,6 +378,22 @@ def test_features_built_into_the_trainers_buffer_equal_features_by_hand(kind):
             np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
 
 
+def test_features_are_materialized_only_within_half_the_free_memory(monkeypatch):
+    """Pair features and fold-normalized copies are held as one matrix only when it fits half the
+    memory free (and DENSE_LIMIT_BYTES); otherwise they are built batch by batch."""
+    from embeval import features as F, normalize
+
+    table = torch.randn(50, 4)
+    pair = F.Features(table, np.arange(40), np.arange(10, 50), "pair")
+    norm = normalize.fit("zscore", table)
+    folds = normalize.FoldFeatures(table, np.arange(40), None, "single", [norm, norm])
+    assert isinstance(pair.dense(), F.DenseFeatures) and isinstance(folds.dense(), F.DenseFeatures)
+    monkeypatch.setattr(F, "available_memory", lambda: 2 * pair.nbytes() - 2)
+    assert pair.dense() is pair and folds.dense() is folds
+    monkeypatch.setattr(F, "available_memory", lambda: None)
+    assert isinstance(folds.dense(), F.DenseFeatures)
+
+
 def test_lbfgs_solves_groups_on_disjoint_samples_apart(monkeypatch):
     """Groups that share no sample (--normalize zscore's per-fold copies of the samples) are solved
     on pools of their own rows, and each problem reaches the optimum it has when solved alone."""
