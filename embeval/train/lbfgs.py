@@ -18,6 +18,8 @@ import scipy.sparse
 import scipy.sparse.csgraph
 import torch
 
+from embeval.features import dense_budget
+
 BLOCK_BYTES = 256 << 20
 HISTORY = 10
 NOISE_WINDOW = 100
@@ -50,7 +52,7 @@ class Objective:
         self._dense = None
         rows_per_block = max(1024, BLOCK_BYTES // (4 * max(self.dim, 1)))
         self.blocks = [slice(i, i + rows_per_block) for i in range(0, len(pool), rows_per_block)]
-        if features.nbytes() <= BLOCK_BYTES * 8:
+        if features.nbytes() <= dense_budget(self.pool.device):
             self._dense = features(self.pool)
 
     def rows(self, block, stride=1):
