@@ -14,8 +14,8 @@ import numpy as np
 
 from embeval import atomic, h5guard
 from embeval.errors import VectorsError
-from embeval.memory import available_memory
 from embeval.export import UNION, load_manifest, manifest_files, read_export_file
+from embeval.memory import available_memory
 from embeval.tasks import TASK_NAMES, TASKS
 
 log = logging.getLogger("embeval")

@@ -52,7 +52,7 @@ class Objective:
         self._dense = None
         rows_per_block = max(1024, BLOCK_BYTES // (4 * max(self.dim, 1)))
         self.blocks = [slice(i, i + rows_per_block) for i in range(0, len(pool), rows_per_block)]
-        if features.nbytes() <= dense_budget(self.pool.device):
+        if len(pool) * self.dim * 4 <= dense_budget(self.pool.device):
             self._dense = features(self.pool)
 
     def rows(self, block, stride=1):
@@ -351,7 +351,8 @@ def separate_pools(train_sets):
         return [np.arange(G)]
     rows = np.concatenate([np.asarray(t, dtype=np.int64) for t in train_sets])
     cols = np.repeat(np.arange(G), [len(t) for t in train_sets])
-    member = scipy.sparse.csr_matrix((np.ones(len(rows), dtype=np.int64), (cols, rows)))
+    width = int(rows.max()) + 1 if len(rows) else 1
+    member = scipy.sparse.csr_matrix((np.ones(len(rows), dtype=np.int64), (cols, rows)), shape=(G, width))
     shared = (member @ member.T) > 0
     count, label = scipy.sparse.csgraph.connected_components(shared, directed=False)
     return [np.flatnonzero(label == c) for c in range(count)]
