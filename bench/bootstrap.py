@@ -23,7 +23,8 @@ from scipy.stats import norm
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 
-from embeval import predictions, stats  # noqa: E402
+from embeval import stats  # noqa: E402
+from embeval.formats import predictions
 
 Z = norm.ppf(0.975)
 

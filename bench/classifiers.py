@@ -63,9 +63,9 @@ def encoder(dim):
 
 
 def make_vectors(data, tasks, dim, work):
-    from embeval import export
-    from embeval.tasks import TASKS as REGISTRY
-    from embeval.vectors import write
+    from embeval.formats import sentences as export
+    from embeval.formats.vectors import write
+    from embeval.tasks.registry import TASKS as REGISTRY
 
     path = work / f"bow{dim}.h5"
     if not path.exists():
@@ -78,12 +78,12 @@ def context(vectors, data, task):
     """The Context embeval's runner would build for this task."""
     import torch
 
-    from embeval.config import build
-    from embeval.score import Located, TaskDataCache, UnionSource
     from embeval.evaluate.context import Context
-    from embeval.samples import split_rows
-    from embeval.tasks import TASKS as REGISTRY
-    from embeval.vectors import VectorsFile
+    from embeval.formats.vectors import VectorsFile
+    from embeval.run.config import build
+    from embeval.run.score import Located, TaskDataCache, UnionSource
+    from embeval.tasks.registry import TASKS as REGISTRY
+    from embeval.tasks.samples import split_rows
 
     cache = TaskDataCache(data)
     with VectorsFile(vectors) as vf:
@@ -120,8 +120,8 @@ def stage_problems(ctx, solver):
 
 
 def run_solver(vectors, data, task, solver):
-    from embeval.config import build
-    from embeval.score import score
+    from embeval.run.config import build
+    from embeval.run.score import score
 
     record = score(vectors, data, tasks=[task], config=build(solver=solver), progress=False, log=lambda m: None)
     entry = record["tasks"][task]

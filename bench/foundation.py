@@ -35,7 +35,7 @@ def run(args):
 
 
 def baseline_rss():
-    out = subprocess.run([sys.executable, "-c", "import resource, embeval.score, embeval.cli;"
+    out = subprocess.run([sys.executable, "-c", "import resource, embeval.run.score, embeval.cli.main;"
                           "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"],
                          check=True, capture_output=True, text=True)
     return int(out.stdout) / 1024

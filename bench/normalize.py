@@ -22,8 +22,8 @@ METHODS = ["none", "zscore", "zscore+l2"]
 
 
 def child(vectors, data, task, solver, method):
-    from embeval.config import build
-    from embeval.score import score
+    from embeval.run.config import build
+    from embeval.run.score import score
 
     record = score(vectors, data, tasks=[task], config=build(solver=solver, normalize=method), progress=False,
                    log=lambda m: None)

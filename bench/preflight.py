@@ -26,10 +26,17 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("EMBEVAL_SHARED", ROOT.parent / "shared"))
 sys.path[:0] = [str(ROOT)]
 
-from embeval import export, h5guard  # noqa: E402
-from embeval.score import TaskDataCache, UnionSource, Located, plan, table_fingerprint  # noqa: E402
-from embeval.tasks import TASK_NAMES, TASKS  # noqa: E402
-from embeval.vectors import VectorsFile  # noqa: E402
+from embeval.formats import h5guard  # noqa: E402
+from embeval.formats import sentences as export  # noqa: E402
+from embeval.formats.vectors import VectorsFile  # noqa: E402
+from embeval.run.score import (  # noqa: E402
+    Located,
+    TaskDataCache,
+    UnionSource,
+    plan,
+    table_fingerprint,
+)
+from embeval.tasks.registry import TASK_NAMES, TASKS  # noqa: E402
 
 
 def write_file(path, texts, dim, compression):

@@ -12,7 +12,6 @@ the full run can be estimated. Writes bench/results/probing_{dim}d.json.
 """
 import argparse
 import json
-import os
 import resource
 import sys
 import tempfile
@@ -31,7 +30,7 @@ SIZES = {"tr": 100000, "va": 10000, "te": 10000}
 
 def make_task(root, name, encode, rng, vocab):
     """Write DATA/probing/FILE for one task; return nothing (vectors come from `encode`)."""
-    from embeval.tasks import TASKS
+    from embeval.tasks.registry import TASKS
 
     total = sum(SIZES.values())
     lengths = rng.integers(5, 21, total)
@@ -61,11 +60,11 @@ def main():
     args = parser.parse_args()
     from classifiers import encoder
 
-    from embeval import export
-    from embeval.config import build
-    from embeval.score import score
-    from embeval.tasks import TASKS
-    from embeval.vectors import write
+    from embeval.formats import sentences as export
+    from embeval.formats.vectors import write
+    from embeval.run.config import build
+    from embeval.run.score import score
+    from embeval.tasks.registry import TASKS
 
     tasks = args.tasks.split(",")
     mlp_tasks = set(args.mlp_tasks.split(",") if args.mlp_tasks else tasks)

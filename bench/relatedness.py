@@ -24,12 +24,18 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("EMBEVAL_SHARED", ROOT.parent / "shared"))
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from embeval.evaluate.context import Context  # noqa: E402
-from embeval.evaluate.relatedness import SPLITS, evaluate_relatedness, one_cpu_thread, split_features  # noqa: E402
-from embeval.export import task_sentences  # noqa: E402
-from embeval.samples import split_rows  # noqa: E402
-from embeval.tasks import TASKS  # noqa: E402
 from relatedness_helpers import senteval_style_fit  # noqa: E402
+
+from embeval.evaluate.context import Context  # noqa: E402
+from embeval.evaluate.relatedness import (  # noqa: E402
+    SPLITS,
+    evaluate_relatedness,
+    one_cpu_thread,
+    split_features,
+)
+from embeval.formats.sentences import task_sentences  # noqa: E402
+from embeval.tasks.registry import TASKS  # noqa: E402
+from embeval.tasks.samples import split_rows  # noqa: E402
 
 TASK_NAMES = ("SICKRelatedness", "STSBenchmark")
 

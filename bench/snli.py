@@ -50,8 +50,8 @@ def make_data(source, root, rng):
 def write_vectors(root, dim, rng):
     import h5py
 
-    from embeval import export
-    from embeval.tasks import TASKS
+    from embeval.formats import sentences as export
+    from embeval.tasks.registry import TASKS
 
     manifest = export.export([TASKS["SNLI"].load(root / "data")], root / "sent")
     entry = manifest["tasks"]["SNLI"]
@@ -89,8 +89,8 @@ def memory_sampler():
 
 
 def child(args):
-    from embeval.score import score
-    from embeval.tasks import TASKS
+    from embeval.run.score import score
+    from embeval.tasks.registry import TASKS
 
     peak = memory_sampler()
 

@@ -40,7 +40,7 @@ def devbow():
 @pytest.fixture
 def cli():
     """Run the embeval command in-process: cli(*args) -> click Result (exit_code, stdout, stderr)."""
-    from embeval.cli import cli as command
+    from embeval.cli.main import cli as command
 
     def run(*args):
         return CliRunner().invoke(command, [str(a) for a in args], catch_exceptions=False)
@@ -51,9 +51,9 @@ def cli():
 @pytest.fixture(scope="session")
 def devbow_vectors(tmp_path_factory, data_dir, devbow):
     """An export of every task with data, and its devbow vectors file: (export dir, vectors path)."""
-    from embeval import export
-    from embeval.tasks import TASKS
-    from embeval.vectors import write
+    from embeval.formats import sentences as export
+    from embeval.formats.vectors import write
+    from embeval.tasks.registry import TASKS
 
     root = tmp_path_factory.mktemp("devbow")
     names = [n for n, t in TASKS.items() if not t.missing_files(data_dir)]

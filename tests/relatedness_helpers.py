@@ -11,8 +11,8 @@ import torch
 from scipy.stats import pearsonr
 
 from embeval.evaluate.context import Context
-from embeval.samples import Split, TaskData
-from embeval.tasks import TASKS
+from embeval.tasks.registry import TASKS
+from embeval.tasks.samples import Split, TaskData
 
 
 def tai_by_definition(score, nclasses=5):

@@ -10,8 +10,8 @@ import re
 import h5py
 import numpy as np
 
-from embeval import export
-from embeval.tasks import TASKS
+from embeval.formats import sentences as export
+from embeval.tasks.registry import TASKS
 
 STS = ("STS12", "STS13", "STS14", "STS15", "STS16")
 

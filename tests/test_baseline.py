@@ -5,11 +5,12 @@ import sys
 
 import h5py
 import numpy as np
-
-from embeval import baseline, export
-from embeval.tasks import TASKS
 from exporter_helpers import run_exporter
 from reliability_helpers import task_file
+
+from embeval.formats import sentences as export
+from embeval.run import baseline
+from embeval.tasks.registry import TASKS
 
 TASKS_ = ["SICKEntailment", "STS15", "STS16"]
 

@@ -2,10 +2,10 @@
 import json
 
 import pytest
-
-from embeval.config import build
-from embeval.errors import EmbevalError
 from reliability_helpers import refused, task_file
+
+from embeval.errors import EmbevalError
+from embeval.run.config import build
 
 OPTIONS = ["--config", "prototype", "--bootstrap", "200"]
 

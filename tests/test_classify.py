@@ -7,14 +7,14 @@ import torch
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold
 
-from embeval.config import build
 from embeval.evaluate import classify
 from embeval.evaluate.context import Context
-from embeval.features import DenseFeatures
-from embeval.samples import Split, TaskData, senteval_order
-from embeval.score import score
-from embeval.tasks import TASKS
+from embeval.run.config import build
+from embeval.run.score import score
+from embeval.tasks.registry import TASKS
+from embeval.tasks.samples import Split, TaskData, senteval_order
 from embeval.train import batched, lbfgs
+from embeval.train.features import DenseFeatures
 from embeval.train.optimizers import BatchedOptimizer
 
 CLASSIFICATION = ["CR", "SST2", "SST5", "TREC", "MRPC", "SICKEntailment"]
@@ -168,8 +168,9 @@ def test_lbfgs_against_sklearn_on_the_same_folds(devbow_vectors, data_dir, tmp_p
     """Within 0.1 point of scikit-learn (tol 1e-6: 100x its default; max_iter 10000) on TREC and MRPC, 16-d vectors."""
     path = _project(devbow_vectors, tmp_path, 16)
     record = score(path, data_dir, tasks=["TREC", "MRPC"], config=build(solver="lbfgs"), progress=False, log=quiet)
-    from embeval.export import task_sentences
     import h5py
+
+    from embeval.formats.sentences import task_sentences
 
     with h5py.File(path) as f:
         for task in ("TREC", "MRPC"):
@@ -277,7 +278,7 @@ def test_adam_without_torchs_fused_kernel_equals_torch_optim(monkeypatch):
 
 def _compare_with_torch_optim(name, settings):
     """Masked, unmasked and frozen steps of the batched optimizer against torch.optim's."""
-    from embeval.config import parse_optim
+    from embeval.run.config import parse_optim
 
     _, params = parse_optim(settings)
     rng = np.random.default_rng(0)
@@ -350,8 +351,8 @@ def test_lbfgs_solution_is_the_optimum_of_sklearns_objective(preconditioner, mon
 def test_features_built_into_the_trainers_buffer_equal_features_by_hand(kind):
     """The trainer builds every step's features into one reused buffer; each features class must
     give, through it, what the definition gives ([|u-v|, u*v]; SNLI [u, v, u*v, |u-v|])."""
-    from embeval import normalize
-    from embeval.features import Features
+    from embeval.evaluate import normalize
+    from embeval.train.features import Features
 
     rng = np.random.default_rng(5)
     table = rng.standard_normal((12, 3)).astype(np.float32)
@@ -381,7 +382,8 @@ def test_features_built_into_the_trainers_buffer_equal_features_by_hand(kind):
 def test_features_are_materialized_only_within_half_the_free_memory(monkeypatch):
     """Pair features and fold-normalized copies are held as one matrix only when it fits half the
     memory free (and DENSE_LIMIT_BYTES); otherwise they are built batch by batch."""
-    from embeval import features as F, normalize
+    from embeval.evaluate import normalize
+    from embeval.train import features as F
 
     table = torch.randn(50, 4)
     pair = F.Features(table, np.arange(40), np.arange(10, 50), "pair")

@@ -7,8 +7,8 @@ import h5py
 import numpy as np
 import pytest
 
-from embeval import export
-from embeval.tasks import TASKS
+from embeval.formats import sentences as export
+from embeval.tasks.registry import TASKS
 
 
 def one_line_error(result, *fragments):
@@ -38,7 +38,7 @@ def test_export_check_score_end_to_end(cli, data_dir, devbow, tmp_path):
                                           "sha256": export.fingerprint(export.task_sentences(
                                               TASKS["STS16"].load(data_dir)))}
     assert manifest["format"] == "embeval-sentences" and manifest["format_version"] == 1
-    from embeval.vectors import write
+    from embeval.formats.vectors import write
 
     write(tmp_path / "v.h5", tmp_path / "sent", devbow.encode, progress=False)
     result = cli("vectors", "check", tmp_path / "v.h5", "--export", tmp_path / "sent")

@@ -8,8 +8,19 @@ from embeval.datasets import msi
 from embeval.datasets.archives import Archive, ArchiveError
 from embeval.datasets.preprocess import run_steps
 from embeval.datasets.sources import load_sources
-from tests.data_helpers import (EXPECTED_TEST, EXPECTED_TRAIN, SYNTHETIC_TEST, SYNTHETIC_TRAIN, TEST_KEY,
-                                TRAIN_KEY, build_cab, build_msi, build_ole, targz_bytes, zip_bytes)
+from tests.data_helpers import (
+    EXPECTED_TEST,
+    EXPECTED_TRAIN,
+    SYNTHETIC_TEST,
+    SYNTHETIC_TRAIN,
+    TEST_KEY,
+    TRAIN_KEY,
+    build_cab,
+    build_msi,
+    build_ole,
+    targz_bytes,
+    zip_bytes,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 def test_real_installer_built_by_wixl_is_read():

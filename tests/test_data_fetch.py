@@ -11,8 +11,17 @@ import pytest
 
 from embeval.datasets import files
 from embeval.datasets.sources import load_checksums, load_sources
-from tests.data_helpers import (EXPECTED_TEST, EXPECTED_TRAIN, SYNTHETIC_TEST, SYNTHETIC_TRAIN, TEST_KEY,
-                                TRAIN_KEY, MirrorServer, build_mirror, build_msi)
+from tests.data_helpers import (
+    EXPECTED_TEST,
+    EXPECTED_TRAIN,
+    SYNTHETIC_TEST,
+    SYNTHETIC_TRAIN,
+    TEST_KEY,
+    TRAIN_KEY,
+    MirrorServer,
+    build_mirror,
+    build_msi,
+)
 
 REBUILT = "CR,MR,MPQA,SUBJ,SST2,SST5,TREC,STSBenchmark,SNLI,ImageCaptionRetrieval,Tense"
 

@@ -6,7 +6,13 @@ import pytest
 
 from embeval.datasets import ptb
 from embeval.datasets.moses import MosesTokenizer, lowercase
-from embeval.datasets.preprocess import cut, ptb_file, run_steps, snli_split, tokenize_columns
+from embeval.datasets.preprocess import (
+    cut,
+    ptb_file,
+    run_steps,
+    snli_split,
+    tokenize_columns,
+)
 from embeval.datasets.sources import load_sources
 
 STSB_COLUMNS = [{"cut": "1-5"}, {"cut": "6", "tokenize": True}, {"cut": "7", "tokenize": True}]
@@ -33,8 +39,8 @@ def test_raw_sts_benchmark_tokenizes_to_sentevals_files(data_dir):
 
 
 def test_sts_benchmark_steps_reproduce_sentevals_files_byte_for_byte(data_dir, tmp_path):
-    from tests.data_helpers import build_mirror
     from embeval.datasets.archives import Archive
+    from tests.data_helpers import build_mirror
 
     mirror = build_mirror(data_dir, tmp_path / "mirror")
     dataset = load_sources()["STSBenchmark"]

@@ -5,9 +5,15 @@ from pathlib import Path
 
 import pytest
 
-from embeval.datasets.sources import check_covers_all_tasks, data_folder, load_checksums, load_sources, mirror_files
+from embeval.datasets.sources import (
+    check_covers_all_tasks,
+    data_folder,
+    load_checksums,
+    load_sources,
+    mirror_files,
+)
 from embeval.datasets.verify import sha256_of
-from embeval.tasks import TASKS
+from embeval.tasks.registry import TASKS
 
 
 def test_verify_passes_on_the_shared_data_for_every_task_it_holds(cli, data_dir):

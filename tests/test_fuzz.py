@@ -20,13 +20,21 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+from coco_helpers import write_coco
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from reliability_helpers import (
+    PREVIOUS,
+    error_line,
+    progress_file,
+    snapshot,
+    untouched,
+    vectors_for,
+    write_h5,
+)
 
-from coco_helpers import write_coco
-from embeval import export
-from embeval.tasks import TASKS
-from reliability_helpers import PREVIOUS, error_line, progress_file, snapshot, untouched, vectors_for, write_h5
+from embeval.formats import sentences as export
+from embeval.tasks.registry import TASKS
 
 EXAMPLES = int(os.environ.get("EMBEVAL_FUZZ_EXAMPLES", "25"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize="EMBEVAL_FUZZ_EXAMPLES" not in os.environ,

@@ -6,10 +6,11 @@ import h5py
 import numpy as np
 import pytest
 import torch
-
-from embeval import export, geometry
-from embeval.tasks import TASKS
 from reliability_helpers import task_file
+
+from embeval.evaluate import geometry
+from embeval.formats import sentences as export
+from embeval.tasks.registry import TASKS
 
 
 def test_alignment_of_known_pairs():

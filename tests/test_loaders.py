@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from embeval.errors import DataFileError
-from embeval.export import task_sentences
-from embeval.samples import senteval_order
-from embeval.tasks import TASKS
+from embeval.formats.sentences import task_sentences
+from embeval.tasks.registry import TASKS
+from embeval.tasks.samples import senteval_order
 
 # Samples per split, as SentEval's README and paper list them.
 SAMPLE_COUNTS = {
@@ -325,7 +325,7 @@ def test_missing_data_folder_and_file(tmp_path):
 
 
 def test_senteval_order_is_stable_on_token_count_then_label():
-    from embeval.samples import Split
+    from embeval.tasks.samples import Split
 
     split = Split("all", ["a b", "c", "d e", "f", ""], np.array([1, 1, 0, 0, 1]))
     assert senteval_order(split, "single").tolist() == [4, 3, 1, 2, 0]
@@ -334,7 +334,7 @@ def test_senteval_order_is_stable_on_token_count_then_label():
 
 
 def test_data_dir_resolution(monkeypatch, tmp_path):
-    from embeval.loaders import default_data_dir, resolve_data_dir
+    from embeval.tasks.loaders import default_data_dir, resolve_data_dir
 
     monkeypatch.setenv("EMBEVAL_DATA", str(tmp_path / "env"))
     assert resolve_data_dir(str(tmp_path / "opt")) == tmp_path / "opt"

@@ -6,13 +6,13 @@ import h5py
 import numpy as np
 import pytest
 import torch
+from reliability_helpers import refused, task_file, write_h5
 from scipy.stats import spearmanr
 
-from embeval import export, normalize
-from embeval.config import build
-from embeval.evaluate import classify
-from embeval.tasks import TASKS
-from reliability_helpers import refused, sentences, task_file, write_h5
+from embeval.evaluate import classify, normalize
+from embeval.formats import sentences as export
+from embeval.run.config import build
+from embeval.tasks.registry import TASKS
 
 OPTIONS = ["--config", "prototype", "--bootstrap", "0"]
 

@@ -4,12 +4,13 @@ import json
 
 import numpy as np
 import pytest
-
-from embeval import compare, predictions
-from embeval.headline import lookup
-from embeval.tasks import TASKS
 from coco_helpers import caption_encoder, write_coco
 from reliability_helpers import comparable, refused, task_file
+
+from embeval.formats import predictions
+from embeval.report import compare
+from embeval.tasks.figures import lookup
+from embeval.tasks.registry import TASKS
 
 TASK_LIST = ["CR", "MRPC", "SICKEntailment", "STSBenchmark", "STS15", "STS16"]
 OPTIONS = ["--config", "prototype", "--kfold", "3", "--bootstrap", "200"]
@@ -27,7 +28,7 @@ def runs(tmp_path_factory, data_dir):
     scored twice."""
     from click.testing import CliRunner
 
-    from embeval.cli import cli as command
+    from embeval.cli.main import cli as command
 
     def cli(*args):
         return CliRunner().invoke(command, [str(a) for a in args], catch_exceptions=False)
@@ -160,7 +161,7 @@ def test_compare_refuses_runs_on_different_test_items(runs, cli, tmp_path):
 
 
 def test_resume_reuses_saved_predictions(runs, cli, data_dir, tmp_path, monkeypatch):
-    from embeval import score as score_module
+    from embeval.run import score as score_module
 
     out = tmp_path / "r.json"
     calls = []
@@ -202,7 +203,7 @@ def test_coco_ranks_reproduce_recalls(cli, tmp_path):
     features = write_coco(data, (40, 25, 25))
     result = cli("export-sentences", "--data", data, "--out", tmp_path / "s", "--tasks", "ImageCaptionRetrieval")
     assert result.exit_code == 0, result.stderr
-    from embeval.vectors import write
+    from embeval.formats.vectors import write
 
     write(tmp_path / "v.h5", tmp_path / "s", caption_encoder(features), progress=False)
     result = cli("score", tmp_path / "v.h5", "--data", data, "--tasks", "ImageCaptionRetrieval", "--out",

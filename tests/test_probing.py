@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from embeval.vectors import write
+from embeval.formats.vectors import write
 
 NCLASSES = 3
 SIZES = {"tr": 450, "va": 150, "te": 150}
@@ -32,7 +32,7 @@ def probing_run(tmp_path_factory):
     """Length has learnable labels, Depth random ones, WordContent learnable; vectors encode `code`."""
     from click.testing import CliRunner
 
-    from embeval.cli import cli
+    from embeval.cli.main import cli
 
     root = tmp_path_factory.mktemp("probing")
     data = root / "data"

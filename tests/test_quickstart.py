@@ -6,16 +6,16 @@ import sys
 import zipfile
 
 import pytest
-
-from embeval import quickstart as qs
-from embeval.errors import EmbevalError
 from exporter_helpers import REPO, need_modules
+
+from embeval.errors import EmbevalError
+from embeval.run import quickstart as qs
 
 FAST_TASKS = "STS15,STS16"
 
 
 def test_default_tasks_are_sts_stsb_and_two_classification_tasks():
-    from embeval.tasks import TASKS
+    from embeval.tasks.registry import TASKS
 
     kinds = [TASKS[n].kind for n in qs.QUICKSTART_TASKS]
     assert qs.QUICKSTART_TASKS[:6] == ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark")
@@ -114,7 +114,7 @@ def test_installed_wheel_ships_the_exporters(tmp_path):
         assert f"embeval/exporters/{program}" in names
     if (REPO / "data").is_dir():  # the data tables ship beside them (package_dir in setup.py)
         assert "embeval/_data/sources.json" in names
-    found = subprocess.run([sys.executable, "-c", "from embeval.quickstart import exporters_dir; print(exporters_dir())"],
+    found = subprocess.run([sys.executable, "-c", "from embeval.run.quickstart import exporters_dir; print(exporters_dir())"],
                            cwd=tmp_path, env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
                            capture_output=True, text=True)
     assert found.returncode == 0, found.stderr

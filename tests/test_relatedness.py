@@ -5,11 +5,16 @@ import json
 import numpy as np
 import pytest
 import torch
+from relatedness_helpers import senteval_style_fit, synthetic_context, tai_by_definition
 
 from embeval.errors import DataFileError
-from embeval.evaluate.relatedness import SoftmaxRegressor, evaluate_relatedness, tai_encode, train_regressor
-from embeval.features import sample_features
-from relatedness_helpers import senteval_style_fit, synthetic_context, tai_by_definition
+from embeval.evaluate.relatedness import (
+    SoftmaxRegressor,
+    evaluate_relatedness,
+    tai_encode,
+    train_regressor,
+)
+from embeval.train.features import sample_features
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -146,7 +151,7 @@ def test_devbow_matches_senteval(task, devbow_vectors, data_dir, reference_dir):
     equal to the last bit (one CPU thread), and within 6e-7 with two threads. Another seed moves these
     figures by 1e-4 to 2e-3 (MSE by up to 0.04), so 1e-4 still catches a wrong order or stream,
     and leaves room for other BLAS builds."""
-    from embeval.score import score
+    from embeval.run.score import score
 
     _, vectors = devbow_vectors
     record = score(vectors, data_dir, tasks=[task], device="cpu", progress=False, log=lambda m: None)

@@ -12,10 +12,19 @@ import stat
 import h5py
 import numpy as np
 import pytest
+from reliability_helpers import (
+    PREVIOUS,
+    progress_file,
+    refused,
+    sentences,
+    task_file,
+    untouched,
+    vectors_for,
+    write_h5,
+)
 
-from embeval import export, h5guard
-from reliability_helpers import (PREVIOUS, progress_file, refused, sentences, task_file, untouched,
-                                 vectors_for, write_h5)
+from embeval.formats import h5guard
+from embeval.formats import sentences as export
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 
@@ -235,7 +244,7 @@ def test_external_targets_are_never_opened(cli, data_dir, sts16, tmp_path, monke
     for build in (external_link, soft_to_external, virtual):
         build(tmp_path / "v.h5", texts, values, sha)
         monkeypatch.setattr(h5py, "File", watch)
-        from embeval import vectors
+        from embeval.formats import vectors
         monkeypatch.setattr(vectors.h5py, "File", watch)
         refused(cli("score", tmp_path / "v.h5", "--data", data_dir, "--tasks", "STS16", "--out", tmp_path / "r.json"))
         monkeypatch.undo()
@@ -243,7 +252,7 @@ def test_external_targets_are_never_opened(cli, data_dir, sts16, tmp_path, monke
 
 
 def test_dimension_checked_for_every_task_before_any_read(cli, data_dir, tmp_path, monkeypatch):
-    from embeval import vectors
+    from embeval.formats import vectors
 
     path = task_file(tmp_path / "v.h5", data_dir, ["STS12", "STS16"])
     reads = []
@@ -386,7 +395,7 @@ class _Python2Array:
 
 @pytest.mark.parametrize("protocol", [2, 3, 4, 5])
 def test_plain_pickles_round_trip(tmp_path, protocol):
-    from embeval.loaders import load_plain_pickle
+    from embeval.tasks.loaders import load_plain_pickle
 
     features = np.arange(12, dtype="f4").reshape(3, 4)
     content = {"features": features, "big_endian": np.ones((2, 2), ">f8"), "fortran": np.asfortranarray(features),
@@ -412,7 +421,7 @@ def test_plain_pickles_round_trip(tmp_path, protocol):
 ])
 def test_pickled_arrays_of_non_numbers_are_refused(tmp_path, content, message):
     from embeval.errors import DataFileError
-    from embeval.loaders import load_plain_pickle
+    from embeval.tasks.loaders import load_plain_pickle
 
     (tmp_path / "p.pkl").write_bytes(pickle.dumps({"features": content}, protocol=2))
     with pytest.raises(DataFileError, match=message):
@@ -432,7 +441,7 @@ def test_damaged_numpy_state_never_reaches_numpy(tmp_path):
     pre-scan refuses that file, and a well-formed stream with the same bad state is refused by the
     stand-in before numpy sees it."""
     from embeval.errors import DataFileError
-    from embeval.loaders import load_plain_pickle
+    from embeval.tasks.loaders import load_plain_pickle
 
     with pytest.raises(DataFileError, match="numpy_dtype_crash.pkl: ImageCaptionRetrieval: corrupt pickle"):
         load_plain_pickle(os.path.join(FIXTURES, "numpy_dtype_crash.pkl"), "ImageCaptionRetrieval")
@@ -479,7 +488,7 @@ def test_output_is_not_a_results_file(cli, data_dir, tmp_path, target):
 
 
 def test_output_permission_denied(cli, data_dir, tmp_path, monkeypatch):
-    from embeval import atomic
+    from embeval.formats import atomic
 
     path = task_file(tmp_path / "v.h5", data_dir, ["STS16"])
 
@@ -493,7 +502,7 @@ def test_output_permission_denied(cli, data_dir, tmp_path, monkeypatch):
 
 def disk_full_after(monkeypatch, writes):
     """Results writes succeed `writes` times, then fail with ENOSPC (as a full disk does)."""
-    from embeval import atomic
+    from embeval.formats import atomic
 
     real = os.fdopen
     done = []
@@ -558,8 +567,8 @@ def test_disk_full_on_the_final_write(cli, data_dir, tmp_path, monkeypatch):
 
 def test_bad_input_found_by_an_evaluator_mid_run(cli, data_dir, tmp_path, monkeypatch):
     """A check only an evaluator makes (after other tasks finished) leaves the results file alone too."""
-    from embeval import score as score_module
     from embeval.errors import DataFileError
+    from embeval.run import score as score_module
 
     path = task_file(tmp_path / "v.h5", data_dir, ["STS12", "STS16"])
     real = score_module.EVALUATORS["cosine_sts"]
@@ -642,7 +651,7 @@ def test_guard_in_a_fresh_interpreter(data_dir, tmp_path):
 
 def test_written_files_get_ordinary_permissions(tmp_path):
     """A new file gets what the umask allows (not mkstemp's private 0600); a replaced file keeps its mode."""
-    from embeval import atomic
+    from embeval.formats import atomic
 
     umask = os.umask(0o022)
     try:

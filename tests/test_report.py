@@ -7,12 +7,12 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from embeval import report
-from embeval.errors import EmbevalError
-from embeval.results import FORMAT
 from exporter_helpers import need
 from reliability_helpers import refused
+
+from embeval.errors import EmbevalError
+from embeval.formats.results import FORMAT
+from embeval.report import tables as report
 
 STS = ("STS12", "STS13", "STS14", "STS15", "STS16")
 

@@ -5,9 +5,9 @@ import math
 
 import pytest
 import torch
-
-from embeval.results import TIMING_KEYS, dumps, without_timing
 from reliability_helpers import comparable, task_file
+
+from embeval.formats.results import TIMING_KEYS, dumps, without_timing
 
 TASKS = "SICKEntailment,STS12,STS16"
 
@@ -29,7 +29,7 @@ def two_runs(cli, vectors, data_dir, folder, *options):
 def prototype_runs(tmp_path_factory, data_dir, vectors):
     from click.testing import CliRunner
 
-    from embeval.cli import cli
+    from embeval.cli.main import cli
 
     def run(*args):
         return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)

@@ -7,9 +7,16 @@ import shutil
 import h5py
 import numpy as np
 import pytest
+from reliability_helpers import (
+    PREVIOUS,
+    comparable,
+    progress_file,
+    refused,
+    task_file,
+    untouched,
+)
 
-from embeval import score as score_module
-from reliability_helpers import PREVIOUS, comparable, progress_file, refused, task_file, untouched
+from embeval.run import score as score_module
 
 TASKS = ["SICKEntailment", "STS12", "STS13", "STS14", "STS15", "STS16"]
 OPTIONS = ["--config", "prototype", "--seed", "7"]
@@ -24,7 +31,7 @@ def vectors(tmp_path_factory, data_dir):
 def uninterrupted(tmp_path_factory, vectors, data_dir):
     from click.testing import CliRunner
 
-    from embeval.cli import cli
+    from embeval.cli.main import cli
 
     out = tmp_path_factory.mktemp("full") / "r.json"
     result = CliRunner().invoke(cli, ["score", str(vectors), "--data", str(data_dir), "--tasks", ",".join(TASKS),

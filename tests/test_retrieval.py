@@ -7,12 +7,21 @@ import pickle
 import numpy as np
 import pytest
 import torch
-
 from coco_helpers import caption_encoder, chance_recall, write_coco
+
 from embeval.evaluate import retrieval
-from embeval.evaluate.retrieval import (CaptionSplit, RankingModel, contrast_draw, epoch_batches, evaluate_split,
-                                        fold_count, fold_ranks, ranking_loss, recall_metrics)
-from embeval.vectors import write
+from embeval.evaluate.retrieval import (
+    CaptionSplit,
+    RankingModel,
+    contrast_draw,
+    epoch_batches,
+    evaluate_split,
+    fold_count,
+    fold_ranks,
+    ranking_loss,
+    recall_metrics,
+)
+from embeval.formats.vectors import write
 
 TASK = "ImageCaptionRetrieval"
 
@@ -301,7 +310,7 @@ def test_truncated_pickle_is_refused(cli, tmp_path):
 
 @pytest.mark.parametrize("protocol", [2, 4, 5])
 def test_pickles_of_every_protocol_load(tmp_path, protocol):
-    from embeval.tasks import TASKS
+    from embeval.tasks.registry import TASKS
 
     features = write_coco(tmp_path, (30, 10, 10), protocol=protocol)
     data = TASKS[TASK].load(tmp_path)
@@ -316,9 +325,9 @@ def test_pickles_of_every_protocol_load(tmp_path, protocol):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_and_cpu_agree(related):
     from embeval.evaluate.context import Context
-    from embeval.export import task_sentences
-    from embeval.samples import split_rows
-    from embeval.tasks import TASKS
+    from embeval.formats.sentences import task_sentences
+    from embeval.tasks.registry import TASKS
+    from embeval.tasks.samples import split_rows
 
     tmp, features = related
     data = TASKS[TASK].load(tmp / "data")

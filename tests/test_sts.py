@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from scipy.stats import pearsonr, spearmanr
 
-from embeval import export
-from embeval.score import score
-from embeval.tasks import TASKS
+from embeval.formats import sentences as export
+from embeval.run.score import score
+from embeval.tasks.registry import TASKS
 
 STS = ["STS12", "STS13", "STS14", "STS15", "STS16"]
 

@@ -5,11 +5,11 @@ import h5py
 import numpy as np
 import pytest
 
-from embeval import export
 from embeval.errors import EmbevalError, VectorsError
-from embeval.score import score
-from embeval.tasks import TASKS
-from embeval.vectors import VectorsFile, check_against_manifest, write
+from embeval.formats import sentences as export
+from embeval.formats.vectors import VectorsFile, check_against_manifest, write
+from embeval.run.score import score
+from embeval.tasks.registry import TASKS
 
 TASK_SET = ["SICKRelatedness", "STSBenchmark", "STS13", "STS16"]
 

@@ -13,6 +13,7 @@ from pathlib import PurePosixPath
 
 from embeval.datasets.msi import ArchiveError, extract_msi
 
+
 def kind_of(name):
     """The archive kind a download's file name announces."""
     lower = name.lower()

@@ -20,7 +20,7 @@ from embeval.datasets.preprocess import run_steps
 from embeval.datasets.sources import datasets_for, load_checksums
 from embeval.datasets.verify import dataset_status, sha256_of, staged_problems
 from embeval.errors import EmbevalError
-from embeval.tasks import TASKS
+from embeval.tasks.registry import TASKS
 
 DOWNLOADS = ".downloads"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Dict, Optional, Tuple
 
 from embeval.errors import EmbevalError
-from embeval.tasks import TASKS, TASK_NAMES
+from embeval.tasks.registry import TASK_NAMES, TASKS
 
 SOURCES_FILE = "sources.json"
 CHECKSUMS_FILE = "checksums.tsv"

@@ -6,17 +6,18 @@ problem of a stage is trained in one batched call; selection follows SentEval ex
 accuracies in percent rounded to 2 decimals, the first best regularization wins.
 """
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import Optional
 
 import numpy as np
 import torch
 from sklearn.metrics import f1_score
 from sklearn.model_selection import StratifiedKFold
 
-from embeval import normalize, predictions
-from embeval.features import Features
-from embeval.samples import senteval_order
+from embeval.evaluate import normalize
+from embeval.formats import predictions
+from embeval.tasks.samples import senteval_order
 from embeval.train import batched, lbfgs
+from embeval.train.features import Features
 
 TORCH_REGS = [10.0 ** t for t in range(-5, -1)]
 SKLEARN_REGS = {"inner_kfold": [2.0 ** t for t in range(-2, 4)], "kfold": [2.0 ** t for t in range(-1, 6)],

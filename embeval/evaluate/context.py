@@ -5,8 +5,8 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 import torch
 
-from embeval.samples import TaskData
-from embeval.tasks import Task
+from embeval.tasks.registry import Task
+from embeval.tasks.samples import TaskData
 
 
 @dataclass
@@ -14,10 +14,10 @@ class Context:
     """`table` is the task's per-sentence float32 table on `device`; `rows[split]` maps each
     sample of a split (file order) to its rows in that table: (first sentences, second or None).
 
-    `normalize` is the normalization method to apply (embeval.normalize); `reference` is the
+    `normalize` is the normalization method to apply (embeval.evaluate.normalize); `reference` is the
     Context of the task that lends its train split for the statistics (and its dev split for
     tuning) of tasks without one (STSBenchmark for STS12-16). Evaluators put their per-test-item
-    predictions in `predictions` with `keep` (embeval.predictions)."""
+    predictions in `predictions` with `keep` (embeval.formats.predictions)."""
 
     task: Task
     data: TaskData

@@ -8,8 +8,7 @@ always logistic regression, as in SentEval.
 """
 import numpy as np
 
-from embeval import normalize
-from embeval.evaluate import classify
+from embeval.evaluate import classify, normalize
 from embeval.train import batched
 
 MLP_GRID = {"nhid": (50, 100, 200), "dropout": (0.0, 0.1, 0.2)}

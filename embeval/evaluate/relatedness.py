@@ -12,11 +12,11 @@ import copy
 import numpy as np
 import torch
 
-from embeval import normalize, predictions
 from embeval.errors import DataFileError
-from embeval.evaluate import seeded, sts
-from embeval.features import sample_features
-from embeval.samples import senteval_order
+from embeval.evaluate import normalize, seeded, sts
+from embeval.formats import predictions
+from embeval.tasks.samples import senteval_order
+from embeval.train.features import sample_features
 
 NCLASSES = 5
 BATCH_SIZE = 64

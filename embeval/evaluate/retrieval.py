@@ -17,9 +17,9 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from embeval import normalize, predictions
 from embeval.errors import DataFileError
-from embeval.evaluate import seeded
+from embeval.evaluate import normalize, seeded
+from embeval.formats import predictions
 
 PROJ_DIM = 1000
 MARGIN = 0.2

@@ -3,7 +3,8 @@ import numpy as np
 import torch
 from scipy.stats import pearsonr, spearmanr
 
-from embeval import normalize, predictions
+from embeval.evaluate import normalize
+from embeval.formats import predictions
 
 
 def cosine(table, ia, ib):
@@ -62,7 +63,7 @@ def evaluate_cosine_sts(ctx):
     """STS12–16: every subset scored by cosine; SentEval's layout with `pooled` added to `all`.
 
     With a normalization, the same figures on normalized vectors under `normalized` (statistics
-    from STSBenchmark's train split, embeval.normalize), beside the raw ones."""
+    from STSBenchmark's train split, embeval.evaluate.normalize), beside the raw ones."""
     results, pset = subset_scores(ctx.table, ctx)
     ctx.keep("all", pset)
     if ctx.normalize != "none":

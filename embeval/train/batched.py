@@ -24,7 +24,7 @@ from typing import List, Optional
 import numpy as np
 import torch
 
-from embeval.config import parse_optim
+from embeval.run.config import parse_optim
 from embeval.train.optimizers import BatchedOptimizer
 
 VALIDATION_SPLIT = 0.05

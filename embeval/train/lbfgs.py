@@ -18,7 +18,7 @@ import scipy.sparse
 import scipy.sparse.csgraph
 import torch
 
-from embeval.features import dense_budget
+from embeval.train.features import dense_budget
 
 BLOCK_BYTES = 256 << 20
 HISTORY = 10

@@ -94,7 +94,7 @@ def build(preset="literature", kfold=None, classifier=None, solver="senteval", s
 
     classifiers: None (the configured classifier) or names from CLASSIFIERS, run one after the
     other on the classification tasks; the probing tasks follow it (logreg,mlp -> both) unless
-    probing_classifier is given. normalize: embeval.normalize's methods or tune. bootstrap:
+    probing_classifier is given. normalize: embeval.evaluate.normalize's methods or tune. bootstrap:
     resamples of the confidence intervals (0: none). baseline_bow_dim: also score a hashing bag of
     words of that dimension."""
     if preset not in PRESETS:

@@ -1,12 +1,12 @@
 """Each task's headline figures, declared once: the bootstrap, `compare`, `report` and the terminal
 table all read them from here.
 
-A figure is named by its path in the task's results (see embeval.predictions). The first figure
+A figure is named by its path in the task's results (see embeval.formats.predictions). The first figure
 of an evaluator is the task's headline; the others are reported with intervals beside it.
 """
 from dataclasses import dataclass
 
-from embeval.tasks import TASKS
+from embeval.tasks.registry import TASKS
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ import sys
 
 import click
 
-from embeval.cli_common import fails_cleanly, tasks_option
+from embeval.cli.common import fails_cleanly, tasks_option
 from embeval.errors import EmbevalError
 
 EXIT_BAD_INPUT = 2
@@ -17,7 +17,7 @@ def _human(size):
 
 
 def _task_names(tasks):
-    from embeval.tasks import parse_task_list
+    from embeval.tasks.registry import parse_task_list
 
     return parse_task_list(tasks)
 
@@ -56,7 +56,7 @@ def fetch(tasks, dest, mirror, force, keep_downloads, quiet):
     could not be fetched; data sets already present and intact are left alone.
     """
     from embeval.datasets.fetch import fetch as run
-    from embeval.loaders import resolve_data_dir
+    from embeval.tasks.loaders import resolve_data_dir
 
     root = resolve_data_dir(dest)
     log = (lambda m: None) if quiet else (lambda m: click.echo(m, err=True))
@@ -86,7 +86,7 @@ def verify(folder, tasks):
     or, without --tasks, when any file present differs from its record.
     """
     from embeval.datasets.verify import verify_tasks
-    from embeval.loaders import resolve_data_dir
+    from embeval.tasks.loaders import resolve_data_dir
 
     root = resolve_data_dir(folder)
     if not root.is_dir():
@@ -117,8 +117,8 @@ def list_(folder, urls):
     and verified in the data folder."""
     from embeval.datasets.sources import dataset_of_task, load_checksums, mirror_files
     from embeval.datasets.verify import dataset_status
-    from embeval.loaders import resolve_data_dir
-    from embeval.tasks import TASK_NAMES
+    from embeval.tasks.loaders import resolve_data_dir
+    from embeval.tasks.registry import TASK_NAMES
 
     if urls:
         for name, item in mirror_files().items():

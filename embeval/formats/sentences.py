@@ -9,10 +9,10 @@ import hashlib
 import json
 from pathlib import Path
 
-from embeval import atomic
 from embeval._version import __version__
 from embeval.errors import EmbevalError
-from embeval.tasks import TASK_NAMES
+from embeval.formats import atomic
+from embeval.tasks.registry import TASK_NAMES
 
 FORMAT = "embeval-sentences"
 FORMAT_VERSION = 1

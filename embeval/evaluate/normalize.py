@@ -12,7 +12,7 @@ The mean and standard deviation are estimated on training sentences only, never 
 each distinct sentence of the train split once; for MR, CR, SUBJ and MPQA (cross-validated, no
 train split) the distinct sentences of each outer training fold, separately per fold; for
 STS12-16 (test sets only) the distinct sentences of STSBenchmark's train split. `tune` scores
-every method and keeps the one with the best dev figure (embeval.headline.SELECTION; STS12-16:
+every method and keeps the one with the best dev figure (embeval.tasks.figures.SELECTION; STS12-16:
 the cosine Spearman on STSBenchmark's dev split; first best wins in the order above).
 """
 from dataclasses import dataclass
@@ -22,7 +22,14 @@ import numpy as np
 import torch
 
 from embeval.errors import EmbevalError
-from embeval.features import Features, combine, dense_budget, feature_dim, materialize, shaped_buffer
+from embeval.train.features import (
+    Features,
+    combine,
+    dense_budget,
+    feature_dim,
+    materialize,
+    shaped_buffer,
+)
 
 METHODS = ("none", "l2", "zscore", "zscore+l2")
 CHOICES = METHODS + ("tune",)

@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from embeval import atomic
+from embeval.formats import atomic
 
 FORMAT = "embeval-results"
 FORMAT_VERSION = 1

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional
 
-from embeval import atomic
 from embeval.errors import EmbevalError
-from embeval.headline import lookup
-from embeval.results import FORMAT
-from embeval.tasks import PROBING_TASKS
+from embeval.formats import atomic
+from embeval.formats.results import FORMAT
+from embeval.tasks.figures import lookup
+from embeval.tasks.registry import PROBING_TASKS
 
 FORMATS = ("markdown", "latex", "csv")
 TRANSFER = ("MR", "CR", "SUBJ", "MPQA", "SST2", "SST5", "TREC", "MRPC", "SICKEntailment", "SICKRelatedness",

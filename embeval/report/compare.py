@@ -1,7 +1,7 @@
 """`embeval compare A.json B.json [...]`: paired bootstrap comparison of encoders on the same test items.
 
 Every later file is compared with the first. For each task both scored, and each headline figure
-(embeval.headline; for each classifier and for the normalized cosine figures too), the same
+(embeval.tasks.figures; for each classifier and for the normalized cosine figures too), the same
 bootstrap resamples of the test items are applied to both runs' saved predictions: the
 difference B - A, its 95% percentile interval and the paired bootstrap p-value
 (embeval.stats.paired_test). p-values are also adjusted for the number of comparisons in the
@@ -12,12 +12,13 @@ from pathlib import Path
 
 import numpy as np
 
-from embeval import predictions, stats
+from embeval import stats
 from embeval.errors import EmbevalError
-from embeval.headline import figures as headline_figures
-from embeval.headline import variants
-from embeval.report import Cell, Table, default_label, load, render
-from embeval.tasks import TASK_NAMES
+from embeval.formats import predictions
+from embeval.report.tables import Cell, Table, default_label, load, render
+from embeval.tasks.figures import figures as headline_figures
+from embeval.tasks.figures import variants
+from embeval.tasks.registry import TASK_NAMES
 
 ALPHA = 0.05
 

@@ -12,11 +12,16 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from embeval import atomic, h5guard
 from embeval.errors import VectorsError
-from embeval.export import UNION, load_manifest, manifest_files, read_export_file
+from embeval.formats import atomic, h5guard
+from embeval.formats.sentences import (
+    UNION,
+    load_manifest,
+    manifest_files,
+    read_export_file,
+)
 from embeval.memory import available_memory
-from embeval.tasks import TASK_NAMES, TASKS
+from embeval.tasks.registry import TASK_NAMES, TASKS
 
 log = logging.getLogger("embeval")
 

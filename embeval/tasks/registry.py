@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple
 
-from embeval import loaders
 from embeval.errors import EmbevalError
+from embeval.tasks import loaders
 
 CLASSIFICATION_METRICS = ("devacc", "acc", "ndev", "ntest")
 RELATEDNESS_METRICS = ("devpearson", "pearson", "spearman", "mse", "ndev", "ntest")

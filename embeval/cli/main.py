@@ -4,10 +4,17 @@ from pathlib import Path
 import click
 
 from embeval._version import __version__
-from embeval.cli_common import (OneLineErrorsGroup, comparison_options, data_option, fails_cleanly, status,
-                                tasks_option)
-from embeval.cli_data import data as data_commands
+from embeval.cli.common import (
+    OneLineErrorsGroup,
+    comparison_options,
+    data_option,
+    fails_cleanly,
+    status,
+    tasks_option,
+)
+from embeval.cli.data import data as data_commands
 from embeval.errors import DATA_HINT, DataFileError, EmbevalError
+
 
 @click.group(cls=OneLineErrorsGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, "--version", prog_name="embeval")
@@ -43,9 +50,9 @@ def export_sentences(data, out, tasks, union):
     OUT/manifest.json records each file's sentence count and sha256, the task's fingerprint,
     which the vectors file must carry.
     """
-    from embeval import export as ex
-    from embeval.loaders import resolve_data_dir
-    from embeval.tasks import TASKS, parse_task_list
+    from embeval.formats import sentences as ex
+    from embeval.tasks.loaders import resolve_data_dir
+    from embeval.tasks.registry import TASKS, parse_task_list
 
     root = resolve_data_dir(data)
     names = parse_task_list(tasks)
@@ -91,7 +98,7 @@ def vectors_check(file, export_dir):
     the task's sha256 fingerprint, no NaN or Inf, no links or storage outside the file.
     Exit code 0 when every dataset is usable, 2 otherwise.
     """
-    from embeval.vectors import check_against_manifest
+    from embeval.formats.vectors import check_against_manifest
 
     report = check_against_manifest(file, export_dir)
     for name, problem in report:
@@ -157,12 +164,12 @@ def score(file, data, tasks, out, device, preset, kfold, classifier, solver, pro
     import shlex
     import sys
 
-    from embeval.config import build
-    from embeval.loaders import resolve_data_dir
-    from embeval.results import table
-    from embeval.score import Interrupted
-    from embeval.score import score as run
-    from embeval.tasks import parse_task_list
+    from embeval.formats.results import table
+    from embeval.run.config import build
+    from embeval.run.score import Interrupted
+    from embeval.run.score import score as run
+    from embeval.tasks.loaders import resolve_data_dir
+    from embeval.tasks.registry import parse_task_list
 
     names = parse_task_list(tasks) if tasks is not None else None
     config = build(preset, kfold=kfold, classifier=classifier, solver=solver, seed=seed,
@@ -222,11 +229,11 @@ def quickstart(data, workdir, encoder, tasks, device, preset, classifiers, norma
     3. scores the vectors -> WORKDIR/results-ENCODER.json, and prints the table
     A second run reuses the vectors when the export has not changed.
     """
-    from embeval import quickstart as qs
-    from embeval.config import build
-    from embeval.loaders import resolve_data_dir
-    from embeval.results import table
-    from embeval.tasks import parse_task_list
+    from embeval.formats.results import table
+    from embeval.run import quickstart as qs
+    from embeval.run.config import build
+    from embeval.tasks.loaders import resolve_data_dir
+    from embeval.tasks.registry import parse_task_list
 
     names = parse_task_list(",".join(qs.QUICKSTART_TASKS) if tasks is None else tasks)
     record, results, vectors, used = qs.run(resolve_data_dir(data), workdir, encoder, names, device, log=status,
@@ -259,10 +266,10 @@ def compare(results, labels, tasks, resamples, seed, fmt, out, json_out):
     B - A, its 95% bootstrap interval and a paired bootstrap p-value (the same resampled test items
     for both), with Holm's adjustment over the table, and which differences are significant.
     """
-    from embeval import atomic
-    from embeval import compare as cmp
-    from embeval.results import dumps
-    from embeval.tasks import parse_task_list
+    from embeval.formats import atomic
+    from embeval.formats.results import dumps
+    from embeval.report import compare as cmp
+    from embeval.tasks.registry import parse_task_list
 
     names = parse_task_list(tasks) if tasks is not None else None
     result = cmp.compare(list(results), labels=list(labels) or None, tasks=names, resamples=resamples, seed=seed)
@@ -294,8 +301,8 @@ def report(results, fmt, labels, out, plots, no_ci, no_baseline):
     probing table and the geometry table, each with a dimension column and a caption that names the
     metric and the aggregation.
     """
-    from embeval import atomic
-    from embeval import report as rep
+    from embeval.formats import atomic
+    from embeval.report import tables as rep
 
     tables, rows = rep.build(list(results), labels=list(labels) or None, baselines=not no_baseline, ci=not no_ci)
     figures = rep.plots(rows, plots, relative_to=Path(out).parent if out else None) if plots else None

@@ -11,10 +11,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from embeval import export
 from embeval.errors import DATA_HINT, DataFileError, EmbevalError
-from embeval.tasks import TASKS
-from embeval.vectors import check_against_manifest
+from embeval.formats import sentences as export
+from embeval.formats.vectors import check_against_manifest
+from embeval.run.baseline import exporters_dir
+from embeval.tasks.registry import TASKS
 
 QUICKSTART_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "MR", "CR")
 DEFAULT_WORKDIR = "embeval-quickstart"
@@ -23,16 +24,6 @@ ENCODERS = {
     "minilm": ("sentence_transformers_export.py", "all-MiniLM-L6-v2 (sentence-transformers, PyTorch)"),
     "bow": ("bow_numpy.py", "the hashing bag of words (numpy, 1024-d)"),
 }
-
-
-def exporters_dir():
-    """The folder holding the Python exporters (installed package data, else the source checkout)."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "exporters", here.parent / "exporters"):
-        if (candidate / "bow_numpy.py").is_file():
-            return candidate
-    raise EmbevalError("the exporters are missing (expected exporters/bow_numpy.py next to the embeval "
-                       "package; reinstall embeval)", file=here)
 
 
 def minilm_available():
@@ -94,7 +85,7 @@ def run(data_dir, workdir, encoder, tasks, device, log, say=None, config=None, s
     log(message) gets progress lines; say(message) the notes a user should always see (the encoder
     fallback, the exporter's command line, reuse of earlier vectors).
     """
-    from embeval.score import score
+    from embeval.run.score import score
 
     say = say or log
     root = Path(data_dir)

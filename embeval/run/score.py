@@ -18,18 +18,24 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from embeval import atomic, baseline, geometry, normalize, predictions
 from embeval._version import __version__
-from embeval.config import build as build_config
 from embeval.errors import DataFileError, EmbevalError, VectorsError
-from embeval.evaluate import EVALUATORS, PARTIAL
+from embeval.evaluate import EVALUATORS, PARTIAL, geometry, normalize
 from embeval.evaluate.context import Context
-from embeval.headline import SELECTION
-from embeval.export import UNION, fingerprint, task_sentences, union_sentences
-from embeval.results import FORMAT, FORMAT_VERSION, write_json
-from embeval.samples import split_rows
-from embeval.tasks import TASK_NAMES, TASKS
-from embeval.vectors import VectorsFile, union_rows, warn_unverified
+from embeval.formats import atomic, predictions
+from embeval.formats.results import FORMAT, FORMAT_VERSION, write_json
+from embeval.formats.sentences import (
+    UNION,
+    fingerprint,
+    task_sentences,
+    union_sentences,
+)
+from embeval.formats.vectors import VectorsFile, union_rows, warn_unverified
+from embeval.run import baseline
+from embeval.run.config import build as build_config
+from embeval.tasks.figures import SELECTION
+from embeval.tasks.registry import TASK_NAMES, TASKS
+from embeval.tasks.samples import split_rows
 
 logger = logging.getLogger("embeval")
 
@@ -194,7 +200,7 @@ class Located:
 def preflight(todo, vf, cache, config=None):
     """Every check of every task before anything is scored: data, structure, fingerprint, memory,
     values. Returns (located tasks, the located reference task or None): the reference is
-    STSBenchmark when a normalization needs statistics for STS12-16 (embeval.normalize)."""
+    STSBenchmark when a normalization needs statistics for STS12-16 (embeval.evaluate.normalize)."""
     config = config or {}
     union = UnionSource(vf, cache)
     located = [Located(name, vf, union, cache) for name in todo]
@@ -423,7 +429,7 @@ class ResultsFiles:
     record so far goes to a progress file beside it (OUT.partial), which --resume reads and a complete
     run removes. So a run that fails or is interrupted never changes `out`, and keeps what finished.
 
-    With predictions, OUT.predictions.npz (embeval.predictions) is written just before `out` and
+    With predictions, OUT.predictions.npz (embeval.formats.predictions) is written just before `out` and
     named in it with its sha256; its progress file is OUT.predictions.npz.partial."""
 
     def __init__(self, out, save_predictions=False):

@@ -6,13 +6,24 @@ It is embeval's code, not the user's: no user code runs while scoring.
 """
 import importlib.util
 import sys
+from pathlib import Path
 
 import numpy as np
 
-from embeval.quickstart import exporters_dir
+from embeval.errors import EmbevalError
 
 NAME = "hashing bag of words"
 _MODULE = None
+
+
+def exporters_dir():
+    """The folder holding the Python exporters (installed package data, else the source checkout)."""
+    package = Path(__file__).resolve().parents[1]
+    for candidate in (package / "exporters", package.parent / "exporters"):
+        if (candidate / "bow_numpy.py").is_file():
+            return candidate
+    raise EmbevalError("the exporters are missing (expected exporters/bow_numpy.py next to the embeval "
+                       "package; reinstall embeval)", file=package)
 
 
 def _bow_module():

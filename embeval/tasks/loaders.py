@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from embeval.errors import DATA_HINT, DataFileError
-from embeval.samples import Split, TaskData
+from embeval.tasks.samples import Split, TaskData
 
 _ASCII_WS = re.compile(rb"[ \t\n\r\x0b\x0c]+")
 

@@ -23,8 +23,9 @@ from typing import Dict, Tuple
 
 import numpy as np
 
-from embeval import atomic, stats
+from embeval import stats
 from embeval.errors import EmbevalError
+from embeval.formats import atomic
 
 FORMAT = "embeval-predictions"
 FORMAT_VERSION = 1

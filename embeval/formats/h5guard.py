@@ -24,7 +24,7 @@ MEMORY_MARGIN = 4 << 30
 
 def inspect(path, names, report):
     """Read every piece of metadata the scorer reads of the datasets `names`; report(name) before each."""
-    from embeval.vectors import VectorsFile
+    from embeval.formats.vectors import VectorsFile
 
     try:
         with VectorsFile(path, guard=False) as vf:
@@ -159,10 +159,10 @@ def _limit_memory():
 
 
 def _spawned(path, names, seconds):
-    package_root = str(Path(__file__).resolve().parents[1])
+    package_root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p))
-    command = [sys.executable, "-c", "import sys; from embeval.h5guard import main; main(sys.argv[1:])",
+    command = [sys.executable, "-c", "import sys; from embeval.formats.h5guard import main; main(sys.argv[1:])",
                str(path), *names]
     try:
         child = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=seconds,

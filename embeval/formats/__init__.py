@@ -1,0 +1,1 @@
+"""The files embeval reads and writes: sentence export, vectors file, results JSON, predictions, atomic writes."""

@@ -1,0 +1,1 @@
+"""Reading results files: tables (terminal, Markdown, LaTeX, CSV), plots and paired comparisons."""

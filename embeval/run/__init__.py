@@ -1,0 +1,1 @@
+"""Running a score: plan, execute, resume and the results files; the configuration; quickstart."""
