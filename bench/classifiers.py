@@ -81,13 +81,13 @@ def context(vectors, data, task):
     from embeval.evaluate.context import Context
     from embeval.formats.vectors import VectorsFile
     from embeval.run.config import build
-    from embeval.run.score import Located, TaskDataCache, UnionSource
+    from embeval.run.plan import Located, TaskDataCache, UnionRows
     from embeval.tasks.registry import TASKS as REGISTRY
     from embeval.tasks.samples import split_rows
 
     cache = TaskDataCache(data)
     with VectorsFile(vectors) as vf:
-        loc = Located(task, vf, UnionSource(vf, cache), cache)
+        loc = Located(task, vf, UnionRows(vf, cache), cache)
         table = vf.read_rows(loc.dataset, task)
     row_of = {s: i for i, s in enumerate(loc.sentences)}
     rows = {k: split_rows(s, row_of) for k, s in loc.data.splits.items()}

@@ -28,15 +28,15 @@ sys.path[:0] = [str(ROOT)]
 
 from embeval.formats import h5guard  # noqa: E402
 from embeval.formats import sentences as export  # noqa: E402
-from embeval.formats.vectors import VectorsFile  # noqa: E402
-from embeval.run.score import (  # noqa: E402
+from embeval.formats.vectors import VectorsFile, inspect_metadata  # noqa: E402
+from embeval.run.plan import (  # noqa: E402
     Located,
     TaskDataCache,
-    UnionSource,
-    plan,
+    UnionRows,
+    select,
     table_fingerprint,
 )
-from embeval.tasks.registry import TASK_NAMES, TASKS  # noqa: E402
+from embeval.tasks.registry import TASKS  # noqa: E402
 
 
 def write_file(path, texts, dim, compression):
@@ -59,13 +59,13 @@ def timed(fn):
 
 
 def measure(path, data_dir, names):
-    guard, _ = timed(lambda: h5guard.check(path, list(names) + ["ALL"]))
+    guard, _ = timed(lambda: h5guard.check(path, list(names) + ["ALL"], inspect_metadata))
     with VectorsFile(path, guard=False) as vf:
         cache = TaskDataCache(data_dir)
 
         def locate():
-            todo, _ = plan(list(names), True, vf, data_dir)
-            union = UnionSource(vf, cache)
+            todo, _ = select(list(names), True, vf, data_dir)
+            union = UnionRows(vf, cache)
             return [Located(name, vf, union, cache) for name in todo]
 
         located_s, located = timed(locate)
@@ -82,7 +82,7 @@ def main():
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "preflight_cpu.json"))
     args = parser.parse_args()
     data_dir = Path(args.data)
-    names = [n for n in TASK_NAMES if not TASKS[n].missing_files(data_dir)]
+    names = [n for n in TASKS if not TASKS[n].missing_files(data_dir)]
     texts = {n: export.task_sentences(TASKS[n].load(data_dir)) for n in names}
     rows = sum(len(t) for t in texts.values())
     results = {"tasks": len(names), "sentences": rows, "dim": args.dim,

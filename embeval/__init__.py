@@ -1,4 +1,60 @@
-"""embeval: offline, encoder-agnostic evaluation of sentence embeddings on the SentEval suite."""
+"""embeval: offline, encoder-agnostic evaluation of sentence embeddings on the SentEval suite.
+
+The Python API mirrors the command line::
+
+    import embeval
+
+    manifest, skipped = embeval.export_sentences("data/", "sentences/", tasks=["STS16", "MR"])
+    embeval.vectors.write("vectors.h5", "sentences/", encode)      # encode(list of str) -> array
+    record = embeval.score("vectors.h5", "data/", out="results.json")
+    print(embeval.report(["results.json", "other.json"]))
+    comparison = embeval.compare(["results.json", "other.json"])
+
+Bad input raises embeval.errors.EmbevalError, whose text is one line naming the file, the task and
+what is wrong. Modules are imported on first use, so `import embeval` is cheap.
+"""
 from embeval._version import __version__
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "export_sentences", "vectors", "score", "report", "compare"]
+
+
+def export_sentences(data_dir, out_dir, tasks=None, union=False):
+    """Write each task's distinct sentences to out_dir/TASK.txt (or one ALL.txt with union=True) and
+    out_dir/manifest.json with each list's count and sha256 fingerprint. tasks: names (None: every
+    task whose data is in data_dir). Returns (manifest, tasks skipped for want of data)."""
+    from embeval.formats.sentences import export_sentences as run
+
+    return run(data_dir, out_dir, tasks, union)
+
+
+def score(vectors, data_dir, tasks=None, out=None, device="auto", config=None, **options):
+    """Score a vectors file on SentEval's tasks and return the results record (a dict, the JSON that
+    `out` receives). config: embeval.run.config.build(...) (default: the literature configuration).
+    options: strict, resume, save_predictions, progress, log (see embeval.run.score.score)."""
+    from embeval.run.score import score as run
+
+    return run(vectors, data_dir, tasks=tasks, out=out, device=device, config=config, **options)
+
+
+def report(results, fmt="markdown", labels=None, baselines=True, ci=True):
+    """The paper-ready tables of one or more results files, as text in fmt (markdown, latex, csv)."""
+    from embeval.report import tables
+
+    built, _rows = tables.build([str(p) for p in results], labels=labels, baselines=baselines, ci=ci)
+    return tables.render(built, fmt, ci=ci)
+
+
+def compare(results, labels=None, tasks=None, resamples=None, seed=None):
+    """The paired comparison of results files (each against the first) on the same test items: per
+    task and headline figure the difference, its 95% bootstrap interval and Holm-adjusted p-value."""
+    from embeval.report import compare as run
+
+    return run.compare([str(p) for p in results], labels=labels, tasks=tasks, resamples=resamples, seed=seed)
+
+
+def __getattr__(name):
+    if name == "vectors":
+        from embeval.formats import vectors
+
+        return vectors
+    raise AttributeError(f"module 'embeval' has no attribute {name!r}")

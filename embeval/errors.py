@@ -1,7 +1,9 @@
 """The one error type users see: a single line naming the file, the task and what is wrong."""
 
+EXIT_BAD_INPUT = 2  # every error of the user's input: one line on stderr, this exit code
+
 DATA_HINT = (
-    "get the data with `embeval data fetch --dest DIR`, or point --data / EMBEVAL_DATA "
+    "get the data with `embeval data fetch --data DIR`, or point --data / EMBEVAL_DATA "
     "at an existing SentEval data/ folder"
 )
 

@@ -12,14 +12,14 @@ from embeval.tasks.registry import TASKS
 
 
 def one_line_error(result, *fragments):
-    """Exit code 2, exactly one line on stderr, naming every fragment, no traceback."""
+    """Exit code 2, exactly one error line on stderr (the last; progress lines may precede it), naming
+    every fragment, no traceback."""
     assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr)
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("embeval: error: ")
+    assert [line for line in lines if line.startswith("embeval: error: ")] == lines[-1:], result.stderr
     assert "Traceback" not in result.stderr
     for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
+        assert fragment in lines[-1], (fragment, lines[-1])
 
 
 def test_version_and_help(cli):

@@ -18,7 +18,7 @@ def test_default_tasks_are_sts_stsb_and_two_classification_tasks():
     from embeval.tasks.registry import TASKS
 
     kinds = [TASKS[n].kind for n in qs.QUICKSTART_TASKS]
-    assert qs.QUICKSTART_TASKS[:6] == ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark")
+    assert {"STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark"} <= set(qs.QUICKSTART_TASKS)
     assert kinds.count("classification") == 2 and len(kinds) == 8
 
 

@@ -618,7 +618,9 @@ def test_guard_reports_crashes_and_hangs(cli, data_dir, tmp_path, monkeypatch, f
     import time
 
     path = task_file(tmp_path / "v.h5", data_dir, ["STS16"])
-    real = h5guard.inspect
+    from embeval.formats import vectors
+
+    real = vectors.inspect_metadata
 
     def failing(p, names, report):
         report("STS16")
@@ -629,23 +631,25 @@ def test_guard_reports_crashes_and_hangs(cli, data_dir, tmp_path, monkeypatch, f
         raise RuntimeError("a bug in the guarded code is left to the scorer")
 
     monkeypatch.setattr(h5guard, "SECONDS", 0.5)
-    monkeypatch.setattr(h5guard, "inspect", failing)
+    monkeypatch.setattr(vectors, "inspect_metadata", failing)
     result = cli("score", path, "--data", data_dir, "--out", tmp_path / "r.json")
     if message is None:
         assert result.exit_code == 0, result.stderr
     else:
         refused(result, str(path), "STS16", "corrupted HDF5 file", message)
-    monkeypatch.setattr(h5guard, "inspect", real)
+    monkeypatch.setattr(vectors, "inspect_metadata", real)
 
 
 def test_guard_in_a_fresh_interpreter(data_dir, tmp_path):
     """The guard used where fork is not (macOS, Windows): same verdicts."""
     from pathlib import Path
 
+    from embeval.formats.vectors import inspect_metadata
+
     good = task_file(tmp_path / "v.h5", data_dir, ["STS16"])
-    assert h5guard._spawned(good, ["STS16", "ALL"], 60) == (None, "STS16")
+    assert h5guard._spawned(good, ["STS16", "ALL"], 60, inspect_metadata) == (None, "STS16")
     crash = Path(FIXTURES) / "hdf5_segfault.h5"
-    failure, last = h5guard._spawned(crash, ["MR"], 60)
+    failure, last = h5guard._spawned(crash, ["MR"], 60, inspect_metadata)
     assert last == "MR" and failure in (None, "crashed (SIGSEGV)")
 
 

@@ -253,7 +253,8 @@ def test_image_count_not_a_multiple_of_five_is_refused(cli, tmp_path):
                  "--out", tmp_path / "r.json", "--device", "cpu", "--quiet")
     assert result.exit_code == 2
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "test.pkl" in lines[0] and TASK in lines[0] and "multiple of 5" in lines[0]
+    assert [line for line in lines if line.startswith("embeval: error:")] == lines[-1:]
+    assert "test.pkl" in lines[-1] and TASK in lines[-1] and "multiple of 5" in lines[-1]
 
 
 # --- bad pickles ---------------------------------------------------------------------------------

@@ -112,7 +112,7 @@ def test_check_against_manifest(exported, devbow):
         dst["STS13"] = src["STS13"][:]
         dst["STS13"].attrs["sha256"] = "0" * 64
     report = dict(check_against_manifest(exported / "partial.h5", exported / "per-task"))
-    assert "fingerprint" in report["STS13"] and report["STS16"] == "missing from the file"
+    assert "fingerprint" in report["STS13"] and report["STS16"] == "absent"
 
 
 def test_writer_refuses_to_overwrite_and_rejects_bad_encoders(exported, devbow, tmp_path):

@@ -5,9 +5,8 @@ import sys
 
 import click
 
-from embeval.errors import EmbevalError
-
-EXIT_BAD_INPUT = 2
+from embeval.errors import EXIT_BAD_INPUT, EmbevalError
+from embeval.run.config import NORMALIZATIONS
 
 
 class _StderrHandler(logging.Handler):
@@ -49,13 +48,19 @@ def status(message):
         click.echo(message, err=True)
 
 
+def say(message):
+    """A line on stderr, terminal or not (a log of a long run shows it is alive)."""
+    click.echo(message, err=True)
+
+
 data_option = click.option(
     "--data", "data", metavar="DIR", default=None,
     help="SentEval data folder (with downstream/ and probing/). Default: $EMBEVAL_DATA, "
          "else the per-user data folder (see `embeval data list`).")
 tasks_option = click.option(
     "--tasks", metavar="A,B,...", default=None,
-    help="Comma-separated task names (SentEval's spelling, e.g. STS12,SICKRelatedness). Default: all.")
+    help="Comma-separated task names, scored in that order (SentEval's names, any case, or the short names "
+         "STS-B, SICK-E, SICK-R, COCO). Default: all.")
 
 
 class OneLineErrorsGroup(click.Group):
@@ -86,7 +91,7 @@ def comparison_options(command):
                      help="Classification tasks: run each classifier and report both (the Pitfalls paper's advice): "
                           "logreg (nhid 0) and mlp (the configured nhid, 50 when it is 0), each tuned by the "
                           "task's protocol. SentEval's top-level keys stay logistic regression's."),
-        click.option("--normalize", type=click.Choice(["none", "l2", "zscore", "zscore+l2", "tune"]), default="none",
+        click.option("--normalize", type=click.Choice(NORMALIZATIONS), default="none",
                      show_default=True,
                      help="Normalize the sentence vectors first (statistics from training sentences only); tune "
                           "picks per task on dev. Cosine STS reports raw and normalized side by side."),
@@ -95,9 +100,9 @@ def comparison_options(command):
         click.option("--baseline-bow-dim", type=int, default=None, metavar="D",
                      help="Also score a hashing bag of words of dimension D (exporters/bow_numpy.py's rule, "
                           "computed by embeval) for context."),
-        click.option("--save-predictions", is_flag=True,
-                     help="Write every task's per-test-item predictions to OUT.predictions.npz (needed by "
-                          "`embeval compare`)."),
+        click.option("--save-predictions/--no-save-predictions", default=True, show_default=True,
+                     help="Write every task's per-test-item predictions to OUT.predictions.npz beside the results "
+                          "(what `embeval compare` and --resume read; a few MB for the whole suite)."),
     ]
     for option in reversed(options):
         command = option(command)

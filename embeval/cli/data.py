@@ -4,9 +4,7 @@ import sys
 import click
 
 from embeval.cli.common import fails_cleanly, tasks_option
-from embeval.errors import EmbevalError
-
-EXIT_BAD_INPUT = 2
+from embeval.errors import EXIT_BAD_INPUT, EmbevalError
 
 
 def _human(size):
@@ -27,17 +25,18 @@ def data():
     """Get SentEval's task data (Python only: no bash, perl or cabextract) and check it.
 
     \b
-    embeval data fetch --dest DIR           download and preprocess every task's data
-    embeval data verify DIR                 check the files against SentEval's checksums
+    embeval data fetch --data DIR           download and preprocess every task's data
+    embeval data verify --data DIR          check the files against SentEval's checksums
     embeval data list                       sources, sizes, licenses, and what is present
     """
 
 
 @data.command("fetch")
 @tasks_option
-@click.option("--dest", metavar="DIR", default=None,
+@click.option("--data", "dest", metavar="DIR", default=None,
               help="Data folder to fill (SentEval's layout: DIR/downstream, DIR/probing). Default: "
                    "$EMBEVAL_DATA, else the per-user data folder.")
+@click.option("--dest", "dest_alias", metavar="DIR", default=None, hidden=True)
 @click.option("--mirror", metavar="URL", envvar="EMBEVAL_MIRROR", default=None,
               help="Fetch every file from this base URL (http(s)://, file:// or a folder) instead of "
                    "the upstream hosts; it must hold the upstream file names (see README). "
@@ -46,7 +45,7 @@ def data():
 @click.option("--keep-downloads", is_flag=True, help="Keep the downloaded archives in DIR/.downloads.")
 @click.option("--quiet", is_flag=True, help="No progress bars or status lines on stderr.")
 @fails_cleanly
-def fetch(tasks, dest, mirror, force, keep_downloads, quiet):
+def fetch(tasks, dest, dest_alias, mirror, force, keep_downloads, quiet):
     """Download each task's upstream files and build SentEval's data layout from them.
 
     Archives are resumed where an earlier run stopped, read through once to catch corruption,
@@ -55,6 +54,7 @@ def fetch(tasks, dest, mirror, force, keep_downloads, quiet):
     sha256 of SentEval's files, and only then moved into place. Exit code 2 when a data set
     could not be fetched; data sets already present and intact are left alone.
     """
+    dest = dest or dest_alias
     from embeval.datasets.fetch import fetch as run
     from embeval.tasks.loaders import resolve_data_dir
 
@@ -74,10 +74,12 @@ def fetch(tasks, dest, mirror, force, keep_downloads, quiet):
 
 
 @data.command("verify")
-@click.argument("folder", metavar="DIR", required=False)
+@click.argument("positional", metavar="[DIR]", required=False)
+@click.option("--data", "folder", metavar="DIR", default=None,
+              help="Data folder to check. Default: $EMBEVAL_DATA, else the per-user data folder.")
 @tasks_option
 @fails_cleanly
-def verify(folder, tasks):
+def verify(positional, folder, tasks):
     """Check a data folder against the sha256 of SentEval's files, task by task.
 
     For each task: ok, missing (the first missing file), differs (the first file whose sha256
@@ -88,7 +90,7 @@ def verify(folder, tasks):
     from embeval.datasets.verify import verify_tasks
     from embeval.tasks.loaders import resolve_data_dir
 
-    root = resolve_data_dir(folder)
+    root = resolve_data_dir(folder or positional)
     if not root.is_dir():
         raise EmbevalError("data folder not found", file=root)
     names = _task_names(tasks)
@@ -118,7 +120,7 @@ def list_(folder, urls):
     from embeval.datasets.sources import dataset_of_task, load_checksums, mirror_files
     from embeval.datasets.verify import dataset_status
     from embeval.tasks.loaders import resolve_data_dir
-    from embeval.tasks.registry import TASK_NAMES
+    from embeval.tasks.registry import TASKS
 
     if urls:
         for name, item in mirror_files().items():
@@ -129,7 +131,7 @@ def list_(folder, urls):
     owners = dataset_of_task()
     statuses = {}
     click.echo(f"data folder: {root}")
-    for task in TASK_NAMES:
+    for task in TASKS:
         dataset = owners[task]
         if dataset.name not in statuses:
             statuses[dataset.name] = dataset_status(root, dataset, table)

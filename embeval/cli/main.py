@@ -9,11 +9,12 @@ from embeval.cli.common import (
     comparison_options,
     data_option,
     fails_cleanly,
+    say,
     status,
     tasks_option,
 )
 from embeval.cli.data import data as data_commands
-from embeval.errors import DATA_HINT, DataFileError, EmbevalError
+from embeval.errors import EmbevalError
 
 
 @click.group(cls=OneLineErrorsGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -50,27 +51,12 @@ def export_sentences(data, out, tasks, union):
     OUT/manifest.json records each file's sentence count and sha256, the task's fingerprint,
     which the vectors file must carry.
     """
-    from embeval.formats import sentences as ex
+    from embeval.formats.sentences import export_sentences as run
     from embeval.tasks.loaders import resolve_data_dir
-    from embeval.tasks.registry import TASKS, parse_task_list
+    from embeval.tasks.registry import parse_task_list
 
     root = resolve_data_dir(data)
-    names = parse_task_list(tasks)
-    present = [n for n in names if not TASKS[n].missing_files(root)]
-    missing = [n for n in names if n not in present]
-    if not root.is_dir():
-        raise DataFileError(f"data folder not found; {DATA_HINT}", file=root)
-    if tasks is not None and missing:
-        first = TASKS[missing[0]]
-        raise DataFileError(f"missing data file; {DATA_HINT}", file=root / first.missing_files(root)[0],
-                            task=first.name)
-    if not present:
-        raise DataFileError(f"no task data in this folder; {DATA_HINT}", file=root)
-    loaded = []
-    for name in present:
-        status(f"loading {name} ...")
-        loaded.append(TASKS[name].load(root))
-    manifest = ex.export(loaded, out, union=union)
+    manifest, missing = run(root, out, parse_task_list(tasks) if tasks is not None else None, union, log=status)
     for name, entry in manifest["tasks"].items():
         click.echo(f"{name:24s} {entry['count']:>8d} sentences  {entry['sha256'][:12]}")
     if union:
@@ -90,23 +76,37 @@ def vectors():
 @click.argument("file", metavar="FILE")
 @click.option("--export", "export_dir", metavar="DIR", required=True,
               help="The export folder (with manifest.json) the vectors were computed from.")
+@tasks_option
+@click.option("--strict", is_flag=True, help="A task of the export absent from the file is an error.")
 @fails_cleanly
-def vectors_check(file, export_dir):
+def vectors_check(file, export_dir, tasks, strict):
     """Validate a vectors file against an export, without scoring.
 
-    Checks every dataset the manifest asks for: present, 2-D float16/32/64, one row per sentence,
-    the task's sha256 fingerprint, no NaN or Inf, no links or storage outside the file.
-    Exit code 0 when every dataset is usable, 2 otherwise.
+    Checks every dataset the manifest asks for (or those of --tasks): 2-D float16/32/64, one row
+    per sentence, the task's sha256 fingerprint, no NaN or Inf, no links or storage outside the
+    file. As `embeval score` does, a task absent from the file is skipped and listed (an error when
+    named in --tasks or with --strict). Exit code 0 when every dataset checked is usable and at least
+    one was checked, 2 otherwise.
     """
     from embeval.formats.vectors import check_against_manifest
+    from embeval.tasks.registry import parse_task_list
 
-    report = check_against_manifest(file, export_dir)
-    for name, problem in report:
+    names = parse_task_list(tasks) if tasks is not None else None
+    report = check_against_manifest(file, export_dir, names)
+    absent = [name for name, problem in report if problem == "absent"]
+    checked = [(name, problem) for name, problem in report if problem != "absent"]
+    for name, problem in checked:
         click.echo(f"{name:24s} {'ok' if problem is None else 'ERROR ' + problem}")
-    bad = [name for name, problem in report if problem]
+    if absent:
+        click.echo(f"skipped (absent from the file): {', '.join(absent)}")
+    bad = [name for name, problem in checked if problem]
     if bad:
-        raise EmbevalError(f"{len(bad)} of {len(report)} datasets unusable: {', '.join(bad)}", file=file)
-    click.echo(f"{file}: all {len(report)} datasets ok")
+        raise EmbevalError(f"{len(bad)} of {len(checked)} datasets unusable: {', '.join(bad)}", file=file)
+    if absent and (strict or names is not None):
+        raise EmbevalError(f"absent from the file{' (--strict)' if strict else ''}", file=file, task=", ".join(absent))
+    if not checked:
+        raise EmbevalError("none of the export's datasets is in the file", file=file)
+    click.echo(f"{file}: all {len(checked)} datasets ok")
 
 
 @cli.command()
@@ -172,6 +172,7 @@ def score(file, data, tasks, out, device, preset, kfold, classifier, solver, pro
     from embeval.tasks.registry import parse_task_list
 
     names = parse_task_list(tasks) if tasks is not None else None
+    log = (lambda m: None) if quiet else say
     config = build(preset, kfold=kfold, classifier=classifier, solver=solver, seed=seed,
                    probing_classifier=probing_classifier, classifiers=classifiers, normalize=normalize,
                    bootstrap=bootstrap, baseline_bow_dim=baseline_bow_dim)
@@ -179,8 +180,7 @@ def score(file, data, tasks, out, device, preset, kfold, classifier, solver, pro
     root = resolve_data_dir(data)
     try:
         record = run(file, root, tasks=names, out=out, device=device, config=config, progress=not quiet,
-                     log=(lambda m: None) if quiet else status, strict=strict, resume=resume,
-                     save_predictions=save_predictions)
+                     log=log, strict=strict, resume=resume, save_predictions=save_predictions)
     except Interrupted as stop:
         if not stop.saved:
             click.echo(f"embeval: interrupted before any task finished; {out} was not changed", err=True)
@@ -190,8 +190,11 @@ def score(file, data, tasks, out, device, preset, kfold, classifier, solver, pro
         for param in ctx.command.params:
             value = ctx.params.get(param.name)
             if isinstance(param, click.Option) and param.name not in ("data", "out", "resume") and \
-                    value not in (None, False, param.default):
-                again += [param.opts[0]] if param.is_flag else [param.opts[0], str(value)]
+                    value is not None and value != param.default:
+                if param.is_flag:
+                    again += [param.opts[0] if value else param.secondary_opts[0]]
+                else:
+                    again += [param.opts[0], str(value)]
         click.echo(f"embeval: interrupted; the results of {', '.join(stop.saved)} are kept in {stop.kept_in}; "
                    f"finish the run with: {shlex.join(again + ['--resume'])}", err=True)
         sys.exit(130)

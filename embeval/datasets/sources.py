@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Dict, Optional, Tuple
 
 from embeval.errors import EmbevalError
-from embeval.tasks.registry import TASK_NAMES, TASKS
+from embeval.tasks.registry import TASKS
 
 SOURCES_FILE = "sources.json"
 CHECKSUMS_FILE = "checksums.tsv"
@@ -127,4 +127,4 @@ def mirror_files():
 def check_covers_all_tasks():
     """Registered tasks that no data set serves (none, when the table is complete)."""
     covered = set(dataset_of_task())
-    return [t for t in TASK_NAMES if t not in covered]
+    return [t for t in TASKS if t not in covered]

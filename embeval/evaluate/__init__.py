@@ -10,5 +10,3 @@ EVALUATORS = {
     "split": classify.with_classifiers(classify.split),
     "probing": probing.evaluate_probing,
 }
-
-PARTIAL = {}

@@ -14,6 +14,7 @@ from sklearn.metrics import f1_score
 from sklearn.model_selection import StratifiedKFold
 
 from embeval.evaluate import normalize
+from embeval.evaluate.context import QUIET
 from embeval.formats import predictions
 from embeval.tasks.samples import senteval_order
 from embeval.train import batched, lbfgs
@@ -81,19 +82,25 @@ class Fitted:
     info: dict
 
 
-def fit(solver, samples, nclasses, train_sets, valid_sets, regs, classifier, seed, device):
+def fit(solver, samples, nclasses, train_sets, valid_sets, regs, classifier, seed, device, progress=QUIET,
+        label="training"):
     """Fit problem (g, r) on train_sets[g] with regularization regs[g][r].
 
     senteval: valid_sets[g] is the early-stopping set (None: SentEval's 5% split of the train set);
-    lbfgs: valid_sets[g] is only scored. Returns a Fitted.
+    lbfgs: valid_sets[g] is only scored. Returns a Fitted. progress: told the stage (`label`) and,
+    for senteval, every early-stopping round.
     """
     regs = np.asarray(regs, dtype=np.float64)
     if solver == "senteval":
+        progress.stage(f"{label}, {regs.size} fits at once", total=classifier["max_epoch"], unit="pass")
         groups = [batched.Group(t, v) for t, v in zip(train_sets, valid_sets)]
-        trained = batched.train(samples.features, samples.labels, nclasses, groups, regs, classifier, seed, device)
+        trained = batched.train(samples.features, samples.labels, nclasses, groups, regs, classifier, seed, device,
+                                progress=lambda passes, active, total: progress.step(
+                                    passes, f"{active} of {total} fits still training"))
         return Fitted(trained.best_accuracy,
                       lambda g, idx: trained.predict(samples.features, idx, g),
                       {"rounds": trained.rounds})
+    progress.stage(f"{label}, {regs.size} fits at once (lbfgs)")
     theta, iterations, converged = lbfgs.fit(samples.features, samples.labels, nclasses, train_sets, regs, device)
 
     def predict(g, idx):
@@ -193,7 +200,7 @@ def inner_kfold(ctx, classifier=None, prefix=""):
     valid_sets = [ivalid + shift[o] for o, (_, _, inner) in enumerate(outer) for _, ivalid in inner]
     nclasses = class_count(ctx)
     stage1 = fit(solver, samples, nclasses, train_sets, valid_sets, [regs] * len(train_sets), classifier, seed,
-                 ctx.device)
+                 ctx.device, ctx.progress, f"choosing the regularization ({k} x {k} inner folds)")
     chosen, dev_scores = [], []
     for o in range(k):
         scores = [percent(np.mean(stage1.selection_accuracy[o * k:(o + 1) * k, r])) for r in range(len(regs))]
@@ -201,7 +208,8 @@ def inner_kfold(ctx, classifier=None, prefix=""):
         chosen.append(reg)
         dev_scores.append(score)
     stage2 = fit(solver, samples, nclasses, [train + shift[o] for o, (train, _, _) in enumerate(outer)], [None] * k,
-                 [[r] for r in chosen], classifier, seed, ctx.device)
+                 [[r] for r in chosen], classifier, seed, ctx.device, ctx.progress,
+                 f"training the {k} outer folds")
     yhat, fold_of, test_scores = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64), []
     for o, (_, test, _) in enumerate(outer):
         yhat[test] = stage2.predict(o, test + shift[o])[:, 0]
@@ -222,10 +230,11 @@ def kfold(ctx, classifier=None, prefix=""):
     folds = kfold_folds(y, k, seed)
     nclasses = class_count(ctx)
     stage1 = fit(solver, samples, nclasses, [train_idx[t] for t, _ in folds], [train_idx[v] for _, v in folds],
-                 [regs] * k, classifier, seed, ctx.device)
+                 [regs] * k, classifier, seed, ctx.device, ctx.progress, f"choosing the regularization ({k} folds)")
     scores = [percent(np.mean(stage1.selection_accuracy[:, r])) for r in range(len(regs))]
     reg, devacc = _select(scores, regs)
-    stage2 = fit(solver, samples, nclasses, [train_idx], [None], [[reg]], classifier, seed, ctx.device)
+    stage2 = fit(solver, samples, nclasses, [train_idx], [None], [[reg]], classifier, seed, ctx.device, ctx.progress,
+                 "retraining on all of train")
     test_idx, y_test = samples.idx("test"), samples.y("test")
     yhat = stage2.predict(0, test_idx)[:, 0]
     keep_predictions(ctx, prefix, samples, "test", yhat)
@@ -248,7 +257,7 @@ def split(ctx, classifier=None, prefix=""):
     regs = regularization_grid(solver, "split", ctx.task)
     nclasses = class_count(ctx)
     stage = fit(solver, samples, nclasses, [samples.idx("train")], [samples.idx("dev")], [regs], classifier,
-                seed, ctx.device)
+                seed, ctx.device, ctx.progress, "training, selected on dev")
     scores = [percent(a) for a in stage.selection_accuracy[0]]
     reg, devacc = _select(scores, regs)
     test_idx = samples.idx("test")

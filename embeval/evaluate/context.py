@@ -9,11 +9,27 @@ from embeval.tasks.registry import Task
 from embeval.tasks.samples import TaskData
 
 
+class Progress:
+    """Where an evaluator reports the stages of a long task. This one reports nothing; the runner
+    passes one that prints (embeval.run.progress)."""
+
+    def stage(self, label, total=None, unit="round"):
+        """A new stage: what it does, and its number of steps when known (an upper bound for early
+        stopping)."""
+
+    def step(self, done, detail=""):
+        """`done` steps of the current stage are finished; detail: what is going on, in words."""
+
+
+QUIET = Progress()
+
+
 @dataclass
 class Context:
     """`table` is the task's per-sentence float32 table on `device`; `rows[split]` maps each
     sample of a split (file order) to its rows in that table: (first sentences, second or None).
 
+    `progress` receives the stages of long steps (folds, rounds, epochs).
     `normalize` is the normalization method to apply (embeval.evaluate.normalize); `reference` is the
     Context of the task that lends its train split for the statistics (and its dev split for
     tuning) of tasks without one (STSBenchmark for STS12-16). Evaluators put their per-test-item
@@ -26,7 +42,7 @@ class Context:
     device: torch.device
     config: Dict = field(default_factory=dict)
     seed: int = 1111
-    progress: bool = False
+    progress: Progress = QUIET
     normalize: str = "none"
     reference: Optional["Context"] = None
     predictions: Dict = field(default_factory=dict)

@@ -12,7 +12,6 @@ Computed on STSBenchmark (all three splits), on L2-normalized vectors f(x):
 import numpy as np
 import torch
 
-TASK = "STSBenchmark"
 POSITIVE = 4.0
 SAMPLE = 2000
 SPLITS = ("train", "dev", "test")
@@ -61,7 +60,7 @@ def effective_rank(singular_values):
 
 
 def diagnostics(table, data, rows, seed):
-    """The geometry record of one encoder from its STSBenchmark table, data and rows."""
+    """The geometry record of one encoder from a relatedness task's table, data and rows."""
     u, v = [], []
     for name in SPLITS:
         gold = np.asarray(data.splits[name].y, dtype=np.float64)
@@ -73,7 +72,7 @@ def diagnostics(table, data, rows, seed):
     uniform, sampled = uniformity(table, seed=seed)
     values = spectrum(table)
     return {
-        "task": TASK, "alignment": alignment(u, v), "positive_pairs": int(len(u)), "positive_threshold": POSITIVE,
+        "task": data.name, "alignment": alignment(u, v), "positive_pairs": int(len(u)), "positive_threshold": POSITIVE,
         "uniformity": uniform, "uniformity_sample": sampled, "sample_seed": seed,
         "singular_values": values.tolist(), "effective_rank": effective_rank(values),
         "sentences": int(len(table)), "dim": int(table.shape[1]),

@@ -33,7 +33,6 @@ from embeval.train.features import (
 
 METHODS = ("none", "l2", "zscore", "zscore+l2")
 CHOICES = METHODS + ("tune",)
-STATISTICS_TASK = "STSBenchmark"  # where STS12-16 take their statistics and tune their method
 
 
 def needs_statistics(method):
@@ -119,7 +118,7 @@ def summary(ctx, method=None):
         source = f"the train split's {len(np.unique(split_rows(ctx, 'train')))} distinct sentences"
     else:
         count = len(np.unique(split_rows(ctx.reference, "train"))) if ctx.reference is not None else 0
-        source = f"{STATISTICS_TASK}'s train split ({count} distinct sentences)"
+        source = f"{ctx.task.statistics_from}'s train split ({count} distinct sentences)"
     return {"method": method, "statistics": source}
 
 

@@ -15,10 +15,10 @@ import copy
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from embeval.errors import DataFileError
 from embeval.evaluate import normalize, seeded
+from embeval.evaluate.context import QUIET
 from embeval.formats import predictions
 
 PROJ_DIM = 1000
@@ -169,15 +169,14 @@ def train_step(model, optimizer, train, batch):
     optimizer.step()
 
 
-def train_epoch(model, optimizer, train, rng, bar):
+def train_epoch(model, optimizer, train, rng):
     """One pass over a fresh permutation of the train captions in batches of 128."""
     model.train()
     for batch in epoch_batches(rng, len(train)):
         train_step(model, optimizer, train, batch)
-        bar.update(1)
 
 
-def train_ranker(train, dev, seed, max_epoch=MAX_EPOCH, progress=False, log=None):
+def train_ranker(train, dev, seed, max_epoch=MAX_EPOCH, progress=QUIET, log=None):
     """SentEval's ImageSentenceRankingPytorch.run: (best dev score, best model, epochs run).
 
     After every epoch the dev score; the best model is kept (strictly greater replaces); a counter
@@ -188,12 +187,12 @@ def train_ranker(train, dev, seed, max_epoch=MAX_EPOCH, progress=False, log=None
     model = RankingModel(train.table.shape[1], train.images.shape[1], seed).to(train.rows.device)
     optimizer = torch.optim.Adam(model.parameters())
     best, best_model, bad_epochs, epochs = -1.0, None, 0, 0
-    nbatches = -(-len(train) // BATCH_SIZE)
+    progress.stage("training the ranker", total=max_epoch + 1, unit="epoch")
     while epochs <= max_epoch:
-        with tqdm(total=nbatches, desc=f"COCO epoch {epochs + 1}", disable=not progress, leave=False) as bar:
-            train_epoch(model, optimizer, train, rng, bar)
+        train_epoch(model, optimizer, train, rng)
         epochs += 1
         _, score = evaluate_split(model, dev)
+        progress.step(epochs, f"dev score {score:.2f}, best {max(best, score):.2f}")
         if log:
             log(epochs, score)
         if score > best:

@@ -101,3 +101,81 @@ def temporary_sibling(path):
 def describe_os_error(err):
     """A short phrase for an OSError raised while writing."""
     return _describe(err)
+
+
+class WriterLock:
+    """One writer per output file: `PATH.lock`, created exclusively, holding the owner's pid, host and
+    start time. A second writer stops at once with an error naming the owner. A lock left by a process
+    of this host that no longer runs is taken over. Use as a context manager."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self.lock = self.path.with_name(self.path.name + ".lock")
+        self.held = False
+
+    def __enter__(self):
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def acquire(self):
+        import json
+        import socket
+        import time
+
+        me = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+        for _attempt in range(2):
+            try:
+                self.lock.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                owner = self._owner()
+                if owner is not None and owner.get("host") == me["host"] and not _running(owner.get("pid")):
+                    self._remove()
+                    continue
+                who = "another process" if owner is None else \
+                    f"embeval process {owner.get('pid')} on {owner.get('host')} (since {owner.get('started')})"
+                raise EmbevalError(f"is being written by {who}; wait for it to finish or choose another "
+                                   f"--out (if no such process runs, delete {self.lock.name})", file=self.path)
+            except OSError as err:
+                raise EmbevalError(f"cannot write: {_describe(err)}", file=self.lock)
+            with os.fdopen(fd, "w") as f:
+                f.write(json.dumps(me))
+            self.held = True
+            return
+        raise EmbevalError(f"cannot take the lock {self.lock.name}", file=self.path)
+
+    def _owner(self):
+        import json
+
+        try:
+            owner = json.loads(self.lock.read_text(encoding="utf-8"))
+            return owner if isinstance(owner, dict) else None
+        except (OSError, ValueError):
+            return None
+
+    def _remove(self):
+        try:
+            self.lock.unlink()
+        except FileNotFoundError:
+            pass
+
+    def release(self):
+        if self.held:
+            self._remove()
+            self.held = False
+
+
+def _running(pid):
+    """Whether a process with this pid runs on this host."""
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

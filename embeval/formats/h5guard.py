@@ -16,35 +16,19 @@ import time
 import warnings
 from pathlib import Path
 
-from embeval.errors import EmbevalError, VectorsError
+from embeval.errors import VectorsError
 
 SECONDS = 120
 MEMORY_MARGIN = 4 << 30
 
 
-def inspect(path, names, report):
-    """Read every piece of metadata the scorer reads of the datasets `names`; report(name) before each."""
-    from embeval.formats.vectors import VectorsFile
-
-    try:
-        with VectorsFile(path, guard=False) as vf:
-            present = set(vf.names())
-            for name in names:
-                if name in present:
-                    report(name)
-                    try:
-                        vf.inspect(vf.dataset(name, name), name)
-                    except EmbevalError:
-                        pass
-    except EmbevalError:
-        pass
-
-
-def check(path, names, seconds=None):
-    """Run inspect() in a child process; raise VectorsError if the child crashes or hangs."""
+def check(path, names, inspect, seconds=None):
+    """Run inspect(path, names, report) in a child process; raise VectorsError if the child crashes or
+    hangs. `inspect` reads the metadata and calls report(name) before each dataset; it must be a
+    module-level function (a fresh interpreter imports it where fork is not available)."""
     seconds = SECONDS if seconds is None else seconds
     run = _forked if sys.platform.startswith("linux") else _spawned
-    failure, last = run(Path(path), list(names), seconds)
+    failure, last = run(Path(path), list(names), seconds, inspect)
     if failure is None:
         return
     where = f"reading /{last}" if last else "opening the file"
@@ -66,7 +50,7 @@ def _failure(kind, value, seconds):
     return None
 
 
-def _forked(path, names, seconds):
+def _forked(path, names, seconds, inspect):
     read_end, write_end = os.pipe()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -158,12 +142,12 @@ def _limit_memory():
         pass
 
 
-def _spawned(path, names, seconds):
+def _spawned(path, names, seconds, inspect):
     package_root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p))
     command = [sys.executable, "-c", "import sys; from embeval.formats.h5guard import main; main(sys.argv[1:])",
-               str(path), *names]
+               f"{inspect.__module__}:{inspect.__name__}", str(path), *names]
     try:
         child = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=seconds,
                                env=env)
@@ -175,11 +159,15 @@ def _spawned(path, names, seconds):
 
 
 def main(argv):
-    """Entry point of the spawned child: PATH NAME..."""
+    """Entry point of the spawned child: MODULE:FUNCTION PATH NAME..."""
+    import importlib
+
     _limit_memory()
+    module, _, function = argv[0].partition(":")
+    inspect = getattr(importlib.import_module(module), function)
 
     def report(name):
         sys.stdout.write(name + "\n")
         sys.stdout.flush()
 
-    inspect(argv[0], argv[1:], report)
+    inspect(argv[1], argv[2:], report)

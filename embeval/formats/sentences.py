@@ -10,9 +10,9 @@ import json
 from pathlib import Path
 
 from embeval._version import __version__
-from embeval.errors import EmbevalError
+from embeval.errors import DATA_HINT, DataFileError, EmbevalError
 from embeval.formats import atomic
-from embeval.tasks.registry import TASK_NAMES
+from embeval.tasks.registry import TASKS
 
 FORMAT = "embeval-sentences"
 FORMAT_VERSION = 1
@@ -96,7 +96,7 @@ def load_manifest(export_dir):
         raise EmbevalError(f"format_version {manifest.get('format_version')} is not supported "
                            f"(this embeval reads {FORMAT_VERSION})", file=path)
     for name, entry in manifest.get("tasks", {}).items():
-        if name not in TASK_NAMES:
+        if name not in TASKS:
             raise EmbevalError(f"unknown task {name!r} in the manifest", file=path)
         if not isinstance(entry, dict) or not isinstance(entry.get("count"), int) or \
                 not isinstance(entry.get("sha256"), str):
@@ -126,3 +126,29 @@ def read_export_file(export_dir, file, count, sha256, task):
     if len(sentences) != count:
         raise EmbevalError(f"{len(sentences)} lines, the manifest says {count}", file=path, task=task)
     return sentences
+
+
+def export_sentences(data_dir, out_dir, tasks=None, union=False, log=None):
+    """Export the sentences of `tasks` (None: every task whose data is in data_dir) to out_dir.
+
+    Returns (manifest, tasks skipped for want of data). A named task without data, a missing data
+    folder or a folder without any task data is an EmbevalError. The export's order is the
+    registry's, whatever the order asked, so equal task sets give equal exports."""
+    root = Path(data_dir)
+    names = [n for n in TASKS if tasks is None or n in tasks]
+    if not root.is_dir():
+        raise DataFileError(f"data folder not found; {DATA_HINT}", file=root)
+    present = [n for n in names if not TASKS[n].missing_files(root)]
+    missing = [n for n in names if n not in present]
+    if tasks is not None and missing:
+        first = TASKS[missing[0]]
+        raise DataFileError(f"missing data file; {DATA_HINT}", file=root / first.missing_files(root)[0],
+                            task=first.name)
+    if not present:
+        raise DataFileError(f"no task data in this folder; {DATA_HINT}", file=root)
+    loaded = []
+    for name in present:
+        if log:
+            log(f"loading {name} ...")
+        loaded.append(TASKS[name].load(root))
+    return export(loaded, out_dir, union=union), missing

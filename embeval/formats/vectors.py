@@ -12,7 +12,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from embeval.errors import VectorsError
+from embeval.errors import EmbevalError, VectorsError
 from embeval.formats import atomic, h5guard
 from embeval.formats.sentences import (
     UNION,
@@ -21,7 +21,7 @@ from embeval.formats.sentences import (
     read_export_file,
 )
 from embeval.memory import available_memory
-from embeval.tasks.registry import TASK_NAMES, TASKS
+from embeval.tasks.registry import TASKS
 
 log = logging.getLogger("embeval")
 
@@ -81,7 +81,8 @@ class VectorsFile:
         if not h5py.is_hdf5(self.path):
             raise VectorsError("not an HDF5 file", file=self.path)
         if guard:
-            h5guard.check(self.path, list(names) if names is not None else list(TASK_NAMES) + [UNION])
+            h5guard.check(self.path, list(names) if names is not None else list(TASKS) + [UNION],
+                          inspect_metadata)
         try:
             self.h5 = h5py.File(self.path, "r")
         except OSError as err:
@@ -111,6 +112,27 @@ class VectorsFile:
 
     def has(self, name):
         return name in self.names()
+
+    def grouped_task_datasets(self, limit=64):
+        """Paths of datasets named like a task (or the union) inside groups, where embeval does not
+        look (it reads /TASK at the root): for an error that says where they are. Links are not
+        followed; at most `limit` entries are visited."""
+        found, stack, visited = [], [(self.h5, "")], 0
+        names = set(TASKS) | {UNION}
+        while stack and visited < limit:
+            group, prefix = stack.pop()
+            try:
+                items = [(k, group.get(k)) for k in group.keys()
+                         if isinstance(group.get(k, getlink=True), h5py.HardLink)]
+            except H5_ERRORS:
+                continue
+            for key, obj in items:
+                visited += 1
+                if isinstance(obj, h5py.Group):
+                    stack.append((obj, f"{prefix}/{key}"))
+                elif prefix and key in names and isinstance(obj, h5py.Dataset):
+                    found.append(f"{prefix}/{key}")
+        return sorted(found)
 
     def union_tasks(self):
         """The task names of the /ALL union dataset, or None when the file has none."""
@@ -221,7 +243,11 @@ class VectorsFile:
     def check_fingerprint(self, ds, name, task, count, sha256):
         """Row count must match and so must the fingerprint. Returns False when ds has none."""
         if ds.shape[0] != count:
-            raise self._error(f"/{name} has {ds.shape[0]} rows, the task has {count} sentences", task)
+            hint = ""
+            if ds.shape[1] == count:
+                hint = (f"; it looks transposed: write shape (sentences, dimension) = ({count}, {ds.shape[0]}), "
+                        "e.g. numpy's array.T")
+            raise self._error(f"/{name} has {ds.shape[0]} rows, the task has {count} sentences{hint}", task)
         got = self.attribute(ds, "sha256", task)
         if got is None:
             return False
@@ -292,6 +318,22 @@ class VectorsFile:
             table[order[a:b]] = chunk[sorted_rows[a:b] - lo]
 
 
+def inspect_metadata(path, names, report):
+    """Read every piece of metadata the scorer reads of the datasets `names`; report(name) before each."""
+    try:
+        with VectorsFile(path, guard=False) as vf:
+            present = set(vf.names())
+            for name in names:
+                if name in present:
+                    report(name)
+                    try:
+                        vf.inspect(vf.dataset(name, name), name)
+                    except EmbevalError:
+                        pass
+    except EmbevalError:
+        pass
+
+
 def _h5_reason(err):
     """h5py's message without its boilerplate, kept short."""
     text = " ".join(str(err).split())
@@ -332,16 +374,24 @@ def union_rows(union_sentences, task_sentences):
     return np.fromiter((index[s] for s in task_sentences), dtype=np.int64, count=len(task_sentences))
 
 
-def check_against_manifest(path, export_dir):
-    """Validate every dataset the export's manifest asks for; return [(name, problem or None)]."""
+def check_against_manifest(path, export_dir, tasks=None):
+    """Validate every dataset the export's manifest asks for (those of `tasks` when given, or the
+    union that holds them); return [(name, problem or None, or "absent")]."""
     manifest = load_manifest(export_dir)
     report = []
     entries = manifest_files(manifest)
+    if tasks is not None:
+        unknown = [t for t in tasks if t not in {e[0] for e in entries} and
+                   not any(t in e[4] for e in entries if e[0] == UNION)]
+        if unknown:
+            raise VectorsError(f"not in the export's manifest: {', '.join(unknown)}", file=Path(export_dir),
+                               task=unknown[0])
+        entries = [e for e in entries if e[0] in tasks or (e[0] == UNION and any(t in e[4] for t in tasks))]
     with VectorsFile(path, names=[e[0] for e in entries]) as vf:
         names = vf.names()
-        for name, _file, count, sha256, tasks in entries:
+        for name, _file, count, sha256, union_tasks in entries:
             if name not in names:
-                report.append((name, "missing from the file"))
+                report.append((name, "absent"))
                 continue
             try:
                 ds = vf.dataset(name, name)
@@ -349,9 +399,9 @@ def check_against_manifest(path, export_dir):
                     warn_unverified(path, [name])
                 if name == UNION:
                     got = vf.union_tasks()
-                    if got != tasks:
-                        raise VectorsError(f"union built from {','.join(got)}, the export has {','.join(tasks)}",
-                                           file=path, task=name)
+                    if got != union_tasks:
+                        raise VectorsError(f"union built from {','.join(got)}, the export has "
+                                           f"{','.join(union_tasks)}", file=path, task=name)
                 vf.read_rows(ds, name)
                 report.append((name, None))
             except VectorsError as err:

@@ -16,9 +16,8 @@ from embeval import stats
 from embeval.errors import EmbevalError
 from embeval.formats import predictions
 from embeval.report.tables import Cell, Table, default_label, load, render
-from embeval.tasks.figures import figures as headline_figures
 from embeval.tasks.figures import variants
-from embeval.tasks.registry import TASK_NAMES
+from embeval.tasks.registry import TASKS
 
 ALPHA = 0.05
 
@@ -68,7 +67,7 @@ def _figure_paths(task, results_a, results_b):
     for prefix in prefixes:
         if prefix == "" and classifiers:
             continue  # the top-level figures repeat one classifier's
-        for fig in headline_figures(task):
+        for fig in TASKS[task].figures:
             label = fig.label if not prefix else f"{prefix[:-1]}: {fig.label}"
             out.append((prefix + fig.path, label, fig.percent))
     return out
@@ -92,7 +91,7 @@ def compare(paths, labels=None, tasks=None, resamples=None, seed=None, level=sta
     specs, not_compared = [], []
     for other in range(1, len(loaded)):
         record, runs = loaded[other]
-        wanted = [t for t in TASK_NAMES if (tasks is None or t in tasks)
+        wanted = [t for t in TASKS if (tasks is None or t in tasks)
                   and (t in reference["tasks"] or t in record["tasks"])]
         for task in wanted:
             if task not in ref_runs or task not in runs:

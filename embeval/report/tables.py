@@ -22,14 +22,9 @@ from embeval.errors import EmbevalError
 from embeval.formats import atomic
 from embeval.formats.results import FORMAT
 from embeval.tasks.figures import lookup
-from embeval.tasks.registry import PROBING_TASKS
+from embeval.tasks.registry import TASKS
 
 FORMATS = ("markdown", "latex", "csv")
-TRANSFER = ("MR", "CR", "SUBJ", "MPQA", "SST2", "SST5", "TREC", "MRPC", "SICKEntailment", "SICKRelatedness",
-            "STSBenchmark", "SNLI", "ImageCaptionRetrieval")
-SHORT = {"SICKEntailment": "SICK-E", "SICKRelatedness": "SICK-R", "STSBenchmark": "STS-B",
-         "ImageCaptionRetrieval": "COCO"}
-STS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
 CLASSIFIER_NAMES = {"logreg": "logistic regression", "mlp": "MLP"}
 
 
@@ -180,6 +175,15 @@ def _present(rows, tasks):
     return [t for t in tasks if any(t in enc.tasks for enc in rows)]
 
 
+def group_columns(group):
+    """[(task, column)] of a report group, in registry order."""
+    return [(name, c) for name, task in TASKS.items() for c in task.columns if c.group == group]
+
+
+def _has_classifier(rows, task):
+    return any(c.per_classifier for c in TASKS[task].columns)
+
+
 NOT_SETTINGS = ("baseline_bow_dim",)  # what one run adds, not how the figures are computed
 
 
@@ -203,26 +207,19 @@ def _settings(records, ci=True):
 
 
 def transfer_tables(rows, settings):
-    tasks = _present(rows, TRANSFER)
-    if not tasks:
+    columns = [(task, c) for task, c in group_columns("transfer") if task in _present(rows, [task])]
+    if not columns:
         return []
-    classification = [t for t in tasks if t not in ("SICKRelatedness", "STSBenchmark", "ImageCaptionRetrieval")]
-    variants = _classifier_variants(rows, classification) or [None]
+    tasks = list(dict.fromkeys(task for task, _ in columns))
+    by_classifier = [t for t in tasks if _has_classifier(rows, t)]
+    kinds = {TASKS[t].kind for t in tasks}
+    variants = _classifier_variants(rows, by_classifier) or [None]
     tables = []
     for variant in variants:
         prefix = f"{variant}." if variant else ""
-        header, metrics, columns = ["encoder", "dim"], [], []
-        for task in tasks:
-            short = SHORT.get(task, task)
-            if task in ("SICKRelatedness", "STSBenchmark"):
-                columns.append((task, "pearson", 100.0)); header.append(short); metrics.append("Pearson x100, regressor")
-            elif task == "ImageCaptionRetrieval":
-                columns.append((task, "acc.mean_recall", 1.0)); header.append(short)
-                metrics.append("mean of R@1/5/10 both ways %")
-            else:
-                columns.append((task, prefix + "acc", 1.0)); header.append(short); metrics.append("accuracy %")
-                if task == "MRPC":
-                    columns.append((task, prefix + "f1", 1.0)); header.append("MRPC F1"); metrics.append("F1 %")
+        header = ["encoder", "dim"] + [c.header or TASKS[t].label for t, c in columns]
+        metrics = [c.metric for _, c in columns]
+        paths = [(t, (prefix if c.per_classifier else "") + c.path, c.scale) for t, c in columns]
         who = {"logreg": "logistic regression", None: "the configured classifier",
                "mlp": f"an MLP ({_mlp_nhid(rows)} hidden units, sigmoid)"}[variant]
         caption = (f"SentEval transfer tasks. Classification: test accuracy (%) of {who}, SentEval's protocols "
@@ -231,13 +228,13 @@ def transfer_tables(rows, settings):
                    "Pearson x100 of SentEval's supervised regressor on [|u-v|, u*v] (the same in every "
                    "classifier's table)"
                    + (". COCO: mean of R@1, R@5, R@10 (%) image->text and text->image, 5 folds of 1k images"
-                      if "ImageCaptionRetrieval" in tasks else "") + f". {settings}")
+                      if "retrieval" in kinds else "") + f". {settings}")
         table = Table(f"transfer{'-' + variant if variant else ''}",
                       f"Transfer tasks ({CLASSIFIER_NAMES[variant] if variant else 'configured classifier'})",
                       caption, header, metrics=metrics)
         for enc in rows:
             table.rows.append([Cell(text=enc.label), Cell(text=str(enc.dim))]
-                              + [cell(enc.tasks.get(t), path, scale) for t, path, scale in columns])
+                              + [cell(enc.tasks.get(t), path, scale) for t, path, scale in paths])
         tables.append(table)
     return tables
 
@@ -257,7 +254,8 @@ def _average(cells):
 
 
 def sts_tables(rows, settings):
-    tasks = _present(rows, STS)
+    columns = {task: c for task, c in group_columns("sts")}
+    tasks = _present(rows, list(columns))
     if not tasks:
         return []
     tables = []
@@ -265,7 +263,7 @@ def sts_tables(rows, settings):
                      for enc in rows for t in tasks)
     for kind in ("raw", "normalized") if normalized else ("raw",):
         prefix = "normalized." if kind == "normalized" else ""
-        header = ["encoder", "dim"] + [SHORT.get(t, t) for t in tasks] + ["Avg."]
+        header = ["encoder", "dim"] + [TASKS[t].label for t in tasks] + ["Avg."]
         methods = sorted({(enc.tasks.get(t) or {}).get("results", {}).get("normalized", {}).get("method", "")
                           for enc in rows for t in tasks} - {""})
         what = "raw vectors" if kind == "raw" else f"normalized vectors ({', '.join(methods)}; statistics from " \
@@ -274,21 +272,21 @@ def sts_tables(rows, settings):
                    f"between the cosine of the two sentence vectors ({what}) and the gold score. STS12-16: all "
                    "pairs of the year's subsets pooled into one correlation (SimCSE's \"all\"; not SentEval's "
                    "mean or weighted mean over subsets). STS-B, SICK-R: the test split. Avg.: the mean of the "
-                   f"{len(tasks)} columns" + (" (not the 7 of SimCSE's table)" if len(tasks) != len(STS) else "")
+                   f"{len(tasks)} columns" + (" (not the 7 of SimCSE's table)" if len(tasks) != len(columns) else "")
                    + f". {settings}")
         table = Table(f"sts{'-normalized' if prefix else ''}",
                       f"STS, cosine Spearman x100 ({kind})", caption, header,
                       metrics=["Spearman x100"] * len(tasks) + ["mean"])
         for enc in rows:
-            cells = [cell(enc.tasks.get(t), prefix + ("all.spearman.pooled" if t.startswith("STS1") else
-                                                      "cosine.spearman"), 100.0) for t in tasks]
+            cells = [cell(enc.tasks.get(t), prefix + columns[t].path, columns[t].scale) for t in tasks]
             table.rows.append([Cell(text=enc.label), Cell(text=str(enc.dim))] + cells + [_average(cells)])
         tables.append(table)
     return tables
 
 
 def probing_tables(rows, settings):
-    tasks = _present(rows, PROBING_TASKS)
+    columns = {task: c for task, c in group_columns("probing")}
+    tasks = _present(rows, list(columns))
     if not tasks:
         return []
     variants = _classifier_variants(rows, tasks) or [None]
@@ -306,17 +304,23 @@ def probing_tables(rows, settings):
             cells = []
             for t in tasks:
                 entry = enc.tasks.get(t)
-                path = prefix + "acc"
+                path = prefix + columns[t].path
                 if entry is not None and variant and lookup(entry["results"], path) is None:
-                    path = "acc"  # WordContent: logistic regression only
-                cells.append(cell(entry, path, 1.0))
+                    path = columns[t].path  # a task run with one classifier only (WordContent)
+                cells.append(cell(entry, path, columns[t].scale))
             table.rows.append([Cell(text=enc.label), Cell(text=str(enc.dim))] + cells)
         tables.append(table)
     return tables
 
 
+def _geometry(enc):
+    """The geometry record of an encoder's results (from the task that hosts the diagnostics), or None."""
+    return next((entry["geometry"] for name, entry in enc.tasks.items()
+                 if name in TASKS and TASKS[name].geometry and isinstance(entry.get("geometry"), dict)), None)
+
+
 def geometry_table(rows):
-    found = [(enc, (enc.tasks.get("STSBenchmark") or {}).get("geometry")) for enc in rows]
+    found = [(enc, _geometry(enc)) for enc in rows]
     if not any(g for _, g in found):
         return []
     sample = next(g for _, g in found if g)
@@ -443,7 +447,7 @@ def plots(rows, folder, relative_to=None):
         from matplotlib.ticker import MaxNLocator
     except ImportError:
         raise EmbevalError("the plots need matplotlib: pip install 'embeval[report]'", file="--plots")
-    found = [(enc, (enc.tasks.get("STSBenchmark") or {}).get("geometry")) for enc in rows]
+    found = [(enc, _geometry(enc)) for enc in rows]
     found = [(enc, g) for enc, g in found if g]
     if not found:
         return {}

@@ -17,7 +17,7 @@ from embeval.formats.vectors import check_against_manifest
 from embeval.run.baseline import exporters_dir
 from embeval.tasks.registry import TASKS
 
-QUICKSTART_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "MR", "CR")
+QUICKSTART_TASKS = tuple(name for name, task in TASKS.items() if task.quickstart)
 DEFAULT_WORKDIR = "embeval-quickstart"
 MARKER = ".embeval-quickstart"
 ENCODERS = {

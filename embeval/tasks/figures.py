@@ -1,54 +1,50 @@
-"""Each task's headline figures, declared once: the bootstrap, `compare`, `report` and the terminal
-table all read them from here.
+"""The vocabulary of a task's figures: what a figure is, where it appears in a report, and how to
+find it in a task's results. Which figures each task has is declared on its registry entry.
 
-A figure is named by its path in the task's results (see embeval.formats.predictions). The first figure
-of an evaluator is the task's headline; the others are reported with intervals beside it.
+A figure is named by its path in the task's results (see embeval.formats.predictions): "acc",
+"all.spearman.pooled", "cosine.spearman", ...
 """
 from dataclasses import dataclass
 
-from embeval.tasks.registry import TASKS
+REPORT_GROUPS = ("transfer", "sts", "probing")
+CLASSIFIER_SETS = ("logreg", "mlp")
 
 
 @dataclass(frozen=True)
 class Figure:
+    """A figure of a task's results: its path, its label, and whether it is a percentage (True) or a
+    fraction such as a correlation (False)."""
+
     path: str
     label: str
-    percent: bool  # the JSON holds a percentage (True) or a fraction (False, a correlation)
+    percent: bool
+
+
+@dataclass(frozen=True)
+class Column:
+    """Where a figure appears in `embeval report`: its table (a REPORT_GROUPS name), the figure's path,
+    the column header (None: the task's short name), what the figure is in words, the factor from the
+    JSON's units to the table's, and whether each classifier that ran has its own table."""
+
+    group: str
+    path: str
+    metric: str
+    scale: float = 1.0
+    header: str = None
+    per_classifier: bool = False
 
 
 ACCURACY = Figure("acc", "test accuracy %", True)
-
-HEADLINES = {
-    "inner_kfold": (ACCURACY,),
-    "kfold": (ACCURACY,),
-    "split": (ACCURACY,),
-    "probing": (ACCURACY,),
-    "cosine_sts": (Figure("all.spearman.pooled", "cosine Spearman, all pairs pooled", False),
-                   Figure("all.spearman.wmean", "cosine Spearman, n-weighted mean over subsets", False),
-                   Figure("all.spearman.mean", "cosine Spearman, mean over subsets", False),
-                   Figure("all.pearson.pooled", "cosine Pearson, all pairs pooled", False)),
-    "relatedness": (Figure("cosine.spearman", "cosine Spearman (test)", False),
-                    Figure("pearson", "regressor Pearson (test)", False),
-                    Figure("spearman", "regressor Spearman (test)", False)),
-    "retrieval": (Figure("acc.mean_recall", "mean of R@1, R@5, R@10 both ways %", True),),
-}
-
-EXTRA = {"MRPC": (Figure("f1", "test F1 of paraphrase %", True),)}
-
-# The dev figure that --normalize tune maximizes (cosine STS tunes on STSBenchmark's dev split itself).
-SELECTION = {"inner_kfold": "devacc", "kfold": "devacc", "split": "devacc", "probing": "devacc",
-             "relatedness": "devpearson", "retrieval": "devacc"}
-
-CLASSIFIER_SETS = ("logreg", "mlp")
-
-
-def figures(task):
-    """The task's headline figures, headline first."""
-    return HEADLINES[TASKS[task].evaluator] + EXTRA.get(task, ())
-
-
-def headline(task):
-    return figures(task)[0]
+F1 = Figure("f1", "test F1 of paraphrase %", True)
+POOLED_SPEARMAN = Figure("all.spearman.pooled", "cosine Spearman, all pairs pooled", False)
+STS_FIGURES = (POOLED_SPEARMAN,
+               Figure("all.spearman.wmean", "cosine Spearman, n-weighted mean over subsets", False),
+               Figure("all.spearman.mean", "cosine Spearman, mean over subsets", False),
+               Figure("all.pearson.pooled", "cosine Pearson, all pairs pooled", False))
+RELATEDNESS_FIGURES = (Figure("cosine.spearman", "cosine Spearman (test)", False),
+                       Figure("pearson", "regressor Pearson (test)", False),
+                       Figure("spearman", "regressor Spearman (test)", False))
+RETRIEVAL_FIGURES = (Figure("acc.mean_recall", "mean of R@1, R@5, R@10 both ways %", True),)
 
 
 def lookup(results, path):

@@ -1,34 +1,90 @@
-"""The task registry: every SentEval task declared as data, in SentEval's order.
+"""The task registry: every SentEval task declared once, as data, in SentEval's order.
 
-Adding a task means adding one entry here: where its files are, how they are encoded and parsed,
-how SentEval orders its samples, which evaluator scores it and which metrics that reports.
+Every fact about a task lives on its entry: where its files are and how they are parsed, how
+SentEval orders its samples, which evaluator scores it, its figures (headline first), the dev figure
+that selects a normalization, where it appears in a report, which task lends it normalization
+statistics, whether it hosts the geometry diagnostics, whether quickstart scores it, and its name in
+MTEB. The runner, report, compare and quickstart read these fields and never test a task's name.
+Adding a task is adding one entry (and an evaluator only if its kind is new).
 """
+import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple
 
 from embeval.errors import EmbevalError
 from embeval.tasks import loaders
+from embeval.tasks.figures import (
+    ACCURACY,
+    F1,
+    RELATEDNESS_FIGURES,
+    REPORT_GROUPS,
+    RETRIEVAL_FIGURES,
+    STS_FIGURES,
+    Column,
+    Figure,
+)
+
+KINDS = ("classification", "pair-classification", "sts", "relatedness", "retrieval", "probing")
+EVALUATORS = ("inner_kfold", "kfold", "split", "probing", "cosine_sts", "relatedness", "retrieval")
+SORTS = (None, "single", "pair", "snli")
+FEATURES = ("single", "pair", "snli")
 
 CLASSIFICATION_METRICS = ("devacc", "acc", "ndev", "ntest")
 RELATEDNESS_METRICS = ("devpearson", "pearson", "spearman", "mse", "ndev", "ntest")
 STS_METRICS = ("pearson", "spearman", "nsamples")
-RETRIEVAL_METRICS = ("devacc", "acc", "ndev", "ntest")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Task:
+    """One task. `figures`: headline first; `selection`: the dev figure --normalize tune maximizes
+    (None: the evaluator tunes on its own); `columns`: where its figures appear in `embeval report`;
+    `statistics_from`: the task whose train split lends normalization statistics (STS12-16 have
+    none of their own); `geometry`: the geometry diagnostics are computed on this task's table."""
+
     name: str
-    kind: str  # classification | pair-classification | sts | relatedness | retrieval | probing
+    kind: str
     files: Tuple[str, ...]  # relative to the data folder
     encoding: str
     loader: Callable
-    evaluator: str  # the name of its evaluator in embeval.evaluate
+    evaluator: str
     metrics: Tuple[str, ...]
+    figures: Tuple[Figure, ...]
+    selection: Optional[str] = None
+    columns: Tuple[Column, ...] = ()
+    short_name: Optional[str] = None
+    aliases: Tuple[str, ...] = ()
     sort: Optional[str] = None  # SentEval's sample order: single | pair | snli | None
     classes: Optional[Tuple[str, ...]] = None
     features: str = "single"  # single | pair ([|u-v|, u*v]) | snli ([u, v, u*v, |u-v|])
+    statistics_from: Optional[str] = None
+    geometry: bool = False
+    quickstart: bool = False
+    mteb_name: Optional[str] = None
     params: Dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        checks = [(self.kind in KINDS, f"kind {self.kind!r} is not one of {KINDS}"),
+                  (self.evaluator in EVALUATORS, f"evaluator {self.evaluator!r} is not one of {EVALUATORS}"),
+                  (self.sort in SORTS, f"sort {self.sort!r} is not one of {SORTS}"),
+                  (self.features in FEATURES, f"features {self.features!r} is not one of {FEATURES}"),
+                  (bool(self.files), "no data files"),
+                  (bool(self.figures), "no figures"),
+                  (self.selection is None or self.selection in self.metrics,
+                   f"selection {self.selection!r} is not one of its metrics"),
+                  (all(c.group in REPORT_GROUPS for c in self.columns), f"report groups are {REPORT_GROUPS}")]
+        for ok, problem in checks:
+            if not ok:
+                raise ValueError(f"task {self.name}: {problem}")
+
+    @property
+    def label(self):
+        """The name tables print: the short name people write (SICK-E, STS-B), else the name."""
+        return self.short_name or self.name
+
+    @property
+    def headline(self):
+        return self.figures[0]
 
     def load(self, data_dir):
         """Parse the task's files under data_dir into a TaskData (file order)."""
@@ -62,83 +118,142 @@ PROBING_FILES = {
 
 D = "downstream/"
 BINARY = ("negative", "positive")
+ACCURACY_COLUMN = Column("transfer", "acc", "accuracy %", per_classifier=True)
+REGRESSOR_COLUMN = Column("transfer", "pearson", "Pearson x100, regressor", scale=100.0)
+COSINE_COLUMN = Column("sts", "cosine.spearman", "Spearman x100", scale=100.0)
+CLASSIFICATION = dict(metrics=CLASSIFICATION_METRICS, figures=(ACCURACY,), selection="devacc",
+                      columns=(ACCURACY_COLUMN,))
 
 
-def _binary(name, folder, pos, neg, classes=BINARY):
-    return Task(name, "classification", (f"{D}{folder}/{pos}", f"{D}{folder}/{neg}"), "latin-1",
-                loaders.load_binary, "inner_kfold", CLASSIFICATION_METRICS, "single", classes)
+def _binary(name, folder, pos, neg, classes=BINARY, quickstart=False):
+    return Task(name=name, kind="classification", files=(f"{D}{folder}/{pos}", f"{D}{folder}/{neg}"),
+                encoding="latin-1", loader=loaders.load_binary, evaluator="inner_kfold", sort="single",
+                classes=classes, quickstart=quickstart, **CLASSIFICATION)
 
 
 def _sst(name, folder, fmt, classes):
     files = tuple(f"{D}SST/{folder}/sentiment-{s}" for s in ("train", "dev", "test"))
-    return Task(name, "classification", files, "utf-8", loaders.load_sst, "split",
-                CLASSIFICATION_METRICS, "single", classes, params={"format": fmt})
+    return Task(name=name, kind="classification", files=files, encoding="utf-8", loader=loaders.load_sst,
+                evaluator="split", sort="single", classes=classes, params={"format": fmt}, **CLASSIFICATION)
 
 
-def _sick(name, target, evaluator, metrics, kind, classes):
-    files = tuple(f"{D}SICK/{f}" for f in ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt"))
-    return Task(name, kind, files, "utf-8", loaders.load_sick, evaluator, metrics, "pair", classes,
-                features="pair", params={"target": target})
+SICK_FILES = tuple(f"{D}SICK/{f}" for f in ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt"))
 
 
 def _sts(name):
     folder = f"{D}STS/{name}-en-test"
     files = tuple(f"{folder}/STS.{kind}.{subset}.txt" for subset in STS_SUBSETS[name] for kind in ("input", "gs"))
-    return Task(name, "sts", files, "utf-8", loaders.load_sts, "cosine_sts", STS_METRICS, "pair",
-                features="pair", params={"folder": folder, "subsets": STS_SUBSETS[name]})
+    return Task(name=name, kind="sts", files=files, encoding="utf-8", loader=loaders.load_sts,
+                evaluator="cosine_sts", metrics=STS_METRICS, figures=STS_FIGURES, sort="pair", features="pair",
+                columns=(Column("sts", "all.spearman.pooled", "Spearman x100", scale=100.0),),
+                statistics_from="STSBenchmark", quickstart=True, mteb_name=name,
+                params={"folder": folder, "subsets": STS_SUBSETS[name]})
 
 
 def _probing(name, filename):
-    params = {"logreg_only": True} if name == "WordContent" else {}
-    return Task(name, "probing", (f"probing/{filename}",), "utf-8", loaders.load_probing, "probing",
-                CLASSIFICATION_METRICS, "single", params=params)
+    return Task(name=name, kind="probing", files=(f"probing/{filename}",), encoding="utf-8",
+                loader=loaders.load_probing, evaluator="probing", metrics=CLASSIFICATION_METRICS,
+                figures=(ACCURACY,), selection="devacc", sort="single",
+                columns=(Column("probing", "acc", "accuracy %", per_classifier=True),),
+                params={"logreg_only": True} if name == "WordContent" else {})
 
 
 _DOWNSTREAM = [
-    _binary("CR", "CR", "custrev.pos", "custrev.neg"),
-    _binary("MR", "MR", "rt-polarity.pos", "rt-polarity.neg"),
+    _binary("CR", "CR", "custrev.pos", "custrev.neg", quickstart=True),
+    _binary("MR", "MR", "rt-polarity.pos", "rt-polarity.neg", quickstart=True),
     _binary("MPQA", "MPQA", "mpqa.pos", "mpqa.neg"),
     _binary("SUBJ", "SUBJ", "subj.objective", "subj.subjective", classes=("subjective", "objective")),
     _sst("SST2", "binary", "tab", ("negative", "positive")),
     _sst("SST5", "fine", "label-first", ("very negative", "negative", "neutral", "positive", "very positive")),
-    Task("TREC", "classification", (f"{D}TREC/train_5500.label", f"{D}TREC/TREC_10.label"), "latin-1",
-         loaders.load_trec, "kfold", CLASSIFICATION_METRICS, "single",
-         ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")),
-    Task("MRPC", "pair-classification",
-         (f"{D}MRPC/msr_paraphrase_train.txt", f"{D}MRPC/msr_paraphrase_test.txt"), "utf-8",
-         loaders.load_mrpc, "kfold", CLASSIFICATION_METRICS + ("f1",), "pair",
-         ("not paraphrase", "paraphrase"), features="pair"),
-    _sick("SICKEntailment", "entailment", "split", CLASSIFICATION_METRICS, "pair-classification",
-          ("CONTRADICTION", "NEUTRAL", "ENTAILMENT")),
-    _sick("SICKRelatedness", "relatedness", "relatedness", RELATEDNESS_METRICS, "relatedness", None),
-    Task("STSBenchmark", "relatedness",
-         tuple(f"{D}STS/STSBenchmark/sts-{s}.csv" for s in ("train", "dev", "test")), "utf-8",
-         loaders.load_stsb, "relatedness", RELATEDNESS_METRICS, "pair", features="pair"),
-    Task("SNLI", "pair-classification",
-         tuple(f"{D}SNLI/{f}.{s}" for s in ("train", "dev", "test") for f in ("s1", "s2", "labels")),
-         "latin-1", loaders.load_snli, "split", CLASSIFICATION_METRICS, "snli",
-         ("entailment", "neutral", "contradiction"), features="snli",
-         params={"folder": f"{D}SNLI", "noreg": True, "max_epoch": 15, "epoch_size": 1}),
-    Task("ImageCaptionRetrieval", "retrieval",
-         tuple(f"{D}COCO/{s}.pkl" for s in ("train", "valid", "test")), "latin-1",
-         loaders.load_coco, "retrieval", RETRIEVAL_METRICS),
+    Task(name="TREC", kind="classification", files=(f"{D}TREC/train_5500.label", f"{D}TREC/TREC_10.label"),
+         encoding="latin-1", loader=loaders.load_trec, evaluator="kfold", sort="single",
+         classes=("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM"), **CLASSIFICATION),
+    Task(name="MRPC", kind="pair-classification",
+         files=(f"{D}MRPC/msr_paraphrase_train.txt", f"{D}MRPC/msr_paraphrase_test.txt"), encoding="utf-8",
+         loader=loaders.load_mrpc, evaluator="kfold", metrics=CLASSIFICATION_METRICS + ("f1",),
+         figures=(ACCURACY, F1), selection="devacc", sort="pair", classes=("not paraphrase", "paraphrase"),
+         features="pair",
+         columns=(ACCURACY_COLUMN, Column("transfer", "f1", "F1 %", header="MRPC F1", per_classifier=True))),
+    Task(name="SICKEntailment", short_name="SICK-E", aliases=("SICK-E", "SICKE"), kind="pair-classification",
+         files=SICK_FILES, encoding="utf-8", loader=loaders.load_sick, evaluator="split", sort="pair",
+         classes=("CONTRADICTION", "NEUTRAL", "ENTAILMENT"), features="pair", params={"target": "entailment"},
+         **CLASSIFICATION),
+    Task(name="SICKRelatedness", short_name="SICK-R", aliases=("SICK-R", "SICKR"), kind="relatedness",
+         files=SICK_FILES, encoding="utf-8", loader=loaders.load_sick, evaluator="relatedness",
+         metrics=RELATEDNESS_METRICS, figures=RELATEDNESS_FIGURES, selection="devpearson", sort="pair",
+         features="pair", columns=(REGRESSOR_COLUMN, COSINE_COLUMN), mteb_name="SICK-R",
+         params={"target": "relatedness"}),
+    Task(name="STSBenchmark", short_name="STS-B", aliases=("STS-B", "STSB"), kind="relatedness",
+         files=tuple(f"{D}STS/STSBenchmark/sts-{s}.csv" for s in ("train", "dev", "test")), encoding="utf-8",
+         loader=loaders.load_stsb, evaluator="relatedness", metrics=RELATEDNESS_METRICS,
+         figures=RELATEDNESS_FIGURES, selection="devpearson", sort="pair", features="pair",
+         columns=(REGRESSOR_COLUMN, COSINE_COLUMN), geometry=True, quickstart=True, mteb_name="STSBenchmark"),
+    Task(name="SNLI", kind="pair-classification",
+         files=tuple(f"{D}SNLI/{f}.{s}" for s in ("train", "dev", "test") for f in ("s1", "s2", "labels")),
+         encoding="latin-1", loader=loaders.load_snli, evaluator="split", sort="snli",
+         classes=("entailment", "neutral", "contradiction"), features="snli",
+         params={"folder": f"{D}SNLI", "noreg": True, "max_epoch": 15, "epoch_size": 1}, **CLASSIFICATION),
+    Task(name="ImageCaptionRetrieval", short_name="COCO", aliases=("COCO",), kind="retrieval",
+         files=tuple(f"{D}COCO/{s}.pkl" for s in ("train", "valid", "test")), encoding="latin-1",
+         loader=loaders.load_coco, evaluator="retrieval", metrics=("devacc", "acc", "ndev", "ntest"),
+         figures=RETRIEVAL_FIGURES, selection="devacc",
+         columns=(Column("transfer", "acc.mean_recall", "mean of R@1/5/10 both ways %"),)),
 ] + [_sts(name) for name in STS_SUBSETS]
 
-TASKS = {task.name: task for task in _DOWNSTREAM + [_probing(n, f) for n, f in PROBING_FILES.items()]}
-TASK_NAMES = tuple(TASKS)
-DOWNSTREAM_TASKS = tuple(t.name for t in _DOWNSTREAM)
-PROBING_TASKS = tuple(PROBING_FILES)
+
+def build_registry(tasks):
+    """{name: task} after the checks that involve several entries: unique names and aliases, and
+    statistics_from naming a task of the registry that has a train split of its own."""
+    registry = {}
+    spellings = {}
+    for task in tasks:
+        for spelling in (task.name, *task.aliases):
+            key = spelling.lower()
+            if key in spellings:
+                raise ValueError(f"task {task.name}: the name {spelling!r} is also {spellings[key]}'s")
+            spellings[key] = task.name
+        registry[task.name] = task
+    for task in tasks:
+        lender = registry.get(task.statistics_from) if task.statistics_from else None
+        if task.statistics_from and (lender is None or lender.statistics_from):
+            raise ValueError(f"task {task.name}: statistics_from {task.statistics_from!r} is not a task with "
+                             "statistics of its own")
+    return registry
+
+
+TASKS = build_registry(_DOWNSTREAM + [_probing(n, f) for n, f in PROBING_FILES.items()])
+
+
+def canonical_name(spelling):
+    """The registry name of a task as people write it (any case, or an alias such as STS-B), or None."""
+    key = spelling.strip().lower()
+    for task in TASKS.values():
+        if key in (s.lower() for s in (task.name, *task.aliases)):
+            return task.name
+    return None
 
 
 def parse_task_list(text, source="--tasks"):
-    """Task names from a comma-separated list, in registry order; unknown names are an error."""
+    """Task names from a comma-separated list, in the order given (None: every task, in registry
+    order). Case does not matter and the short names people write (STS-B, SICK-E, SICK-R, COCO) are
+    accepted; an unknown name is an error with a suggestion."""
     if text is None:
-        return list(TASK_NAMES)
-    names = [t.strip() for t in text.split(",") if t.strip()]
-    unknown = [n for n in names if n not in TASKS]
-    if unknown:
-        raise EmbevalError(f"unknown task {', '.join(unknown)}; tasks are {', '.join(TASK_NAMES)}",
-                           file=source)
-    if not names:
+        return list(TASKS)
+    spellings = [t.strip() for t in text.split(",") if t.strip()]
+    if not spellings:
         raise EmbevalError("no task named", file=source)
-    return [n for n in TASK_NAMES if n in names]
+    names = []
+    for spelling in spellings:
+        name = canonical_name(spelling)
+        if name is None:
+            raise EmbevalError(f"unknown task {spelling}{_suggestion(spelling)}; tasks are "
+                               f"{', '.join(TASKS)}", file=source)
+        if name not in names:
+            names.append(name)
+    return names
+
+
+def _suggestion(spelling):
+    known = {s.lower(): t.name for t in TASKS.values() for s in (t.name, *t.aliases)}
+    close = difflib.get_close_matches(spelling.lower(), list(known), n=1, cutoff=0.6)
+    return f" (did you mean {known[close[0]]}?)" if close else ""
