@@ -12,7 +12,7 @@ setup(
     long_description=Path("README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     license="BSD-3-Clause",
-    python_requires=">=3.9",
+    python_requires=">=3.10",
     # exporters/ (standalone programs, see README "Exporters") is installed as embeval/exporters/ so
     # that `embeval quickstart` finds them; the programs themselves never import embeval.
     packages=find_packages(include=["embeval", "embeval.*"]) + ["embeval._data", "embeval.exporters"],

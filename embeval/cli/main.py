@@ -15,7 +15,12 @@ from embeval.cli.common import (
 )
 from embeval.cli.data import data as data_commands
 from embeval.errors import EmbevalError
+from embeval.report.compare import FORMATS as COMPARE_FORMATS
+from embeval.report.tables import FORMATS as REPORT_FORMATS
+from embeval.run.config import DEVICES, PRESETS, PROBING_CLASSIFIERS, SOLVERS
+from embeval.run.quickstart import ENCODERS
 
+ENCODER_NAMES = tuple(ENCODERS)
 
 @click.group(cls=OneLineErrorsGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, "--version", prog_name="embeval")
@@ -117,9 +122,9 @@ def vectors_check(file, export_dir, tasks, strict):
               help="Results JSON, written atomically once the run is complete (after every task the results so "
                    "far go to PATH.partial, for --resume). Default: FILE's name with .results.json, in the "
                    "current folder.")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
+@click.option("--device", type=click.Choice(DEVICES), default="auto", show_default=True,
               help="Where to train and score: the GPU when there is one (auto), or force one.")
-@click.option("--config", "preset", type=click.Choice(["literature", "prototype"]), default="literature",
+@click.option("--config", "preset", type=click.Choice(list(PRESETS)), default="literature",
               show_default=True,
               help="literature: kfold 10, logistic regression, adam, batch 64, tenacity 5, epoch_size 4 "
                    "(comparable to papers). prototype: kfold 5, rmsprop, batch 128, tenacity 3, "
@@ -129,11 +134,11 @@ def vectors_check(file, export_dir, tasks, strict):
               help='Classifier settings overriding --config, e.g. \'{"nhid": 50, "dropout": 0.1}\'. Keys: nhid '
                    "(0 = logistic regression), optim ('adam', 'rmsprop', 'sgd,lr=0.1', ...), batch_size, "
                    "tenacity, epoch_size, max_epoch, dropout.")
-@click.option("--solver", type=click.Choice(["senteval", "lbfgs"]), default="senteval", show_default=True,
+@click.option("--solver", type=click.Choice(SOLVERS), default="senteval", show_default=True,
               help="senteval: SentEval's PyTorch protocol (Adam or RMSprop, early stopping), trained in "
                    "batches of problems. lbfgs: the exact optimum of scikit-learn's LogisticRegression "
                    "objective for every C of SentEval's grid (deterministic).")
-@click.option("--probing-classifier", type=click.Choice(["logreg", "mlp", "both"]), default=None,
+@click.option("--probing-classifier", type=click.Choice(PROBING_CLASSIFIERS), default=None,
               help="Probing tasks: logistic regression (SentEval's default), the MLP grid the probing paper "
                    "reports (nhid 50/100/200 x dropout 0/0.1/0.2, tuned on dev), or both. WordContent is "
                    "always logistic regression. Default: as --classifiers, else logreg.")
@@ -209,15 +214,15 @@ def score(file, data, tasks, out, device, preset, kfold, classifier, solver, pro
 @click.option("--workdir", metavar="DIR", default="embeval-quickstart", show_default=True,
               help="Folder for the export, the vectors and the results. An existing folder is reused only "
                    "if an earlier quickstart made it.")
-@click.option("--encoder", type=click.Choice(["auto", "minilm", "bow"]), default="auto", show_default=True,
+@click.option("--encoder", type=click.Choice(("auto",) + ENCODER_NAMES), default="auto", show_default=True,
               help="minilm: all-MiniLM-L6-v2 through exporters/sentence_transformers_export.py (needs "
                    "`pip install 'embeval[exporters]'`); bow: exporters/bow_numpy.py; auto: minilm when "
                    "installed, else bow.")
 @click.option("--tasks", metavar="A,B,...", default=None,
               help="Tasks to run. Default: STS12-16, STSBenchmark, MR and CR.")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
+@click.option("--device", type=click.Choice(DEVICES), default="auto", show_default=True,
               help="Where to embed (minilm) and score.")
-@click.option("--config", "preset", type=click.Choice(["literature", "prototype"]), default="literature",
+@click.option("--config", "preset", type=click.Choice(list(PRESETS)), default="literature",
               show_default=True, help="Classifier configuration of MR and CR (prototype: about 5x faster, "
                                       "not comparable to papers).")
 @comparison_options
@@ -257,7 +262,7 @@ def quickstart(data, workdir, encoder, tasks, device, preset, classifiers, norma
 @click.option("--resamples", type=click.IntRange(min=100), default=None, metavar="N",
               help="Bootstrap resamples (default: those of the first file's run, else 1000).")
 @click.option("--seed", type=int, default=None, help="Seed of the resamples (default: the first file's run seed).")
-@click.option("--format", "fmt", type=click.Choice(["text", "markdown", "latex", "csv"]), default="text",
+@click.option("--format", "fmt", type=click.Choice(COMPARE_FORMATS), default="text",
               show_default=True, help="Output format.")
 @click.option("--out", "out", metavar="PATH", default=None, help="Write the table there instead of stdout.")
 @click.option("--json", "json_out", metavar="PATH", default=None, help="Also write every figure as JSON.")
@@ -288,7 +293,7 @@ def compare(results, labels, tasks, resamples, seed, fmt, out, json_out):
 
 @cli.command()
 @click.argument("results", nargs=-1, required=True, metavar="RESULTS.json...")
-@click.option("--format", "fmt", type=click.Choice(["markdown", "latex", "csv"]), default="markdown",
+@click.option("--format", "fmt", type=click.Choice(REPORT_FORMATS), default="markdown",
               show_default=True, help="Output format.")
 @click.option("--label", "labels", multiple=True, metavar="NAME",
               help="A name for each results file, in order (default: the vectors file's name).")

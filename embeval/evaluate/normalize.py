@@ -23,7 +23,6 @@ import torch
 
 from embeval.errors import EmbevalError
 from embeval.train.features import (
-    Features,
     combine,
     dense_budget,
     feature_dim,
@@ -32,7 +31,6 @@ from embeval.train.features import (
 )
 
 METHODS = ("none", "l2", "zscore", "zscore+l2")
-CHOICES = METHODS + ("tune",)
 
 
 def needs_statistics(method):
@@ -178,6 +176,3 @@ def fold_features(ctx, method, a_rows, b_rows, fold_train_samples):
         normalizers.append(fit(method, ctx.table, rows))
     return FoldFeatures(ctx.table, a_rows, b_rows, ctx.task.features, normalizers).dense()
 
-
-def plain_features(table, a_rows, b_rows, kind):
-    return Features(table, a_rows, b_rows, kind).dense()

@@ -12,7 +12,6 @@ from embeval.evaluate import classify, normalize
 from embeval.train import batched
 
 MLP_GRID = {"nhid": (50, 100, 200), "dropout": (0.0, 0.1, 0.2)}
-CHOICES = ("logreg", "mlp", "both")
 
 
 def _logreg(ctx):

@@ -15,6 +15,7 @@ import numpy as np
 from embeval import stats
 from embeval.errors import EmbevalError
 from embeval.formats import predictions
+from embeval.report.tables import FORMATS as TABLE_FORMATS
 from embeval.report.tables import Cell, Table, default_label, load, render
 from embeval.tasks.figures import variants
 from embeval.tasks.registry import TASKS
@@ -188,6 +189,9 @@ def _cell_text(c):
     if c.low is not None:
         out += f" [{c.low:+.2f}, {c.high:+.2f}]"
     return out
+
+
+FORMATS = ("text",) + TABLE_FORMATS
 
 
 def formatted(result, fmt):

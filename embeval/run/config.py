@@ -15,6 +15,7 @@ PRESETS = {
 }
 
 SOLVERS = ("senteval", "lbfgs")
+DEVICES = ("auto", "cpu", "cuda")
 PROBING_CLASSIFIERS = ("logreg", "mlp", "both")
 CLASSIFIERS = ("logreg", "mlp")
 NORMALIZATIONS = ("none", "l2", "zscore", "zscore+l2", "tune")
