@@ -63,14 +63,14 @@ def encoder(dim):
 
 
 def make_vectors(data, tasks, dim, work):
+    import embeval
     from embeval.formats import sentences as export
-    from embeval.formats.vectors import write
     from embeval.tasks.registry import TASKS as REGISTRY
 
     path = work / f"bow{dim}.h5"
     if not path.exists():
         export.export([REGISTRY[t].load(data) for t in tasks], work / "sent")
-        write(path, work / "sent", encoder(dim), batch_size=8192, progress=False)
+        embeval.vectors.write(path, work / "sent", encoder(dim), batch_size=8192, progress=False)
     return path
 
 
@@ -121,9 +121,9 @@ def stage_problems(ctx, solver):
 
 def run_solver(vectors, data, task, solver):
     from embeval.run.config import build
-    from embeval.run.score import score
+    import embeval
 
-    record = score(vectors, data, tasks=[task], config=build(solver=solver), progress=False, log=lambda m: None)
+    record = embeval.score(vectors, data, tasks=[task], config=build(solver=solver), progress=False, log=lambda m: None)
     entry = record["tasks"][task]
     return {"seconds": entry["seconds"], "devacc": entry["results"]["devacc"], "acc": entry["results"]["acc"]}
 

@@ -23,9 +23,9 @@ METHODS = ["none", "zscore", "zscore+l2"]
 
 def child(vectors, data, task, solver, method):
     from embeval.run.config import build
-    from embeval.run.score import score
+    import embeval
 
-    record = score(vectors, data, tasks=[task], config=build(solver=solver, normalize=method), progress=False,
+    record = embeval.score(vectors, data, tasks=[task], config=build(solver=solver, normalize=method), progress=False,
                    log=lambda m: None)
     entry = record["tasks"][task]
     print(json.dumps({"seconds": entry["seconds"], "devacc": entry["results"]["devacc"],

@@ -61,9 +61,8 @@ def main():
     from classifiers import encoder
 
     from embeval.formats import sentences as export
-    from embeval.formats.vectors import write
     from embeval.run.config import build
-    from embeval.run.score import score
+    import embeval
     from embeval.tasks.registry import TASKS
 
     tasks = args.tasks.split(",")
@@ -76,7 +75,7 @@ def main():
     for name in tasks:
         make_task(work / "data", name, encode, rng, vocab)
     export.export([TASKS[t].load(work / "data") for t in tasks], work / "sent")
-    write(work / "v.h5", work / "sent", encode, batch_size=20000, progress=False)
+    embeval.vectors.write(work / "v.h5", work / "sent", encode, batch_size=20000, progress=False)
     print(f"data and vectors: {time.perf_counter() - start:.0f} s", flush=True)
     results = {"dim": args.dim, "sizes": SIZES, "mlp_max_epoch": args.mlp_max_epoch,
                "mlp_epoch_size": args.mlp_epoch_size, "tasks": {}}
@@ -90,7 +89,7 @@ def main():
         for label, config in (("logreg", logreg), ("mlp", mlp)):
             if label == "mlp" and (TASKS[name].params.get("logreg_only") or name not in mlp_tasks):
                 continue
-            record = score(work / "v.h5", work / "data", tasks=[name], config=config, progress=False,
+            record = embeval.score(work / "v.h5", work / "data", tasks=[name], config=config, progress=False,
                            log=lambda m: None)
             entry = record["tasks"][name]
             row[label] = {"seconds": entry["seconds"], **{k: entry["results"][label][k]

@@ -89,14 +89,14 @@ def memory_sampler():
 
 
 def child(args):
-    from embeval.run.score import score
+    import embeval
     from embeval.tasks.registry import TASKS
 
     peak = memory_sampler()
 
     TASKS["SNLI"].params["max_epoch"] = args.max_epoch  # SentEval's 15, capped for the benchmark
     start = time.perf_counter()
-    record = score(args.vectors, args.data, tasks=["SNLI"], progress=False, log=lambda m: None)
+    record = embeval.score(args.vectors, args.data, tasks=["SNLI"], progress=False, log=lambda m: None)
     entry = record["tasks"]["SNLI"]
     print(json.dumps({"seconds": time.perf_counter() - start, "task_seconds": entry["seconds"],
                       "results": entry["results"],
