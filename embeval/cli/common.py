@@ -102,7 +102,7 @@ def comparison_options(command):
                           "computed by embeval) for context."),
         click.option("--save-predictions/--no-save-predictions", default=True, show_default=True,
                      help="Write every task's per-test-item predictions to OUT.predictions.npz beside the results "
-                          "(what `embeval compare` and --resume read; a few MB for the whole suite)."),
+                          "(what `embeval compare` and --resume read; well under a MB for a dozen tasks)."),
     ]
     for option in reversed(options):
         command = option(command)
