@@ -194,12 +194,13 @@ def score(file, data, tasks, out, device, preset, kfold, classifier, solver, pro
         again = ["embeval", "score", str(file), "--data", str(root), "--out", str(out)]
         for param in ctx.command.params:
             value = ctx.params.get(param.name)
-            if isinstance(param, click.Option) and param.name not in ("data", "out", "resume") and \
-                    value is not None and value != param.default:
-                if param.is_flag:
-                    again += [param.opts[0] if value else param.secondary_opts[0]]
-                else:
-                    again += [param.opts[0], str(value)]
+            if not isinstance(param, click.Option) or param.name in ("data", "out", "resume") or \
+                    value is None or value == param.get_default(ctx):
+                continue
+            if not param.is_flag:
+                again += [param.opts[0], str(value)]
+            elif value or param.secondary_opts:
+                again += [param.opts[0] if value else param.secondary_opts[0]]
         click.echo(f"embeval: interrupted; the results of {', '.join(stop.saved)} are kept in {stop.kept_in}; "
                    f"finish the run with: {shlex.join(again + ['--resume'])}", err=True)
         sys.exit(130)

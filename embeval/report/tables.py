@@ -176,8 +176,9 @@ def _present(rows, tasks):
 
 
 def group_columns(group):
-    """[(task, column)] of a report group, in registry order."""
-    return [(name, c) for name, task in TASKS.items() for c in task.columns if c.group == group]
+    """[(task, column)] of a report group, by the columns' order, then registry order."""
+    found = [(name, c) for name, task in TASKS.items() for c in task.columns if c.group == group]
+    return sorted(found, key=lambda item: item[1].order)
 
 
 def _has_classifier(rows, task):

@@ -32,6 +32,7 @@ class Column:
     scale: float = 1.0
     header: str = None
     per_classifier: bool = False
+    order: int = 0  # columns of a table are sorted by it, registry order breaking ties
 
 
 ACCURACY = Figure("acc", "test accuracy %", True)

@@ -120,7 +120,8 @@ D = "downstream/"
 BINARY = ("negative", "positive")
 ACCURACY_COLUMN = Column("transfer", "acc", "accuracy %", per_classifier=True)
 REGRESSOR_COLUMN = Column("transfer", "pearson", "Pearson x100, regressor", scale=100.0)
-COSINE_COLUMN = Column("sts", "cosine.spearman", "Spearman x100", scale=100.0)
+STSB_COSINE_COLUMN = Column("sts", "cosine.spearman", "Spearman x100", scale=100.0, order=1)
+SICKR_COSINE_COLUMN = Column("sts", "cosine.spearman", "Spearman x100", scale=100.0, order=2)
 CLASSIFICATION = dict(metrics=CLASSIFICATION_METRICS, figures=(ACCURACY,), selection="devacc",
                       columns=(ACCURACY_COLUMN,))
 
@@ -181,13 +182,13 @@ _DOWNSTREAM = [
     Task(name="SICKRelatedness", short_name="SICK-R", aliases=("SICK-R", "SICKR"), kind="relatedness",
          files=SICK_FILES, encoding="utf-8", loader=loaders.load_sick, evaluator="relatedness",
          metrics=RELATEDNESS_METRICS, figures=RELATEDNESS_FIGURES, selection="devpearson", sort="pair",
-         features="pair", columns=(REGRESSOR_COLUMN, COSINE_COLUMN), mteb_name="SICK-R",
+         features="pair", columns=(REGRESSOR_COLUMN, SICKR_COSINE_COLUMN), mteb_name="SICK-R",
          params={"target": "relatedness"}),
     Task(name="STSBenchmark", short_name="STS-B", aliases=("STS-B", "STSB"), kind="relatedness",
          files=tuple(f"{D}STS/STSBenchmark/sts-{s}.csv" for s in ("train", "dev", "test")), encoding="utf-8",
          loader=loaders.load_stsb, evaluator="relatedness", metrics=RELATEDNESS_METRICS,
          figures=RELATEDNESS_FIGURES, selection="devpearson", sort="pair", features="pair",
-         columns=(REGRESSOR_COLUMN, COSINE_COLUMN), geometry=True, quickstart=True, mteb_name="STSBenchmark"),
+         columns=(REGRESSOR_COLUMN, STSB_COSINE_COLUMN), geometry=True, quickstart=True, mteb_name="STSBenchmark"),
     Task(name="SNLI", kind="pair-classification",
          files=tuple(f"{D}SNLI/{f}.{s}" for s in ("train", "dev", "test") for f in ("s1", "s2", "labels")),
          encoding="latin-1", loader=loaders.load_snli, evaluator="split", sort="snli",
