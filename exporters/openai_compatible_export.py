@@ -389,7 +389,7 @@ class Progress:
     """A tqdm bar (sentences/s and estimated tokens) or, without tqdm, a line every few seconds."""
 
     def __init__(self, total, done, quiet):
-        self.total, self.done, self.quiet, self.tokens = total, done, quiet, 0
+        self.total, self.done, self.initial, self.quiet, self.tokens = total, done, done, quiet, 0
         self.started = self.last = time.monotonic()
         self.bar = None
         if not quiet:
@@ -409,7 +409,7 @@ class Progress:
         elif not self.quiet and (time.monotonic() - self.last >= 5 or self.done == self.total):
             self.last = time.monotonic()
             print(f"{PROG}: {self.done}/{self.total} sentences, "
-                  f"{self.done and (self.done / max(self.last - self.started, 1e-9)):.0f}/s, "
+                  f"{(self.done - self.initial) / max(self.last - self.started, 1e-9):.0f}/s, "
                   f"~{self.tokens:,} tokens sent", file=sys.stderr, flush=True)
 
     def close(self):

