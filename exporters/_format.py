@@ -154,11 +154,11 @@ def check_output(out, overwrite):
     return out
 
 
-def write_vectors(out, jobs, dim, encode, batch_size, label, quiet=False):
+def write_vectors(out, jobs, dim, encode, batch_size, label, quiet=False, attrs=None):
     """Embed every job's sentences with encode(list of str) -> (n, dim) array; write FILE atomically.
 
     The file is written under a temporary name in the same folder and renamed at the end, so an
-    interrupted run leaves no partial vectors file behind.
+    interrupted run leaves no partial vectors file behind. attrs: optional root attributes.
     """
     out = Path(out)
     try:
@@ -169,6 +169,8 @@ def write_vectors(out, jobs, dim, encode, batch_size, label, quiet=False):
     progress = Progress(sum(len(j.sentences) for j in jobs), label, quiet)
     try:
         with h5py.File(tmp, "w") as h5:
+            for key, value in (attrs or {}).items():
+                h5.attrs[key] = value
             for job in jobs:
                 ds = h5.create_dataset(job.name, (len(job.sentences), dim), dtype="float32")
                 for start in range(0, len(job.sentences), batch_size):
