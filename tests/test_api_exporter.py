@@ -28,7 +28,7 @@ EDGE_SENTENCES = ["A man is playing a guitar .", "", "   ", "tabs\tand\x0bvertic
 
 
 def score_tasks(vectors, data_dir, tasks):
-    from embeval.score import score
+    from embeval.run.score import score
 
     record = score(vectors, data_dir, tasks=tasks, out=None, progress=False, log=lambda m: None)
     return {name: entry["results"] for name, entry in record["tasks"].items()}
@@ -61,8 +61,8 @@ def proxy(server):
 @pytest.fixture(scope="module")
 def sts16_export(tmp_path_factory, data_dir):
     """STS16 (all of it, for the scores) and the edge cases (empty and blank lines, odd whitespace)."""
-    from embeval import export
-    from embeval.tasks import TASKS
+    from embeval.formats import sentences as export
+    from embeval.tasks.registry import TASKS
 
     root = tmp_path_factory.mktemp("api_exports")
     export.export([TASKS["STS16"].load(data_dir)], root / "sts16")
