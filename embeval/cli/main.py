@@ -314,6 +314,30 @@ def report(results, fmt, labels, out, plots, no_ci, no_baseline):
         click.echo(text)
 
 
+@cli.command("export-mteb")
+@click.argument("results", metavar="RESULTS.json")
+@click.option("--model", required=True, metavar="ORG/NAME", help="The model's name in MTEB's form, e.g. my-org/my-encoder.")
+@click.option("--revision", default=None, metavar="REV",
+              help="The model's revision (e.g. a commit hash). Default: MTEB's no_revision_available.")
+@click.option("--out", "out", metavar="DIR", required=True,
+              help="An MTEB result cache folder: files go to DIR/results/ORG__NAME/REV/.")
+@fails_cleanly
+def export_mteb(results, model, revision, out):
+    """Write MTEB result files (one JSON per task, and model_meta.json) for the tasks MTEB shares with
+    SentEval: STS12-16, STSBenchmark and SICK-R, MTEB's protocol only (see docs/reports.md).
+
+    A task whose MTEB-protocol figure is not in the results is left out with a note.
+    """
+    from embeval.report import mteb
+
+    folder, written, notes = mteb.export(results, model, out, revision=revision)
+    for name, path, main_score, protocol in written:
+        click.echo(f"{name:14s} main_score (cosine Spearman) {main_score:.4f}  ({protocol})  {path.name}")
+    for note in notes:
+        click.echo(f"not exported: {note}")
+    click.echo(f"wrote {folder}")
+
+
 cli.add_command(data_commands)
 
 

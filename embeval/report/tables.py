@@ -20,7 +20,7 @@ from typing import List, Optional
 
 from embeval.errors import EmbevalError
 from embeval.formats import atomic
-from embeval.formats.results import FORMAT
+from embeval.formats.results import FORMAT, FORMAT_VERSION
 from embeval.tasks.figures import lookup
 from embeval.tasks.registry import PROBING_TASKS
 
@@ -76,6 +76,9 @@ def load(path):
         raise EmbevalError(f"cannot read: {err.strerror}", file=path)
     if not isinstance(record, dict) or record.get("format") != FORMAT or not isinstance(record.get("tasks"), dict):
         raise EmbevalError("not an embeval results file", file=path)
+    if record.get("format_version") != FORMAT_VERSION:
+        raise EmbevalError(f"results format version {record.get('format_version')!r}; this embeval reads version "
+                           f"{FORMAT_VERSION} (score the vectors again with this version)", file=path)
     check_structure(record, path)
     return record
 
