@@ -54,7 +54,7 @@ def test_every_file_loads_in_mteb_with_the_same_main_scores(client, tmp_path):
     from mteb.models.model_meta import ModelMeta
     from mteb.results import TaskResult
 
-    for embeval_task, spec in export.MTEB_TASKS.items():
+    for spec in export.MTEB_TASKS.values():
         task = client.get_task(spec.name)
         meta = task.metadata
         assert (meta.dataset["path"], meta.revision, meta.main_score) == (spec.dataset, spec.revision,
@@ -75,7 +75,7 @@ def test_every_file_loads_in_mteb_with_the_same_main_scores(client, tmp_path):
 
 def test_published_minilm_figures_come_back_through_mteb(client, tmp_path):
     """MTEB's published cosine Spearman of all-MiniLM-L6-v2 on STS12-16 (x100), from embeval's pooled figures."""
-    folder, written, notes = export.export(EXAMPLE, MODEL, tmp_path)
+    folder, _, notes = export.export(EXAMPLE, MODEL, tmp_path)
     published = {"STS12": 72.37, "STS13": 80.60, "STS14": 75.59, "STS15": 85.39, "STS16": 78.99}
     from mteb.results import TaskResult
 

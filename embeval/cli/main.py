@@ -295,8 +295,12 @@ def compare(results, labels, tasks, resamples, seed, fmt, out, json_out):
                    "DIR; a markdown report links them.")
 @click.option("--no-ci", is_flag=True, help="Leave the confidence intervals out of the cells.")
 @click.option("--no-baseline", is_flag=True, help="Leave out the rows of --baseline-bow-dim baselines.")
+@click.option("--baselines", "published", metavar="NAME,...", default=None,
+              help="Add published figures as rows (e.g. simcse-unsup-bert-base,sbert-nli-base, or a source: "
+                   "simcse, sbert, infersent); a figure computed differently from its column is marked. "
+                   "See docs/reports.md.")
 @fails_cleanly
-def report(results, fmt, labels, out, plots, no_ci, no_baseline):
+def report(results, fmt, labels, out, plots, no_ci, no_baseline, published):
     """Paper-ready tables, one row per encoder: SentEval's transfer table, SimCSE's STS table, the
     probing table and the geometry table, each with a dimension column and a caption that names the
     metric and the aggregation.
@@ -304,7 +308,13 @@ def report(results, fmt, labels, out, plots, no_ci, no_baseline):
     from embeval.formats import atomic
     from embeval.report import tables as rep
 
-    tables, rows = rep.build(list(results), labels=list(labels) or None, baselines=not no_baseline, ci=not no_ci)
+    names = None
+    if published is not None:
+        from embeval.report.baselines import resolve
+
+        names = resolve(published)
+    tables, rows = rep.build(list(results), labels=list(labels) or None, baselines=not no_baseline, ci=not no_ci,
+                             published=names)
     figures = rep.plots(rows, plots, relative_to=Path(out).parent if out else None) if plots else None
     text = rep.render(tables, fmt, ci=not no_ci, figures=figures)
     if out:

@@ -41,6 +41,7 @@ class Cell:
     low: Optional[float] = None
     high: Optional[float] = None
     text: Optional[str] = None
+    mark: bool = False  # a published figure computed differently from the column (explained in the table's notes)
 
 
 @dataclass
@@ -51,6 +52,10 @@ class Table:
     header: List[str]
     rows: List[List[Cell]] = field(default_factory=list)
     metrics: List[str] = field(default_factory=list)  # per column after the encoder and dim: what the figure is
+    # per column after the encoder and dim: how its figures are computed (task, metric, protocol, classifier,
+    # aggregation, split, vectors), for placing published figures beside them; None: no such figure
+    columns: List[Optional[dict]] = field(default_factory=list)
+    notes: List[str] = field(default_factory=list)  # printed under the table
 
 
 @dataclass
@@ -214,18 +219,23 @@ def transfer_tables(rows, settings):
     tables = []
     for variant in variants:
         prefix = f"{variant}." if variant else ""
-        header, metrics, columns = ["encoder", "dim"], [], []
+        header, metrics, columns, specs = ["encoder", "dim"], [], [], []
+        classifier = variant or _configured_classifier(rows)
         for task in tasks:
             short = SHORT.get(task, task)
             if task in ("SICKRelatedness", "STSBenchmark"):
                 columns.append((task, "pearson", 100.0)); header.append(short); metrics.append("Pearson x100, regressor")
+                specs.append(dict(task=task, metric="pearson", protocol="regressor", split="test"))
             elif task == "ImageCaptionRetrieval":
                 columns.append((task, "acc.mean_recall", 1.0)); header.append(short)
                 metrics.append("mean of R@1/5/10 both ways %")
+                specs.append(None)
             else:
                 columns.append((task, prefix + "acc", 1.0)); header.append(short); metrics.append("accuracy %")
+                specs.append(dict(task=task, metric="accuracy", protocol="classifier", classifier=classifier))
                 if task == "MRPC":
                     columns.append((task, prefix + "f1", 1.0)); header.append("MRPC F1"); metrics.append("F1 %")
+                    specs.append(dict(task=task, metric="f1", protocol="classifier", classifier=classifier))
         who = {"logreg": "logistic regression", None: "the configured classifier",
                "mlp": f"an MLP ({_mlp_nhid(rows)} hidden units, sigmoid)"}[variant]
         caption = (f"SentEval transfer tasks. Classification: test accuracy (%) of {who}, SentEval's protocols "
@@ -237,12 +247,18 @@ def transfer_tables(rows, settings):
                       if "ImageCaptionRetrieval" in tasks else "") + f". {settings}")
         table = Table(f"transfer{'-' + variant if variant else ''}",
                       f"Transfer tasks ({CLASSIFIER_NAMES[variant] if variant else 'configured classifier'})",
-                      caption, header, metrics=metrics)
+                      caption, header, metrics=metrics, columns=specs)
         for enc in rows:
             table.rows.append([Cell(text=enc.label), Cell(text=str(enc.dim))]
                               + [cell(enc.tasks.get(t), path, scale) for t, path, scale in columns])
         tables.append(table)
     return tables
+
+
+def _configured_classifier(rows):
+    """The classifier of the top-level figures: logistic regression unless the configuration has hidden units."""
+    nhids = {(enc.record.get("config", {}).get("classifier") or {}).get("nhid") or 0 for enc in rows}
+    return "logreg" if nhids == {0} else ("mlp" if 0 not in nhids else "mixed")
 
 
 def _mlp_nhid(rows):
@@ -281,7 +297,10 @@ def sts_tables(rows, settings):
                    + f". {settings}")
         table = Table(f"sts{'-normalized' if prefix else ''}",
                       f"STS, cosine Spearman x100 ({kind})", caption, header,
-                      metrics=["Spearman x100"] * len(tasks) + ["mean"])
+                      metrics=["Spearman x100"] * len(tasks) + ["mean"],
+                      columns=[dict(task=t, metric="spearman", protocol="cosine", vectors=kind,
+                                    **({"aggregation": "pooled"} if t.startswith("STS1") else {"split": "test"}))
+                               for t in tasks] + [None])
         for enc in rows:
             cells = [cell(enc.tasks.get(t), prefix + ("all.spearman.pooled" if t.startswith("STS1") else
                                                       "cosine.spearman"), 100.0) for t in tasks]
@@ -338,8 +357,9 @@ def geometry_table(rows):
     return [table]
 
 
-def build(paths, labels=None, baselines=True, ci=True):
-    """Every table of the report, in order, and the encoders (rows); ci: the captions explain the intervals."""
+def build(paths, labels=None, baselines=True, ci=True, published=None):
+    """Every table of the report, in order, and the encoders (rows); ci: the captions explain the intervals;
+    published: names of published baselines (embeval.report.baselines) to add as rows."""
     records = [load(p) for p in paths]
     rows = encoders(records, paths, labels, baselines)
     settings = _settings(records, ci)
@@ -347,6 +367,10 @@ def build(paths, labels=None, baselines=True, ci=True):
         geometry_table(rows)
     if not tables:
         raise EmbevalError("no scored task to report", file=str(paths[0]))
+    if published:
+        from embeval.report import baselines as published_baselines
+
+        published_baselines.add_rows(tables, published)
     return tables, rows
 
 
@@ -366,6 +390,8 @@ def text_of(c, digits, ci, latex=False):
     if c.value is None:
         return "–" if not latex else "--"
     text = _fmt(c.value, digits)
+    if c.mark:
+        text += "$^\\dagger$" if latex else "\u2020"
     if ci and c.low is not None and c.high is not None:
         interval = f"[{_fmt(c.low, 1)}, {_fmt(c.high, 1)}]"
         text = f"{text}\\,{{\\scriptsize {interval}}}" if latex else f"{text} {interval}"
@@ -382,6 +408,7 @@ def markdown(tables, ci=True, figures=None):
         for row in t.rows:
             out.append("| " + " | ".join(text_of(c, _digits(t), ci).replace("|", "\\|") for c in row) + " |")
         out.append("")
+        out += [f"{note}\n" for note in t.notes]
         for caption, path in (figures or {}).get(t.key, []):
             out.append(f"![{caption}]({path})\n")
             out.append(f"*{caption}*\n")
@@ -405,7 +432,8 @@ def latex(tables, ci=True, figures=None):
         for row in t.rows:
             out.append(" & ".join(text_of(c, _digits(t), ci, latex=True) if c.text is None else _latex_escape(c.text)
                                   for c in row) + " \\\\")
-        out += ["\\bottomrule", "\\end{tabular}", f"\\caption{{{_latex_escape(t.caption)}}}",
+        caption = _latex_escape(" ".join([t.caption] + t.notes)).replace("\u2020", "$^\\dagger$")
+        out += ["\\bottomrule", "\\end{tabular}", f"\\caption{{{caption}}}",
                 f"\\label{{tab:embeval-{t.key}}}", "\\end{table}", ""]
     return "\n".join(out)
 
@@ -413,14 +441,17 @@ def latex(tables, ci=True, figures=None):
 def csv_text(tables, ci=True, figures=None):
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["table", "encoder", "dim", "column", "metric", "value", "ci_low", "ci_high", "caption"])
+    writer.writerow(["table", "encoder", "dim", "column", "metric", "value", "ci_low", "ci_high", "caption",
+                     "differs"])
     for t in tables:
+        caption = " ".join([t.caption] + t.notes)
         for row in t.rows:
             for header, metric, c in zip(t.header[2:], t.metrics, row[2:]):
                 writer.writerow([t.key, row[0].text, row[1].text, header, metric,
                                  "" if c.value is None else repr(round(c.value, 6)),
                                  "" if c.low is None else repr(round(c.low, 6)),
-                                 "" if c.high is None else repr(round(c.high, 6)), t.caption])
+                                 "" if c.high is None else repr(round(c.high, 6)), caption,
+                                 "yes" if c.mark else ""])
     return buffer.getvalue()
 
 
