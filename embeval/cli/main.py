@@ -285,8 +285,11 @@ def compare(results, labels, tasks, resamples, seed, fmt, out, json_out):
 
 @cli.command()
 @click.argument("results", nargs=-1, required=True, metavar="RESULTS.json...")
-@click.option("--format", "fmt", type=click.Choice(["markdown", "latex", "csv"]), default="markdown",
-              show_default=True, help="Output format.")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "latex", "csv", "html"]), default="markdown",
+              show_default=True,
+              help="Output format. html: one self-contained page with the tables, figures with error bars, the "
+                   "STS aggregations side by side and, for several files with saved predictions, the paired "
+                   "comparison (needs matplotlib).")
 @click.option("--label", "labels", multiple=True, metavar="NAME",
               help="A name for each results file, in order (default: the vectors file's name).")
 @click.option("--out", "out", metavar="PATH", default=None, help="Write the report there instead of stdout.")
@@ -313,10 +316,16 @@ def report(results, fmt, labels, out, plots, no_ci, no_baseline, published):
         from embeval.report.baselines import resolve
 
         names = resolve(published)
-    tables, rows = rep.build(list(results), labels=list(labels) or None, baselines=not no_baseline, ci=not no_ci,
-                             published=names)
-    figures = rep.plots(rows, plots, relative_to=Path(out).parent if out else None) if plots else None
-    text = rep.render(tables, fmt, ci=not no_ci, figures=figures)
+    if fmt == "html":
+        from embeval.report import html
+
+        text = html.render(list(results), labels=list(labels) or None, baselines=not no_baseline, ci=not no_ci,
+                           published=names)
+    else:
+        tables, rows = rep.build(list(results), labels=list(labels) or None, baselines=not no_baseline,
+                                 ci=not no_ci, published=names)
+        figures = rep.plots(rows, plots, relative_to=Path(out).parent if out else None) if plots else None
+        text = rep.render(tables, fmt, ci=not no_ci, figures=figures)
     if out:
         atomic.write_text(out, text if text.endswith("\n") else text + "\n")
         click.echo(f"wrote {out}")
