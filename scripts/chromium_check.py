@@ -2,7 +2,7 @@
 """Open an HTML file in headless Chromium and report what rendered, what the console said, and every
 request the page made; optionally save a screenshot.
 
-    python3 scripts/chromium_check.py PAGE.html [--screenshot OUT.png] [--width 1280]
+    python3 scripts/chromium_check.py PAGE.html [--screenshot OUT.png] [--width 1280] [--height 900]
 
 Talks the DevTools protocol over a pipe (--remote-debugging-pipe: no port, no extra package) with a
 fresh profile, networking features off. Prints one JSON object: {"console": [...errors and warnings],
@@ -24,7 +24,8 @@ from pathlib import Path
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-extensions", "--disable-default-apps", "--mute-audio", "--remote-debugging-pipe"]
+         "--disable-extensions", "--disable-default-apps", "--mute-audio", "--disable-dev-shm-usage",
+         "--remote-debugging-pipe"]
 MEASURE = """JSON.stringify({
   tables: Array.from(document.querySelectorAll('table')).map(t => {
     const r = t.getBoundingClientRect();
@@ -117,7 +118,7 @@ class Browser:
         shutil.rmtree(self.profile, ignore_errors=True)
 
 
-def check(page, screenshot=None, width=1280, binary=None):
+def check(page, screenshot=None, width=1280, height=900, binary=None):
     """Load the page and return what rendered (see the module's docstring)."""
     page = Path(page).resolve()
     browser = Browser(binary or chromium())
@@ -127,7 +128,7 @@ def check(page, screenshot=None, width=1280, binary=None):
         for domain in ("Page", "Runtime", "Log", "Network"):
             browser.send(f"{domain}.enable", session=session)
         browser.send("Emulation.setDeviceMetricsOverride",
-                     {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False}, session=session)
+                     {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, session=session)
         browser.send("Page.navigate", {"url": page.as_uri()}, session=session)
         browser.wait_for("Page.loadEventFired")
         measured = json.loads(browser.send("Runtime.evaluate", {"expression": MEASURE, "returnByValue": True},
@@ -161,10 +162,11 @@ def main():
     parser.add_argument("page")
     parser.add_argument("--screenshot", default=None)
     parser.add_argument("--width", type=int, default=1280)
+    parser.add_argument("--height", type=int, default=900, help="The viewport (and screenshot) height.")
     args = parser.parse_args()
     if chromium() is None:
         sys.exit("chromium not found (apt-get install chromium, or set EMBEVAL_CHROMIUM)")
-    print(json.dumps(check(args.page, args.screenshot, args.width), indent=1))
+    print(json.dumps(check(args.page, args.screenshot, args.width, args.height), indent=1))
 
 
 if __name__ == "__main__":

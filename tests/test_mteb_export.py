@@ -26,11 +26,16 @@ def client():
 
 
 def with_mteb_figures(tmp_path, sick_pairs=9927):
-    """The example results with MTEB-protocol figures for STS-B and SICK-R added (as embeval records them)."""
+    """The example results with MTEB-protocol figures for STS-B and SICK-R added, as embeval records them:
+    the task STSBenchmarkRaw (raw cased test sentences, cosine) and SICK-R's `mteb` figures (all pairs)."""
     record = json.loads(EXAMPLE.read_text())
-    record["tasks"]["STSBenchmark"]["results"]["mteb"] = {"spearman": 0.8203, "pearson": 0.8301, "nsamples": 1379}
+    raw = {"test": {"pearson": 0.8301, "spearman": 0.8203, "nsamples": 1379},
+           "all": {coef: {"mean": value, "wmean": value, "pooled": value}
+                   for coef, value in (("pearson", 0.8301), ("spearman", 0.8203))}}
+    record["tasks"]["STSBenchmarkRaw"] = {"kind": "sts", "results": raw, "vectors": {"dim": 384}, "seconds": 0.5}
     record["tasks"]["SICKRelatedness"]["results"]["mteb"] = {"spearman": 0.7758, "pearson": 0.8402,
-                                                             "nsamples": sick_pairs}
+                                                             "nsamples": sick_pairs,
+                                                             "splits": ["train", "dev", "test"]}
     path = tmp_path / "results.json"
     path.write_text(json.dumps(record))
     return path, record

@@ -102,8 +102,10 @@ def pick(column, figures, preferred=()):
     if not candidates:
         return None, []
     rank = {key: i for i, key in enumerate(preferred)}
+    sources = [source for source, _ in preferred]
     best = min(candidates, key=lambda f: (len(differences(column, f)), f.metric != column.get("metric"),
-                                          rank.get((f.source, f.table), len(rank))))
+                                          rank.get((f.source, f.table), len(rank)),
+                                          sources.index(f.source) if f.source in sources else len(sources)))
     return best, differences(column, best)
 
 

@@ -6,11 +6,12 @@ Only the tasks MTEB shares with SentEval, and only figures computed by MTEB's pr
 
 - STS12-16: cosine similarity, every pair of the year's subsets pooled into one correlation over
   MTEB's test split (the same pairs as SentEval's files): embeval's `all.<coef>.pooled` figures.
-- STSBenchmark: cosine similarity on the test split's raw, cased sentences; SICK-R: cosine
-  similarity over all 9,927 pairs (SentEval's train, trial and test pooled, MTEB's only split).
-  embeval records these MTEB-protocol figures under `mteb` in the task's results; a results file
-  without them (SentEval's tokenized STS-B, SICK-R's test split only) leaves the task out with a note,
-  never writing a figure of another protocol as MTEB's main score.
+- STSBenchmark: cosine similarity on the test split's raw, cased sentences, which embeval scores as
+  the task STSBenchmarkRaw (SentEval's STSBenchmark is tokenized and lowercased).
+- SICK-R: cosine similarity over all 9,927 pairs (SentEval's train, trial and test pooled, MTEB's
+  only split), which embeval records under `mteb` in SICKRelatedness's results.
+A results file without these figures (SentEval's tokenized STS-B, SICK-R's test split only) leaves the
+task out with a note, never writing a figure of another protocol as MTEB's main score.
 
 No other SentEval task has an MTEB counterpart with the same data and protocol (MTEB has no MR, CR,
 SUBJ, MPQA, SST, TREC, MRPC, SICK-E, SNLI, COCO caption retrieval or probing task).
@@ -41,33 +42,33 @@ class MtebTask:
     dataset: str  # MTEB's dataset on the Hugging Face hub
     revision: str  # the dataset revision MTEB evaluates
     pairs: int  # pairs in MTEB's test split
-    figures: str  # where embeval's MTEB-protocol figures sit in the task's results: "<prefix>{coef}"
+    source: str  # the embeval task whose results hold the MTEB-protocol figures
+    figures: str  # where they sit in its results: a path with {coef} for spearman or pearson
     protocol: str  # what the figure is, for the user
 
 
 POOLED = "all.{coef}.pooled"
-MTEB_FIGURES = "mteb.{coef}"  # STS-B on raw sentences, SICK-R over all pairs
 
 MTEB_TASKS = {
-    "STS12": MtebTask("STS12", "mteb/sts12-sts", "a0d554a64d88156834ff5ae9920b964011b16384", 3108, POOLED,
+    "STS12": MtebTask("STS12", "mteb/sts12-sts", "a0d554a64d88156834ff5ae9920b964011b16384", 3108, "STS12", POOLED,
                       "cosine, all 3108 pairs of the 5 subsets pooled"),
-    "STS13": MtebTask("STS13", "mteb/sts13-sts", "7e90230a92c190f1bf69ae9002b8cea547a64cca", 1500, POOLED,
+    "STS13": MtebTask("STS13", "mteb/sts13-sts", "7e90230a92c190f1bf69ae9002b8cea547a64cca", 1500, "STS13", POOLED,
                       "cosine, all 1500 pairs of the 3 subsets pooled"),
-    "STS14": MtebTask("STS14", "mteb/sts14-sts", "6031580fec1f6af667f0bd2da0a551cf4f0b2375", 3750, POOLED,
+    "STS14": MtebTask("STS14", "mteb/sts14-sts", "6031580fec1f6af667f0bd2da0a551cf4f0b2375", 3750, "STS14", POOLED,
                       "cosine, all 3750 pairs of the 6 subsets pooled"),
-    "STS15": MtebTask("STS15", "mteb/sts15-sts", "ae752c7c21bf194d8b67fd573edf7ae58183cbe3", 3000, POOLED,
+    "STS15": MtebTask("STS15", "mteb/sts15-sts", "ae752c7c21bf194d8b67fd573edf7ae58183cbe3", 3000, "STS15", POOLED,
                       "cosine, all 3000 pairs of the 5 subsets pooled"),
-    "STS16": MtebTask("STS16", "mteb/sts16-sts", "4d8694f8f0e0100860b497b999b3dbed754a0513", 1186, POOLED,
+    "STS16": MtebTask("STS16", "mteb/sts16-sts", "4d8694f8f0e0100860b497b999b3dbed754a0513", 1186, "STS16", POOLED,
                       "cosine, all 1186 pairs of the 5 subsets pooled"),
     "STSBenchmark": MtebTask("STSBenchmark", "mteb/stsbenchmark-sts", "b0fddb56ed78048fa8b90373c8a3cfc37b684831",
-                             1379, MTEB_FIGURES, "cosine, test split, raw cased sentences"),
+                             1379, "STSBenchmarkRaw", POOLED, "cosine, test split, raw cased sentences"),
     "SICKRelatedness": MtebTask("SICK-R", "mteb/sickr-sts", "20a6d6f312dd54037fe07a32d58e5e168867909d", 9927,
-                                MTEB_FIGURES, "cosine, train + trial + test pooled (9927 pairs)"),
+                                "SICKRelatedness", "mteb.{coef}", "cosine, train + trial + test pooled (9927 pairs)"),
 }
 
 WHY_ABSENT = {
-    "STSBenchmark": "the results hold no MTEB-protocol figure (cosine on the raw, cased test sentences); "
-                    "SentEval's figure is on tokenized text",
+    "STSBenchmark": "the results hold no MTEB-protocol figure (cosine on the raw, cased test sentences: the task "
+                    "STSBenchmarkRaw); SentEval's figure is on tokenized text",
     "SICKRelatedness": "the results hold no MTEB-protocol figure (cosine over all 9927 pairs); SentEval's "
                        "cosine figure covers the test split only",
 }
@@ -99,8 +100,10 @@ def scores(record):
     """({MTEB task name: (embeval task, MtebTask, spearman, pearson)}, [notes on tasks left out])."""
     chosen, notes = {}, []
     for task, spec in MTEB_TASKS.items():
-        entry = record["tasks"].get(task)
+        entry = record["tasks"].get(spec.source)
         if entry is None:
+            if task in record["tasks"]:
+                notes.append(f"{task}: left out: {WHY_ABSENT[task]}")
             continue
         results = entry["results"]
         spearman = _figure(results, spec.figures.format(coef="spearman"))
@@ -112,7 +115,7 @@ def scores(record):
         if pairs is not None and pairs != spec.pairs:
             notes.append(f"{task}: left out: scored on {pairs} pairs, MTEB's {spec.name} has {spec.pairs}")
             continue
-        chosen[spec.name] = (task, spec, spearman, pearson)
+        chosen[spec.name] = (spec.source, spec, spearman, pearson)
     return chosen, notes
 
 
