@@ -335,7 +335,8 @@ def report(results, fmt, labels, out, plots, no_ci, no_baseline, published):
 
 @cli.command("export-mteb")
 @click.argument("results", metavar="RESULTS.json")
-@click.option("--model", required=True, metavar="ORG/NAME", help="The model's name in MTEB's form, e.g. my-org/my-encoder.")
+@click.option("--model", required=True, metavar="ORG/NAME",
+              help="The model's name in MTEB's form, e.g. my-org/my-encoder.")
 @click.option("--revision", default=None, metavar="REV",
               help="The model's revision (e.g. a commit hash). Default: MTEB's no_revision_available.")
 @click.option("--out", "out", metavar="DIR", required=True,

@@ -110,13 +110,15 @@ def pick(column, figures, preferred=()):
 
 
 def _preferred(columns, figures):
-    """Source tables ordered by how many of the table's columns they fill exactly."""
+    """Source tables ordered by how many of the table's columns they fill best (fewest differences)."""
     fits = {}
     for column in columns:
-        column = None if column is None else {k: v for k, v in column.items() if k != "vectors"}
-        for f in figures:
-            if column is not None and comparable(column, f) and not differences(column, f):
-                fits[(f.source, f.table)] = fits.get((f.source, f.table), 0) + 1
+        candidates = [f for f in figures if column is not None and comparable(column, f)]
+        if not candidates:
+            continue
+        fewest = min(len(differences(column, f)) for f in candidates)
+        for key in {(f.source, f.table) for f in candidates if len(differences(column, f)) == fewest}:
+            fits[key] = fits.get(key, 0) + 1
     return sorted(fits, key=lambda key: -fits[key])
 
 

@@ -21,10 +21,10 @@ STS_YEARS = ("STS12", "STS13", "STS14", "STS15", "STS16")
 AGGREGATIONS = (("mean", "mean"), ("wmean", "wmean"), ("pooled", "pooled (\"all\")"))
 PLOTTED = ("transfer", "sts", "probing")  # tables drawn as per-task figures
 STYLE = """
-body { font-family: sans-serif; margin: 2em auto; max-width: 72em; color: #222; line-height: 1.4; }
+body { font-family: sans-serif; margin: 1.5em auto; padding: 0 1em; max-width: 84em; color: #222; line-height: 1.4; }
 h1 { font-size: 1.6em; } h2 { font-size: 1.25em; margin-top: 2em; border-bottom: 1px solid #ccc; }
 div.scroll { overflow-x: auto; } table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.85em; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.55em; text-align: right; white-space: nowrap; }
+th, td { border: 1px solid #ccc; padding: 0.2em 0.4em; text-align: right; white-space: nowrap; }
 th { background: #f2f2f2; } td:first-child, th:first-child { text-align: left; }
 tr.published td { font-style: italic; color: #555; } tr.baseline td { color: #555; }
 span.ci { color: #777; font-size: 0.85em; } p.caption { font-size: 0.9em; color: #333; max-width: 72em; }
