@@ -110,16 +110,21 @@ def pick(column, figures, preferred=()):
 
 
 def _preferred(columns, figures):
-    """Source tables ordered by how many of the table's columns they fill best (fewest differences)."""
+    """Source tables ordered by how many of the table's columns they fill best (fewest differences), then
+    by how many their source fills, then in the data file's order."""
     fits = {}
     for column in columns:
         candidates = [f for f in figures if column is not None and comparable(column, f)]
         if not candidates:
             continue
         fewest = min(len(differences(column, f)) for f in candidates)
-        for key in {(f.source, f.table) for f in candidates if len(differences(column, f)) == fewest}:
+        for key in dict.fromkeys((f.source, f.table) for f in candidates if len(differences(column, f)) == fewest):
             fits[key] = fits.get(key, 0) + 1
-    return sorted(fits, key=lambda key: -fits[key])
+    by_source = {}
+    for (source, _), count in fits.items():
+        by_source[source] = by_source.get(source, 0) + count
+    order = list(dict.fromkeys((f.source, f.table) for f in figures))
+    return sorted(fits, key=lambda key: (-fits[key], -by_source[key[0]], order.index(key)))
 
 
 def add_rows(tables, names):
