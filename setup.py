@@ -17,7 +17,7 @@ setup(
     # that `embeval quickstart` finds them; the programs themselves never import embeval.
     packages=find_packages(include=["embeval", "embeval.*"]) + ["embeval._data", "embeval.exporters"],
     package_dir={"embeval._data": "data", "embeval.exporters": "exporters"},
-    package_data={"embeval._data": ["sources.json", "checksums.tsv"]},
+    package_data={"embeval._data": ["sources.json", "checksums.tsv"], "embeval.report": ["baselines.json"]},
     include_package_data=True,
     install_requires=[
         "numpy>=1.21",
@@ -41,6 +41,8 @@ setup(
         "api": [],
         # `embeval report --plots`: the geometry figures (PNG).
         "report": ["matplotlib>=3.5"],
+        # `embeval export-mteb` needs nothing extra; its test reads the files back with mteb's own classes.
+        "mteb": ["mteb>=2.26.24,<2.27"],
         "tensorflow": ["tensorflow-cpu>=2.16; sys_platform == 'linux' or sys_platform == 'win32'",
                        "tensorflow>=2.16; sys_platform == 'darwin'"],
     },

@@ -156,7 +156,7 @@ def test_bad_input(files, tmp_path, cli):
 def test_damaged_results_are_one_line_errors(tmp_path, cli, tasks, message):
     """A hand-edited or truncated results file is refused by report and compare, never a traceback."""
     path = tmp_path / "bad.json"
-    path.write_text(json.dumps({"format": FORMAT, "tasks": tasks}))
+    path.write_text(json.dumps({"format": FORMAT, "format_version": 1, "tasks": tasks}))
     refused(cli("report", path), "bad.json", message)
     refused(cli("compare", path, path), "bad.json", message)
 

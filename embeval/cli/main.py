@@ -294,8 +294,11 @@ def compare(results, labels, tasks, resamples, seed, fmt, out, json_out):
 
 @cli.command()
 @click.argument("results", nargs=-1, required=True, metavar="RESULTS.json...")
-@click.option("--format", "fmt", type=click.Choice(REPORT_FORMATS), default="markdown",
-              show_default=True, help="Output format.")
+@click.option("--format", "fmt", type=click.Choice(REPORT_FORMATS + ("html",)), default="markdown",
+              show_default=True,
+              help="Output format. html: one self-contained page with the tables, figures with error bars, the "
+                   "STS aggregations side by side and, for several files with saved predictions, the paired "
+                   "comparison (needs matplotlib).")
 @click.option("--label", "labels", multiple=True, metavar="NAME",
               help="A name for each results file, in order (default: the vectors file's name).")
 @click.option("--out", "out", metavar="PATH", default=None, help="Write the report there instead of stdout.")
@@ -304,8 +307,12 @@ def compare(results, labels, tasks, resamples, seed, fmt, out, json_out):
                    "DIR; a markdown report links them.")
 @click.option("--no-ci", is_flag=True, help="Leave the confidence intervals out of the cells.")
 @click.option("--no-baseline", is_flag=True, help="Leave out the rows of --baseline-bow-dim baselines.")
+@click.option("--baselines", "published", metavar="NAME,...", default=None,
+              help="Add published figures as rows (e.g. simcse-unsup-bert-base,sbert-nli-base, or a source: "
+                   "simcse, sbert, infersent); a figure computed differently from its column is marked. "
+                   "See docs/reports.md.")
 @fails_cleanly
-def report(results, fmt, labels, out, plots, no_ci, no_baseline):
+def report(results, fmt, labels, out, plots, no_ci, no_baseline, published):
     """Paper-ready tables, one row per encoder: SentEval's transfer table, SimCSE's STS table, the
     probing table and the geometry table, each with a dimension column and a caption that names the
     metric and the aggregation.
@@ -313,14 +320,51 @@ def report(results, fmt, labels, out, plots, no_ci, no_baseline):
     from embeval.formats import atomic
     from embeval.report import tables as rep
 
-    tables, rows = rep.build(list(results), labels=list(labels) or None, baselines=not no_baseline, ci=not no_ci)
-    figures = rep.plots(rows, plots, relative_to=Path(out).parent if out else None) if plots else None
-    text = rep.render(tables, fmt, ci=not no_ci, figures=figures)
+    names = None
+    if published is not None:
+        from embeval.report.baselines import resolve
+
+        names = resolve(published)
+    if fmt == "html":
+        from embeval.report import html
+
+        text = html.render(list(results), labels=list(labels) or None, baselines=not no_baseline, ci=not no_ci,
+                           published=names)
+    else:
+        tables, rows = rep.build(list(results), labels=list(labels) or None, baselines=not no_baseline,
+                                 ci=not no_ci, published=names)
+        figures = rep.plots(rows, plots, relative_to=Path(out).parent if out else None) if plots else None
+        text = rep.render(tables, fmt, ci=not no_ci, figures=figures)
     if out:
         atomic.write_text(out, text if text.endswith("\n") else text + "\n")
         click.echo(f"wrote {out}")
     else:
         click.echo(text)
+
+
+@cli.command("export-mteb")
+@click.argument("results", metavar="RESULTS.json")
+@click.option("--model", required=True, metavar="ORG/NAME",
+              help="The model's name in MTEB's form, e.g. my-org/my-encoder.")
+@click.option("--revision", default=None, metavar="REV",
+              help="The model's revision (e.g. a commit hash). Default: MTEB's no_revision_available.")
+@click.option("--out", "out", metavar="DIR", required=True,
+              help="An MTEB result cache folder: files go to DIR/results/ORG__NAME/REV/.")
+@fails_cleanly
+def export_mteb(results, model, revision, out):
+    """Write MTEB result files (one JSON per task, and model_meta.json) for the tasks MTEB shares with
+    SentEval: STS12-16, STSBenchmark and SICK-R, MTEB's protocol only (see docs/reports.md).
+
+    A task whose MTEB-protocol figure is not in the results is left out with a note.
+    """
+    from embeval.report import mteb
+
+    folder, written, notes = mteb.export(results, model, out, revision=revision)
+    for name, path, main_score, protocol in written:
+        click.echo(f"{name:14s} main_score (cosine Spearman) {main_score:.4f}  ({protocol})  {path.name}")
+    for note in notes:
+        click.echo(f"not exported: {note}")
+    click.echo(f"wrote {folder}")
 
 
 cli.add_command(data_commands)

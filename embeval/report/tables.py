@@ -20,7 +20,7 @@ from typing import List, Optional
 
 from embeval.errors import EmbevalError
 from embeval.formats import atomic
-from embeval.formats.results import FORMAT
+from embeval.formats.results import FORMAT, FORMAT_VERSION
 from embeval.tasks.figures import lookup
 from embeval.tasks.registry import TASKS
 
@@ -36,6 +36,7 @@ class Cell:
     low: Optional[float] = None
     high: Optional[float] = None
     text: Optional[str] = None
+    mark: bool = False  # a published figure computed differently from the column (explained in the table's notes)
 
 
 @dataclass
@@ -46,6 +47,10 @@ class Table:
     header: List[str]
     rows: List[List[Cell]] = field(default_factory=list)
     metrics: List[str] = field(default_factory=list)  # per column after the encoder and dim: what the figure is
+    # per column after the encoder and dim: how its figures are computed (task, metric, protocol, classifier,
+    # aggregation, split, vectors), for placing published figures beside them; None: no such figure
+    columns: List[Optional[dict]] = field(default_factory=list)
+    notes: List[str] = field(default_factory=list)  # printed under the table
 
 
 @dataclass
@@ -71,6 +76,9 @@ def load(path):
         raise EmbevalError(f"cannot read: {err.strerror}", file=path)
     if not isinstance(record, dict) or record.get("format") != FORMAT or not isinstance(record.get("tasks"), dict):
         raise EmbevalError("not an embeval results file", file=path)
+    if record.get("format_version") != FORMAT_VERSION:
+        raise EmbevalError(f"results format version {record.get('format_version')!r}; this embeval reads version "
+                           f"{FORMAT_VERSION} (score the vectors again with this version)", file=path)
     check_structure(record, path)
     return record
 
@@ -221,6 +229,8 @@ def transfer_tables(rows, settings):
         header = ["encoder", "dim"] + [c.header or TASKS[t].label for t, c in columns]
         metrics = [c.metric for _, c in columns]
         paths = [(t, (prefix if c.per_classifier else "") + c.path, c.scale) for t, c in columns]
+        classifier = variant or _configured_classifier(rows)
+        specs = [c.spec(t, classifier=classifier) for t, c in columns]
         who = {"logreg": "logistic regression", None: "the configured classifier",
                "mlp": f"an MLP ({_mlp_nhid(rows)} hidden units, sigmoid)"}[variant]
         caption = (f"SentEval transfer tasks. Classification: test accuracy (%) of {who}, SentEval's protocols "
@@ -232,12 +242,18 @@ def transfer_tables(rows, settings):
                       if "retrieval" in kinds else "") + f". {settings}")
         table = Table(f"transfer{'-' + variant if variant else ''}",
                       f"Transfer tasks ({CLASSIFIER_NAMES[variant] if variant else 'configured classifier'})",
-                      caption, header, metrics=metrics)
+                      caption, header, metrics=metrics, columns=specs)
         for enc in rows:
             table.rows.append([Cell(text=enc.label), Cell(text=str(enc.dim))]
                               + [cell(enc.tasks.get(t), path, scale) for t, path, scale in paths])
         tables.append(table)
     return tables
+
+
+def _configured_classifier(rows):
+    """The classifier of the top-level figures: logistic regression unless the configuration has hidden units."""
+    nhids = {(enc.record.get("config", {}).get("classifier") or {}).get("nhid") or 0 for enc in rows}
+    return "logreg" if nhids == {0} else ("mlp" if 0 not in nhids else "mixed")
 
 
 def _mlp_nhid(rows):
@@ -277,7 +293,8 @@ def sts_tables(rows, settings):
                    + f". {settings}")
         table = Table(f"sts{'-normalized' if prefix else ''}",
                       f"STS, cosine Spearman x100 ({kind})", caption, header,
-                      metrics=["Spearman x100"] * len(tasks) + ["mean"])
+                      metrics=["Spearman x100"] * len(tasks) + ["mean"],
+                      columns=[columns[t].spec(t, vectors=kind) for t in tasks] + [None])
         for enc in rows:
             cells = [cell(enc.tasks.get(t), prefix + columns[t].path, columns[t].scale) for t in tasks]
             table.rows.append([Cell(text=enc.label), Cell(text=str(enc.dim))] + cells + [_average(cells)])
@@ -340,8 +357,9 @@ def geometry_table(rows):
     return [table]
 
 
-def build(paths, labels=None, baselines=True, ci=True):
-    """Every table of the report, in order, and the encoders (rows); ci: the captions explain the intervals."""
+def build(paths, labels=None, baselines=True, ci=True, published=None):
+    """Every table of the report, in order, and the encoders (rows); ci: the captions explain the intervals;
+    published: names of published baselines (embeval.report.baselines) to add as rows."""
     records = [load(p) for p in paths]
     rows = encoders(records, paths, labels, baselines)
     settings = _settings(records, ci)
@@ -349,6 +367,10 @@ def build(paths, labels=None, baselines=True, ci=True):
         geometry_table(rows)
     if not tables:
         raise EmbevalError("no scored task to report", file=str(paths[0]))
+    if published:
+        from embeval.report import baselines as published_baselines
+
+        published_baselines.add_rows(tables, published)
     return tables, rows
 
 
@@ -368,6 +390,8 @@ def text_of(c, digits, ci, latex=False):
     if c.value is None:
         return "–" if not latex else "--"
     text = _fmt(c.value, digits)
+    if c.mark:
+        text += "$^\\dagger$" if latex else "\u2020"
     if ci and c.low is not None and c.high is not None:
         interval = f"[{_fmt(c.low, 1)}, {_fmt(c.high, 1)}]"
         text = f"{text}\\,{{\\scriptsize {interval}}}" if latex else f"{text} {interval}"
@@ -384,6 +408,7 @@ def markdown(tables, ci=True, figures=None):
         for row in t.rows:
             out.append("| " + " | ".join(text_of(c, _digits(t), ci).replace("|", "\\|") for c in row) + " |")
         out.append("")
+        out += [f"{note}\n" for note in t.notes]
         for caption, path in (figures or {}).get(t.key, []):
             out.append(f"![{caption}]({path})\n")
             out.append(f"*{caption}*\n")
@@ -407,7 +432,8 @@ def latex(tables, ci=True, figures=None):
         for row in t.rows:
             out.append(" & ".join(text_of(c, _digits(t), ci, latex=True) if c.text is None else _latex_escape(c.text)
                                   for c in row) + " \\\\")
-        out += ["\\bottomrule", "\\end{tabular}", f"\\caption{{{_latex_escape(t.caption)}}}",
+        caption = _latex_escape(" ".join([t.caption] + t.notes)).replace("\u2020", "$^\\dagger$")
+        out += ["\\bottomrule", "\\end{tabular}", f"\\caption{{{caption}}}",
                 f"\\label{{tab:embeval-{t.key}}}", "\\end{table}", ""]
     return "\n".join(out)
 
@@ -415,14 +441,17 @@ def latex(tables, ci=True, figures=None):
 def csv_text(tables, ci=True, figures=None):
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["table", "encoder", "dim", "column", "metric", "value", "ci_low", "ci_high", "caption"])
+    writer.writerow(["table", "encoder", "dim", "column", "metric", "value", "ci_low", "ci_high", "caption",
+                     "differs"])
     for t in tables:
+        caption = " ".join([t.caption] + t.notes)
         for row in t.rows:
             for header, metric, c in zip(t.header[2:], t.metrics, row[2:]):
                 writer.writerow([t.key, row[0].text, row[1].text, header, metric,
                                  "" if c.value is None else repr(round(c.value, 6)),
                                  "" if c.low is None else repr(round(c.low, 6)),
-                                 "" if c.high is None else repr(round(c.high, 6)), t.caption])
+                                 "" if c.high is None else repr(round(c.high, 6)), caption,
+                                 "yes" if c.mark else ""])
     return buffer.getvalue()
 
 

@@ -33,6 +33,26 @@ class Column:
     header: str = None
     per_classifier: bool = False
     order: int = 0  # columns of a table are sorted by it, registry order breaking ties
+    measure: str = None  # accuracy | f1 | pearson | spearman: what a published baseline must report here
+    protocol: str = None  # classifier | regressor | cosine
+    aggregation: str = None  # STS12-16: pooled | mean | wmean
+    split: str = None  # the split a correlation is computed on
+
+    def spec(self, task, classifier=None, vectors=None):
+        """How this column's figure was computed, for matching published baselines (None: no baseline
+        can stand beside it)."""
+        if self.measure is None:
+            return None
+        spec = {"task": task, "metric": self.measure, "protocol": self.protocol}
+        if self.protocol == "classifier":
+            spec["classifier"] = classifier
+        if self.protocol == "cosine":
+            spec["vectors"] = vectors
+        if self.aggregation:
+            spec["aggregation"] = self.aggregation
+        if self.split:
+            spec["split"] = self.split
+        return spec
 
 
 ACCURACY = Figure("acc", "test accuracy %", True)

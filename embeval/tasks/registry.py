@@ -118,10 +118,13 @@ PROBING_FILES = {
 
 D = "downstream/"
 BINARY = ("negative", "positive")
-ACCURACY_COLUMN = Column("transfer", "acc", "accuracy %", per_classifier=True)
-REGRESSOR_COLUMN = Column("transfer", "pearson", "Pearson x100, regressor", scale=100.0)
-STSB_COSINE_COLUMN = Column("sts", "cosine.spearman", "Spearman x100", scale=100.0, order=1)
-SICKR_COSINE_COLUMN = Column("sts", "cosine.spearman", "Spearman x100", scale=100.0, order=2)
+ACCURACY_COLUMN = Column("transfer", "acc", "accuracy %", per_classifier=True, measure="accuracy", protocol="classifier")
+REGRESSOR_COLUMN = Column("transfer", "pearson", "Pearson x100, regressor", scale=100.0, measure="pearson",
+                          protocol="regressor", split="test")
+STSB_COSINE_COLUMN = Column("sts", "cosine.spearman", "Spearman x100", scale=100.0, order=1, measure="spearman",
+                            protocol="cosine", split="test")
+SICKR_COSINE_COLUMN = Column("sts", "cosine.spearman", "Spearman x100", scale=100.0, order=2, measure="spearman",
+                             protocol="cosine", split="test")
 CLASSIFICATION = dict(metrics=CLASSIFICATION_METRICS, figures=(ACCURACY,), selection="devacc",
                       columns=(ACCURACY_COLUMN,))
 
@@ -146,7 +149,8 @@ def _sts(name):
     files = tuple(f"{folder}/STS.{kind}.{subset}.txt" for subset in STS_SUBSETS[name] for kind in ("input", "gs"))
     return Task(name=name, kind="sts", files=files, encoding="utf-8", loader=loaders.load_sts,
                 evaluator="cosine_sts", metrics=STS_METRICS, figures=STS_FIGURES, sort="pair", features="pair",
-                columns=(Column("sts", "all.spearman.pooled", "Spearman x100", scale=100.0),),
+                columns=(Column("sts", "all.spearman.pooled", "Spearman x100", scale=100.0, measure="spearman",
+                                protocol="cosine", aggregation="pooled"),),
                 statistics_from="STSBenchmark", quickstart=True, mteb_name=name,
                 params={"folder": folder, "subsets": STS_SUBSETS[name]})
 
@@ -174,7 +178,8 @@ _DOWNSTREAM = [
          loader=loaders.load_mrpc, evaluator="kfold", metrics=CLASSIFICATION_METRICS + ("f1",),
          figures=(ACCURACY, F1), selection="devacc", sort="pair", classes=("not paraphrase", "paraphrase"),
          features="pair",
-         columns=(ACCURACY_COLUMN, Column("transfer", "f1", "F1 %", header="MRPC F1", per_classifier=True))),
+         columns=(ACCURACY_COLUMN, Column("transfer", "f1", "F1 %", header="MRPC F1", per_classifier=True,
+                                                measure="f1", protocol="classifier"))),
     Task(name="SICKEntailment", short_name="SICK-E", aliases=("SICK-E", "SICKE"), kind="pair-classification",
          files=SICK_FILES, encoding="utf-8", loader=loaders.load_sick, evaluator="split", sort="pair",
          classes=("CONTRADICTION", "NEUTRAL", "ENTAILMENT"), features="pair", params={"target": "entailment"},

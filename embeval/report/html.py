@@ -1,0 +1,243 @@
+"""`embeval report ... --format html`: one self-contained HTML file.
+
+No script, no font, no link outside the file: the style sheet is inline and every figure is a PNG
+inside the page (a data: URI). The page holds every table of the report (with published baselines
+when asked for), a figure per table with each encoder's 95% intervals as error bars, STS12-16's three
+aggregations (mean, weighted mean, pooled) side by side, and, for two or more results files scored
+with --save-predictions, the paired comparison of each file with the first and its forest plot.
+"""
+import base64
+import html
+import io
+import tempfile
+from pathlib import Path
+
+from embeval.errors import EmbevalError
+from embeval.report import compare as paired
+from embeval.report import tables as rep
+from embeval.tasks.figures import headline
+
+STS_YEARS = ("STS12", "STS13", "STS14", "STS15", "STS16")
+AGGREGATIONS = (("mean", "mean"), ("wmean", "wmean"), ("pooled", "pooled (\"all\")"))
+PLOTTED = ("transfer", "sts", "probing")  # tables drawn as per-task figures
+STYLE = """
+body { font-family: sans-serif; margin: 1.5em auto; padding: 0 1em; max-width: 84em; color: #222; line-height: 1.4; }
+h1 { font-size: 1.6em; } h2 { font-size: 1.25em; margin-top: 2em; border-bottom: 1px solid #ccc; }
+div.scroll { overflow-x: auto; } table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.85em; }
+th, td { border: 1px solid #ccc; padding: 0.2em 0.4em; text-align: right; white-space: nowrap; }
+th { background: #f2f2f2; } td:first-child, th:first-child { text-align: left; }
+tr.published td { font-style: italic; color: #555; } tr.baseline td { color: #555; }
+span.ci { color: #777; font-size: 0.85em; } p.caption { font-size: 0.9em; color: #333; max-width: 72em; }
+p.note { font-size: 0.85em; color: #555; } figure { margin: 1em 0; } figcaption { font-size: 0.85em; color: #444; }
+img { max-width: 100%; height: auto; border: 1px solid #eee; }
+"""
+
+
+def _pyplot():
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise EmbevalError("the HTML report's figures need matplotlib: pip install 'embeval[report]'",
+                           file="--format html")
+    return plt
+
+
+def _png(fig, plt):
+    buffer = io.BytesIO()
+    try:
+        fig.tight_layout()
+        fig.savefig(buffer, format="png", dpi=110, metadata={"Software": None})
+    finally:
+        plt.close(fig)
+    return buffer.getvalue()
+
+
+def _data_uri(png):
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
+def _figure(png, caption, alt):
+    return (f'<figure><img src="{_data_uri(png)}" alt="{html.escape(alt)}">'
+            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+
+
+def _row_class(label):
+    if label.endswith("[published]"):
+        return ' class="published"'
+    return ' class="baseline"' if label.endswith("(baseline)") else ""
+
+
+def _cell(c, digits, ci):
+    if c.text is not None:
+        return html.escape(c.text)
+    if c.value is None:
+        return "–"
+    text = rep._fmt(c.value, digits) + ("\u2020" if c.mark else "")
+    if ci and c.low is not None and c.high is not None:
+        text += f' <span class="ci">[{rep._fmt(c.low, 1)}, {rep._fmt(c.high, 1)}]</span>'
+    return text
+
+
+def table_html(t, ci=True):
+    digits = rep._digits(t)
+    out = [f'<div class="scroll"><table id="table-{html.escape(t.key)}">',
+           "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in t.header) + "</tr>"]
+    for row in t.rows:
+        out.append(f"<tr{_row_class(row[0].text or '')}>" + "".join(f"<td>{_cell(c, digits, ci)}</td>" for c in row)
+                   + "</tr>")
+    out.append("</table></div>")
+    return "\n".join(out)
+
+
+def table_plot(t, plt):
+    """Each encoder's figures per column with their intervals as error bars; published rows as open markers
+    (a published figure computed differently from its column is left out)."""
+    columns = [i for i, h in enumerate(t.header[2:]) if h != "Avg."]
+    series = [row for row in t.rows if any(row[2 + i].value is not None for i in columns)]
+    if not series:
+        return None
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.85 * len(columns) + 2.5), 3.8))
+    width = 0.8 / len(series)
+    for k, row in enumerate(series):
+        xs, ys, lows, highs = [], [], [], []
+        for j, i in enumerate(columns):
+            c = row[2 + i]
+            if c.value is None or c.mark:
+                continue
+            xs.append(j - 0.4 + width * (k + 0.5))
+            ys.append(c.value)
+            lows.append(c.value - c.low if c.low is not None else 0.0)
+            highs.append(c.high - c.value if c.high is not None else 0.0)
+        published = (row[0].text or "").endswith("[published]")
+        ax.errorbar(xs, ys, yerr=[lows, highs], fmt="o" if not published else "D", capsize=3, markersize=5,
+                    mfc="none" if published else None, label=row[0].text)
+    ax.set_xticks(range(len(columns)))
+    ax.set_xticklabels([t.header[2 + i] for i in columns], rotation=30 if len(columns) > 8 else 0)
+    ax.set_ylabel(t.metrics[columns[0]] if len({t.metrics[i] for i in columns}) == 1
+                  else "accuracy % | correlation x100")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.set_title(t.title, fontsize=10)
+    return _png(fig, plt)
+
+
+def aggregation_table(rows, coef):
+    """STS12-16 cosine correlations of the raw vectors, mean | wmean | pooled side by side."""
+    years = [y for y in STS_YEARS if any(y in enc.tasks for enc in rows)]
+    if not years:
+        return None
+    header = "<tr><th rowspan=2>encoder</th>" + "".join(f"<th colspan=3>{y}</th>" for y in years) + "</tr>"
+    header += "<tr>" + "".join(f"<th>{name}</th>" for _ in years for _, name in AGGREGATIONS) + "</tr>"
+    out = [f'<div class="scroll"><table id="table-sts-aggregations-{coef}">', header]
+    for enc in rows:
+        cells = []
+        for y in years:
+            entry = enc.tasks.get(y)
+            for key, _ in AGGREGATIONS:
+                c = rep.cell(entry, f"all.{coef}.{key}", 100.0)
+                cells.append(f"<td>{_cell(c, 2, True)}</td>")
+        out.append(f"<tr{_row_class(enc.label)}><td>{html.escape(enc.label)}</td>" + "".join(cells) + "</tr>")
+    out.append("</table></div>")
+    return "\n".join(out)
+
+
+def aggregation_plot(rows, plt):
+    found = [enc for enc in rows if any(y in enc.tasks for y in STS_YEARS)]
+    if not found:
+        return None
+    fig, axes = plt.subplots(1, len(found), figsize=(4.2 * len(found), 3.4), sharey=True, squeeze=False)
+    for ax, enc in zip(axes[0], found):
+        for k, (key, name) in enumerate(AGGREGATIONS):
+            values = [rep.cell(enc.tasks.get(y), f"all.spearman.{key}", 100.0).value for y in STS_YEARS]
+            ax.bar([i + (k - 1) * 0.27 for i in range(len(STS_YEARS))],
+                   [v if v is not None else 0.0 for v in values], width=0.27, label=name)
+        ax.set_xticks(range(len(STS_YEARS)))
+        ax.set_xticklabels(STS_YEARS, fontsize=8)
+        ax.set_title(f"{enc.label} ({enc.dim}-d)", fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0][0].set_ylabel("cosine Spearman x100")
+    axes[0][-1].legend(fontsize=7)
+    return _png(fig, plt)
+
+
+def comparison_plot(result, plt):
+    """Forest plot of B - A with its interval, for each task's headline figure (per classifier and vectors)."""
+    rows = [r for r in result["rows"] if r["figure"].split(".", 1)[-1] == headline(r["task"]).path
+            or r["figure"] == headline(r["task"]).path]
+    if not rows:
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 0.28 * len(rows) + 1.2))
+    for i, r in enumerate(reversed(rows)):
+        scale = 1.0 if r["percent"] else 100.0
+        d, lo, hi = scale * r["diff"], scale * r["low"], scale * r["high"]
+        ax.errorbar([d], [i], xerr=[[d - lo], [hi - d]], fmt="o", color="C0" if r["significant_holm"] else "C7",
+                    capsize=3, markersize=4)
+    ax.axvline(0.0, color="k", linewidth=0.8)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([f"{r['task']}: {r['label']} ({r['b_label']})" for r in reversed(rows)], fontsize=7)
+    ax.set_xlabel(f"B - {result['encoders'][0]['label']} (points; correlations x100)")
+    ax.grid(axis="x", alpha=0.3)
+    return _png(fig, plt)
+
+
+def render(paths, labels=None, baselines=True, ci=True, published=None, compare_tasks=None, resamples=None):
+    """The HTML page of the report of these results files (and the paired comparison when there are several)."""
+    plt = _pyplot()
+    tables, rows = rep.build(list(paths), labels=labels, baselines=baselines, ci=ci, published=published)
+    names = labels or [rep.default_label(rep.load(p), p) for p in paths]
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             '<meta name="viewport" content="width=device-width, initial-scale=1">',
+             f"<title>embeval report: {html.escape(', '.join(names))}</title>",
+             f"<style>{STYLE}</style></head><body>", "<h1>embeval report</h1>", "<ul>"]
+    for name, path in zip(names, paths):
+        record = rep.load(path)
+        parts.append(f"<li>{html.escape(name)}: {html.escape(Path(str(path)).name)} (embeval "
+                     f"{html.escape(str(record.get('embeval', '?')))}, {len(record['tasks'])} tasks)</li>")
+    parts.append("</ul>")
+    for t in tables:
+        parts.append(f'<h2 id="{html.escape(t.key)}">{html.escape(t.title)}</h2>')
+        parts.append(f'<p class="caption">{html.escape(t.caption)}</p>')
+        parts.append(table_html(t, ci))
+        parts += [f'<p class="note">{html.escape(note)}</p>' for note in t.notes]
+        if t.key.split("-")[0] in PLOTTED:
+            png = table_plot(t, plt)
+            if png:
+                parts.append(_figure(png, "Each figure of the table; error bars: its 95% bootstrap interval "
+                                          "(test-set sampling). Open diamonds: published figures (no interval; "
+                                          "those marked \u2020 in the table are left out).",
+                                     f"{t.title}: figures with intervals"))
+        if t.key == "geometry":
+            with tempfile.TemporaryDirectory() as folder:
+                for caption, path in rep.plots(rows, folder, relative_to=folder).get("geometry", []):
+                    parts.append(_figure((Path(folder) / path).read_bytes(), caption, caption))
+    spearman = aggregation_table(rows, "spearman")
+    if spearman:
+        parts.append('<h2 id="sts-aggregations">STS12-16: the three aggregations side by side</h2>')
+        parts.append('<p class="caption">Cosine correlation x100 of the raw vectors over each year\'s subsets: '
+                     "mean (SentEval's 'mean'), weighted by subset size (SentEval's 'wmean'), and all pairs "
+                     "pooled into one correlation (SimCSE's and MTEB's 'all'). Papers differ in which they "
+                     "report; compare like with like. [low, high]: 95% bootstrap interval where one was "
+                     "computed.</p>")
+        parts += ["<h3>Spearman</h3>", spearman, "<h3>Pearson</h3>", aggregation_table(rows, "pearson")]
+        png = aggregation_plot(rows, plt)
+        parts.append(_figure(png, "Cosine Spearman x100 of each STS year under the three aggregations.",
+                             "STS aggregations"))
+    if len(paths) >= 2:
+        parts.append('<h2 id="compare">Paired comparison</h2>')
+        try:
+            result = paired.compare(list(paths), labels=labels, tasks=compare_tasks, resamples=resamples)
+        except EmbevalError as err:
+            parts.append(f'<p class="note">Not available: {html.escape(str(err))}.</p>')
+        else:
+            t = paired.table(result)
+            parts.append(f'<p class="caption">{html.escape(t.caption)}</p>')
+            parts.append(table_html(t))
+            png = comparison_plot(result, plt)
+            if png:
+                parts.append(_figure(png, "Headline figure of each task: B - A with its 95% paired bootstrap "
+                                          "interval; blue: significant after Holm's adjustment.",
+                                     "paired comparison forest plot"))
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,130 @@
+"""`embeval export-mteb`: MTEB's result files, read back by the real mteb client (no network, no model)."""
+import copy
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+import pytest
+from reliability_helpers import refused
+from report_helpers import need
+
+from embeval.report import mteb as export
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "example" / "results-minilm.json"
+MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+@pytest.fixture(scope="module")
+def client():
+    if importlib.util.find_spec("mteb") is None:
+        need("the mteb package", "pip install '.[mteb]'")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import mteb
+
+    return mteb
+
+
+def with_mteb_figures(tmp_path, sick_pairs=9927):
+    """The example results with MTEB-protocol figures for STS-B and SICK-R added, as embeval records them:
+    the task STSBenchmarkRaw (raw cased test sentences, cosine) and SICK-R's `mteb` figures (all pairs)."""
+    record = json.loads(EXAMPLE.read_text())
+    raw = {"test": {"pearson": 0.8301, "spearman": 0.8203, "nsamples": 1379},
+           "all": {coef: {"mean": value, "wmean": value, "pooled": value}
+                   for coef, value in (("pearson", 0.8301), ("spearman", 0.8203))}}
+    record["tasks"]["STSBenchmarkRaw"] = {"kind": "sts", "results": raw, "vectors": {"dim": 384}, "seconds": 0.5}
+    record["tasks"]["SICKRelatedness"]["results"]["mteb"] = {"spearman": 0.7758, "pearson": 0.8402,
+                                                             "nsamples": sick_pairs,
+                                                             "splits": ["train", "dev", "test"]}
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(record))
+    return path, record
+
+
+def test_every_file_loads_in_mteb_with_the_same_main_scores(client, tmp_path):
+    path, record = with_mteb_figures(tmp_path)
+    folder, written, notes = export.export(path, MODEL, tmp_path / "cache", revision="8b3219a")
+    assert notes == [] and len(written) == 7
+    assert folder == tmp_path / "cache" / "results" / "sentence-transformers__all-MiniLM-L6-v2" / "8b3219a"
+    expected = {"STS12": record["tasks"]["STS12"]["results"]["all"]["spearman"]["pooled"],
+                "STS16": record["tasks"]["STS16"]["results"]["all"]["spearman"]["pooled"],
+                "STSBenchmark": 0.8203, "SICK-R": 0.7758}
+    loaded = client.ResultCache(cache_path=tmp_path / "cache").load_results(
+        include_remote=False, validate_and_filter=True, require_model_meta=True)
+    assert [(m.model_name, m.model_revision) for m in loaded.model_results] == [(MODEL, "8b3219a")]
+    results = {t.task_name: t for t in loaded.model_results[0].task_results}
+    assert sorted(results) == sorted(["STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICK-R"])
+    for name, value in expected.items():
+        assert results[name].get_score() == pytest.approx(value, abs=1e-6)  # to_disk rounds to 6 decimals
+    from mteb.models.model_meta import ModelMeta
+    from mteb.results import TaskResult
+
+    for spec in export.MTEB_TASKS.values():
+        task = client.get_task(spec.name)
+        meta = task.metadata
+        assert (meta.dataset["path"], meta.revision, meta.main_score) == (spec.dataset, spec.revision,
+                                                                           "cosine_spearman")
+        assert meta.eval_splits == [export.SPLIT] and task.hf_subsets == [export.SUBSET]
+        assert meta.hf_subsets_to_langscripts[export.SUBSET] == export.LANGUAGES
+        stats = Path(client.__file__).parent / "descriptive_stats" / "STS" / f"{spec.name}.json"
+        assert json.loads(stats.read_text())[export.SPLIT]["num_samples"] == spec.pairs
+        from_disk = TaskResult.from_disk(folder / f"{spec.name}.json")
+        scores = from_disk.scores[export.SPLIT][0]
+        assert scores["main_score"] == scores["cosine_spearman"]
+        assert from_disk.main_score == pytest.approx(results[spec.name].get_score())
+        assert from_disk.is_mergeable(task)
+    meta = json.loads((folder / "model_meta.json").read_text())
+    meta.pop("is_cross_encoder")
+    assert ModelMeta.model_validate(meta).embed_dim == 384
+
+
+def test_published_minilm_figures_come_back_through_mteb(client, tmp_path):
+    """MTEB's published cosine Spearman of all-MiniLM-L6-v2 on STS12-16 (x100), from embeval's pooled figures."""
+    folder, _, notes = export.export(EXAMPLE, MODEL, tmp_path)
+    published = {"STS12": 72.37, "STS13": 80.60, "STS14": 75.59, "STS15": 85.39, "STS16": 78.99}
+    from mteb.results import TaskResult
+
+    for name, value in published.items():
+        assert 100 * TaskResult.from_disk(folder / f"{name}.json").main_score == pytest.approx(value, abs=0.01)
+    assert folder.name == export.NO_REVISION
+    assert [n.split(":")[0] for n in notes] == ["STSBenchmark", "SICKRelatedness"]
+
+
+def test_no_figure_of_another_protocol_is_written(tmp_path):
+    record = json.loads(EXAMPLE.read_text())
+    chosen, notes = export.scores(record)
+    assert sorted(chosen) == ["STS12", "STS13", "STS14", "STS15", "STS16"]
+    assert "tokenized" in notes[0] and "test split only" in notes[1]
+    path, _ = with_mteb_figures(tmp_path, sick_pairs=4927)
+    chosen, notes = export.scores(json.loads(path.read_text()))
+    assert "SICK-R" not in chosen and "STSBenchmark" in chosen
+    assert notes == ["SICKRelatedness: left out: scored on 4927 pairs, MTEB's SICK-R has 9927"]
+    partial = copy.deepcopy(record)
+    del partial["tasks"]["STS12"]["results"]["MSRpar"]
+    chosen, notes = export.scores(partial)
+    assert "STS12" not in chosen and "2358 pairs" in notes[0]
+
+
+def test_bad_input_is_one_line(cli, tmp_path):
+    record = json.loads(EXAMPLE.read_text())
+    newer = tmp_path / "newer.json"
+    newer.write_text(json.dumps(dict(record, format_version=2)))
+    refused(cli("export-mteb", newer, "--model", MODEL, "--out", tmp_path), str(newer), "format version 2")
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(dict(record, tasks={"STS12": {"results": [1, 2]}})))
+    refused(cli("export-mteb", edited, "--model", MODEL, "--out", tmp_path), str(edited), "STS12", "'results'")
+    refused(cli("export-mteb", EXAMPLE, "--model", "all-MiniLM-L6-v2", "--out", tmp_path), "--model",
+            "organization/model")
+    only_mr = tmp_path / "mr.json"
+    only_mr.write_text(json.dumps(dict(record, tasks={"MR": record["tasks"]["MR"]})))
+    refused(cli("export-mteb", only_mr, "--model", MODEL, "--out", tmp_path), str(only_mr), "no task")
+    assert not (tmp_path / "results").exists()
+
+
+def test_command_lists_what_it_wrote(cli, tmp_path):
+    result = cli("export-mteb", EXAMPLE, "--model", MODEL, "--revision", "v1", "--out", tmp_path)
+    assert result.exit_code == 0, result.stderr
+    assert "STS12          main_score (cosine Spearman) 0.7237" in result.stdout
+    assert "not exported: STSBenchmark: left out" in result.stdout
+    assert sorted(p.name for p in (tmp_path / "results" / "sentence-transformers__all-MiniLM-L6-v2" / "v1").iterdir()) \
+        == ["STS12.json", "STS13.json", "STS14.json", "STS15.json", "STS16.json", "model_meta.json"]
