@@ -15,7 +15,7 @@ from pathlib import Path
 from embeval.errors import EmbevalError
 from embeval.report import compare as paired
 from embeval.report import tables as rep
-from embeval.tasks.figures import headline
+from embeval.tasks.registry import TASKS
 
 STS_YEARS = ("STS12", "STS13", "STS14", "STS15", "STS16")
 AGGREGATIONS = (("mean", "mean"), ("wmean", "wmean"), ("pooled", "pooled (\"all\")"))
@@ -164,8 +164,8 @@ def aggregation_plot(rows, plt):
 
 def comparison_plot(result, plt):
     """Forest plot of B - A with its interval, for each task's headline figure (per classifier and vectors)."""
-    rows = [r for r in result["rows"] if r["figure"].split(".", 1)[-1] == headline(r["task"]).path
-            or r["figure"] == headline(r["task"]).path]
+    rows = [r for r in result["rows"] if r["figure"].split(".", 1)[-1] == TASKS[r["task"]].headline.path
+            or r["figure"] == TASKS[r["task"]].headline.path]
     if not rows:
         return None
     fig, ax = plt.subplots(figsize=(7.5, 0.28 * len(rows) + 1.2))
