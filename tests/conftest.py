@@ -8,10 +8,9 @@ import os
 import tarfile
 from pathlib import Path
 
+import devbow as devbow_module
 import pytest
 from click.testing import CliRunner
-
-import devbow as devbow_module
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = Path(__file__).resolve().parent / "reference"
@@ -54,6 +53,12 @@ NO_DATA = (f"SentEval's task data is not in {SOURCE} ({len(MISSING)} of the {len
 def pytest_configure(config):
     if MISSING and data_required():
         raise pytest.UsageError(f"{NO_DATA} (EMBEVAL_REQUIRE_DATA=1)")
+
+
+def pytest_report_header(config):
+    if MISSING:
+        return f"SentEval task data: none; the tests that need it are skipped ({NO_DATA})"
+    return f"SentEval task data: {SOURCE}"
 
 
 def build_view(source, view):

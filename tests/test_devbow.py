@@ -1,9 +1,8 @@
 """devbow (tests/devbow.py) gives, bit for bit, the vectors the recorded SentEval outputs were computed on."""
 import hashlib
 
-import numpy as np
-
 import devbow
+import numpy as np
 
 SENTENCES = ["", "   ", "the", "the cat sat on the mat .", "a a a a a a a", "naïve café — 東京 \u00a0nbsp",
              " ".join(f"w{i}" for i in range(300)), "tab\tseparated\ntokens"]
@@ -19,7 +18,7 @@ def test_vectors_are_the_recorded_ones():
 
 def test_documented_rule():
     """A token's vector is its own seeded draw; a sentence the mean of its tokens; no token, zeros."""
-    seed = int.from_bytes(hashlib.sha256("the".encode("utf-8")).digest()[:8], "little")
+    seed = int.from_bytes(hashlib.sha256(b"the").digest()[:8], "little")
     the = np.random.default_rng(seed).standard_normal(128).astype(np.float32)
     assert devbow.encode(["the"])[0].tobytes() == the.tobytes()
     assert not devbow.encode(["", " \t "]).any()

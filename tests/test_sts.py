@@ -15,7 +15,7 @@ from embeval.tasks.registry import TASKS
 STS = ["STS12", "STS13", "STS14", "STS15", "STS16"]
 
 
-# Subsets whose Spearman depends on how float32 rounding orders near-tied pairs (docs/protocol-sts.md):
+# Subsets whose Spearman depends on how float32 rounding orders near-tied pairs (docs/sts-cosine.md):
 # STS12 SMTeuroparl and surprise.SMTnews hold many pairs of identical sentences (cosine exactly 1 here,
 # 1 give or take a few float32 ulps in SentEval, in an order set by its BLAS build); answers-students
 # holds pairs of the same words in another order, whose devbow cosines differ by about 1e-9.

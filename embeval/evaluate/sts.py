@@ -16,7 +16,7 @@ def cosine(table, ia, ib):
     and squared norm is a sum in numpy's fixed order, not a BLAS call whose rounding depends on the
     build. A pair of identical vectors gives exactly 1: dot(u, u) / sqrt(|u|^2 |u|^2) has equal
     numerator and root, so ties between identical sentences stay ties (SentEval's float32 cosines
-    order them by rounding noise instead; docs/protocol-sts.md).
+    order them by rounding noise instead; docs/sts-cosine.md).
     """
     x = table.detach().cpu().numpy() if isinstance(table, torch.Tensor) else np.asarray(table)
     ia, ib = np.asarray(ia, dtype=np.int64), np.asarray(ib, dtype=np.int64)
