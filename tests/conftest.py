@@ -55,6 +55,131 @@ def pytest_configure(config):
         raise pytest.UsageError(f"{NO_DATA} (EMBEVAL_REQUIRE_DATA=1)")
 
 
+# The tests that take more than a few seconds on a 2-core CPU (python -m pytest --durations=0), by
+# file, and the fixtures that take that long (every test using one is slow: the fixture's cost falls
+# on whichever of them runs first). `pytest -m "not slow"` leaves them out (docs/testing.md).
+SLOW_FIXTURES = {
+    "*": {"devbow_vectors"},
+    "test_predictions.py": {"runs"},
+    "test_probing.py": {"probing_run"},
+    "test_reproducibility.py": {"prototype_runs"},
+}
+SLOW = {
+    "test_baseline.py": {
+        "test_baseline_scores_like_a_bow_vectors_file",
+    },
+    "test_classifiers_option.py": {
+        "test_both_classifiers_equal_runs_with_each_alone",
+    },
+    "test_classify.py": {
+        "test_lbfgs_against_sklearn_on_the_same_folds",
+        "test_lbfgs_parity_with_converged_sklearn",
+        "test_senteval_solver_parity_with_pytorch_path",
+    },
+    "test_data_fetch.py": {
+        "test_fetch_over_http_builds_sentevals_layout_file_for_file",
+    },
+    "test_data_tokenizers.py": {
+        "test_en_profile_is_sentevals_sts12_to_16_tokenization",
+        "test_raw_sts_benchmark_tokenizes_to_sentevals_files",
+        "test_sts_benchmark_steps_reproduce_sentevals_files_byte_for_byte",
+    },
+    "test_exporters.py": {
+        "test_minilm_reimplementation_agrees_with_pytorch",
+        "test_minilm_torch_exporter",
+        "test_union_export_scores_the_same_as_per_task",
+    },
+    "test_fuzz.py": {
+        "test_fuzz_vectors_files",
+    },
+    "test_geometry.py": {
+        "test_stsb_geometry_in_the_results",
+    },
+    "test_normalize.py": {
+        "test_test_items_never_reach_the_statistics",
+        "test_tune_keeps_the_best_dev_figure_and_equals_a_run_with_that_method",
+    },
+    "test_predictions.py": {
+        "test_coco_ranks_reproduce_recalls",
+        "test_compare_two_encoders",
+        "test_compare_two_identical_runs_finds_no_difference",
+        "test_predictions_reproduce_every_reported_figure",
+        "test_resume_reuses_saved_predictions",
+    },
+    "test_probing.py": {
+        "test_lbfgs_probing_logreg",
+        "test_learnable_labels_near_100_with_both_classifiers",
+    },
+    "test_quickstart.py": {
+        "test_bow_quickstart_end_to_end_and_reuse",
+        "test_installed_wheel_ships_the_exporters",
+        "test_minilm_quickstart",
+        "test_quickstart_fetches_absent_data_into_the_user_folder",
+        "test_quickstart_reembeds_when_the_export_changes",
+    },
+    "test_relatedness.py": {
+        "test_devbow_matches_senteval",
+        "test_evaluator_equals_senteval_written_out",
+        "test_vectors_that_encode_the_score_give_pearson_near_one",
+    },
+    "test_reliability.py": {
+        "test_absent_task_is_skipped_by_default_and_refused_with_strict",
+        "test_bad_input_found_by_an_evaluator_mid_run",
+        "test_disk_full_later_keeps_the_finished_tasks",
+        "test_disk_full_on_the_final_write",
+        "test_disk_full_on_the_first_write",
+        "test_union_nan_outside_the_requested_rows_is_allowed",
+        "test_union_tasks_differ_from_the_request",
+    },
+    "test_report.py": {
+        "test_plots",
+    },
+    "test_reproducibility.py": {
+        "test_cpu_runs_are_byte_identical_apart_from_timing",
+        "test_lbfgs_runs_are_byte_identical_apart_from_timing",
+    },
+    "test_resume.py": {
+        "test_interrupted_run_resumes_to_identical_results",
+        "test_library_interrupt_names_the_saved_tasks",
+        "test_resume_keeps_only_the_requested_tasks_and_says_so",
+        "test_resume_recomputes_exactly_what_changed",
+    },
+    "test_retrieval.py": {
+        "test_learnable_captions_are_retrieved",
+        "test_unrelated_captions_score_at_chance",
+    },
+    "test_stats.py": {
+        "test_false_positive_rate_of_two_equally_accurate_classifiers",
+        "test_false_positive_rate_of_two_equally_good_sts_encoders",
+    },
+    "test_sts.py": {
+        "test_cosine_sts_parity_with_senteval",
+        "test_sts_benchmark_and_sick_cosine_on_test",
+    },
+    "test_vectors.py": {
+        "test_round_trip_layouts",
+        "test_union_mode_scores_equal_per_task",
+    },
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark the slow tests; a name in SLOW that its test file does not define stops the run."""
+    checked = set()
+    for item in items:
+        module = getattr(item, "module", None)
+        listed = SLOW.get(item.path.name, set())
+        if module is not None and item.path.name not in checked:
+            checked.add(item.path.name)
+            unknown = sorted(name for name in listed if not hasattr(module, name))
+            if unknown:
+                raise pytest.UsageError(f"tests/conftest.py SLOW names tests that {item.path.name} does not "
+                                        f"define: {', '.join(unknown)}")
+        fixtures = SLOW_FIXTURES["*"] | SLOW_FIXTURES.get(item.path.name, set())
+        if getattr(item, "originalname", None) in listed or fixtures & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_report_header(config):
     if MISSING:
         return f"SentEval task data: none; the tests that need it are skipped ({NO_DATA})"

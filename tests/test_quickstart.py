@@ -16,8 +16,8 @@ from embeval.run import quickstart as qs
 FAST_TASKS = "STS15,STS16"
 
 
-def test_default_tasks_are_sts12_to_16_and_sts_benchmark():
-    assert qs.QUICKSTART_TASKS == ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark")
+def test_default_tasks_are_sts12_to_16():
+    assert qs.QUICKSTART_TASKS == ("STS12", "STS13", "STS14", "STS15", "STS16")
 
 
 def test_encoder_choice(monkeypatch):
@@ -169,14 +169,15 @@ def test_quickstart_fetches_absent_data_into_the_user_folder(cli, mirror, data_d
     assert "fetching" not in again.stderr and "reusing" in again.stderr
 
 
-def test_quickstart_fetch_honours_the_mirror_variable_over_http(cli, mirror, user_data, tmp_path, monkeypatch):
+def test_quickstart_fetch_honours_the_mirror_variable(cli, mirror, user_data, tmp_path, monkeypatch):
+    """EMBEVAL_MIRROR is where quickstart asks for the upstream files (an HTTP mirror without STS16's)."""
     server = MirrorServer(mirror)
     monkeypatch.setenv("EMBEVAL_MIRROR", server.url)
     with server.running():
-        result = cli("quickstart", "--encoder", "bow", "--tasks", "STSBenchmark", "--workdir", tmp_path / "qs")
-    assert result.exit_code == 0, result.output
-    assert [name for name, _ in server.requests] == ["Stsbenchmark.tar.gz"]
-    assert not (user_data / ".downloads").exists()
+        result = cli("quickstart", "--encoder", "bow", "--tasks", "STS16", "--workdir", tmp_path / "qs")
+    assert result.exit_code == 2
+    assert [name for name, _ in server.requests] == ["STS2016-en-test.zip"]
+    assert f"{server.url}/STS2016-en-test.zip" in result.stderr and not (tmp_path / "qs").exists()
 
 
 def test_quickstart_fetch_failure_is_one_line_and_leaves_no_workdir(cli, user_data, tmp_path):

