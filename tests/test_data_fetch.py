@@ -1,5 +1,5 @@
 """`embeval data fetch` end to end against a loopback HTTP server (and file:// mirrors) serving
-archives built from the shared SentEval data; resumption, corruption and every bad-input path."""
+archives built from SentEval's task data; resumption, corruption and every bad-input path."""
 import errno
 import hashlib
 import os
@@ -27,7 +27,7 @@ REBUILT = "CR,MR,MPQA,SUBJ,SST2,SST5,TREC,STSBenchmark,SNLI,ImageCaptionRetrieva
 
 
 @pytest.fixture(scope="module")
-def mirror(data_dir, tmp_path_factory):
+def mirror(data_dir, raw_sts_benchmark, tmp_path_factory):
     return build_mirror(data_dir, tmp_path_factory.mktemp("mirror"))
 
 

@@ -27,18 +27,18 @@ def _differing_lines(ours, theirs):
     return [i + 1 for i, (x, y) in enumerate(zip(a, b)) if x != y]
 
 
-def test_raw_sts_benchmark_tokenizes_to_sentevals_files(data_dir):
+def test_raw_sts_benchmark_tokenizes_to_sentevals_files(data_dir, raw_sts_benchmark):
     """The Moses rules alone: every line but one equals SentEval's; that one is the erratum."""
     differing = []
     for split in ("train", "dev", "test"):
-        raw = (data_dir / "raw" / "STSBenchmark" / f"sts-{split}.csv").read_bytes()
+        raw = (raw_sts_benchmark / f"sts-{split}.csv").read_bytes()
         ours = tokenize_columns(raw, STSB_COLUMNS, "senteval-stsb", lower=True)
         theirs = (data_dir / "downstream/STS/STSBenchmark" / f"sts-{split}.csv").read_bytes()
         differing += [(split, n) for n in _differing_lines(ours, theirs)]
     assert differing == [KNOWN_STSB_DIFFERENCE]
 
 
-def test_sts_benchmark_steps_reproduce_sentevals_files_byte_for_byte(data_dir, tmp_path):
+def test_sts_benchmark_steps_reproduce_sentevals_files_byte_for_byte(data_dir, raw_sts_benchmark, tmp_path):
     from embeval.datasets.archives import Archive
     from tests.data_helpers import build_mirror
 
@@ -53,7 +53,7 @@ def test_sts_benchmark_steps_reproduce_sentevals_files_byte_for_byte(data_dir, t
             (data_dir / dataset.folder / name).read_bytes()
 
 
-def test_en_profile_is_sentevals_sts12_to_16_tokenization(data_dir):
+def test_en_profile_is_sentevals_sts12_to_16_tokenization(data_dir, raw_sts_benchmark):
     """STS12-16 were tokenized with today's tokenizer.perl: every STS Benchmark sentence that
     SentEval's STS12-16 files hold comes out of the "en" profile as SentEval wrote it, and the
     STS Benchmark's profile finds far fewer."""
@@ -64,7 +64,7 @@ def test_en_profile_is_sentevals_sts12_to_16_tokenization(data_dir):
     found = {"en": 0, "senteval-stsb": 0}
     tokenizers = {p: MosesTokenizer(p) for p in found}
     for split in ("train", "dev", "test"):
-        for line in open(data_dir / "raw/STSBenchmark" / f"sts-{split}.csv", encoding="utf-8"):
+        for line in open(raw_sts_benchmark / f"sts-{split}.csv", encoding="utf-8"):
             cols = line.rstrip("\n").split("\t")
             if cols[2] in ("2012train", "2012test", "2013", "2014", "2015", "2016"):
                 for sentence in cols[5:7]:

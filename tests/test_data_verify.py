@@ -16,7 +16,7 @@ from embeval.datasets.verify import sha256_of
 from embeval.tasks.registry import TASKS
 
 
-def test_verify_passes_on_the_shared_data_for_every_task_it_holds(cli, data_dir):
+def test_verify_passes_on_the_test_data_for_every_task_it_holds(cli, data_dir):
     result = cli("data", "verify", data_dir)
     assert result.exit_code == 0, result.output
     states = dict(line.split(None, 1) for line in result.stdout.splitlines()[:-1])
@@ -30,10 +30,10 @@ def test_verify_passes_on_the_shared_data_for_every_task_it_holds(cli, data_dir)
     assert named.exit_code == 0, named.output
 
 
-def test_every_shared_file_is_recorded_and_matches(data_dir):
+def test_every_test_data_file_is_recorded_and_matches(data_dir):
     table = load_checksums()
-    shared = {str(p.relative_to(data_dir)) for p in (data_dir / "downstream").rglob("*") if p.is_file()}
-    assert shared == set(table)
+    present = {str(p.relative_to(data_dir)) for p in (data_dir / "downstream").rglob("*") if p.is_file()}
+    assert present == set(table)
     for rel in ("downstream/MR/rt-polarity.pos", "downstream/STS/STS16-en-test/LICENSE.txt"):
         assert sha256_of(data_dir / rel) == table[rel]
 

@@ -72,7 +72,7 @@ def run_score(cli, folder, vectors, data, tasks, previous):
 
 
 def write_synthetic(root):
-    """Tasks without data in the shared folder: SNLI, a probing task, COCO."""
+    """Tasks the test data leaves out: SNLI (its train split), a probing task, COCO."""
     snli = root / "downstream" / "SNLI"
     snli.mkdir(parents=True, exist_ok=True)
     labels = ["entailment", "neutral", "contradiction"]

@@ -1,4 +1,5 @@
 """`embeval quickstart`: export -> embed in a separate process -> score, in one command."""
+import io
 import json
 import shutil
 import subprocess
@@ -6,6 +7,7 @@ import sys
 import zipfile
 
 import pytest
+from data_helpers import MirrorServer, build_mirror
 from exporter_helpers import REPO, need_modules
 
 from embeval.errors import EmbevalError
@@ -14,12 +16,8 @@ from embeval.run import quickstart as qs
 FAST_TASKS = "STS15,STS16"
 
 
-def test_default_tasks_are_sts_stsb_and_two_classification_tasks():
-    from embeval.tasks.registry import TASKS
-
-    kinds = [TASKS[n].kind for n in qs.QUICKSTART_TASKS]
-    assert {"STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark"} <= set(qs.QUICKSTART_TASKS)
-    assert kinds.count("classification") == 2 and len(kinds) == 8
+def test_default_tasks_are_sts12_to_16():
+    assert qs.QUICKSTART_TASKS == ("STS12", "STS13", "STS14", "STS15", "STS16")
 
 
 def test_encoder_choice(monkeypatch):
@@ -127,3 +125,81 @@ def test_auto_falls_back_to_bow_and_says_so(tmp_path, data_dir, cli, monkeypatch
     assert result.exit_code == 0, result.output
     assert "not installed" in result.stderr and "bow_numpy.py" in result.stderr
     assert (tmp_path / "qs" / "results-bow.json").is_file()
+
+
+def absent(root, name):
+    """True when the task's data files are not all in root."""
+    from embeval.tasks.registry import TASKS
+
+    return bool(TASKS[name].missing_files(root))
+
+
+@pytest.fixture(scope="module")
+def mirror(data_dir, raw_sts_benchmark, tmp_path_factory):
+    """A local mirror holding the upstream files of STSBenchmark (and other data sets)."""
+    return build_mirror(data_dir, tmp_path_factory.mktemp("mirror"))
+
+
+@pytest.fixture
+def user_data(tmp_path, monkeypatch):
+    """The per-user data folder, empty, inside tmp_path (no EMBEVAL_DATA, no EMBEVAL_MIRROR)."""
+    from embeval.tasks.loaders import default_data_dir
+
+    monkeypatch.delenv("EMBEVAL_DATA", raising=False)
+    monkeypatch.delenv("EMBEVAL_MIRROR", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("LOCALAPPDATA", str(tmp_path / "xdg"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    folder = default_data_dir()
+    assert str(folder).startswith(str(tmp_path))
+    return folder
+
+
+def test_quickstart_fetches_absent_data_into_the_user_folder(cli, mirror, data_dir, user_data, tmp_path):
+    result = cli("quickstart", "--encoder", "bow", "--tasks", "STSBenchmark", "--mirror", mirror,
+                 "--workdir", tmp_path / "qs")
+    assert result.exit_code == 0, result.output
+    assert f"fetching the data of STSBenchmark into {user_data}" in result.stderr
+    for split in ("train", "dev", "test"):
+        rel = f"downstream/STS/STSBenchmark/sts-{split}.csv"
+        assert (user_data / rel).read_bytes() == (data_dir / rel).read_bytes()
+    assert set(json.loads((tmp_path / "qs" / "results-bow.json").read_text())["tasks"]) == {"STSBenchmark"}
+    again = cli("quickstart", "--encoder", "bow", "--tasks", "STSBenchmark", "--workdir", tmp_path / "qs")
+    assert again.exit_code == 0, again.output
+    assert "fetching" not in again.stderr and "reusing" in again.stderr
+
+
+def test_quickstart_fetch_honours_the_mirror_variable(cli, mirror, user_data, tmp_path, monkeypatch):
+    """EMBEVAL_MIRROR is where quickstart asks for the upstream files (an HTTP mirror without STS16's)."""
+    server = MirrorServer(mirror)
+    monkeypatch.setenv("EMBEVAL_MIRROR", server.url)
+    with server.running():
+        result = cli("quickstart", "--encoder", "bow", "--tasks", "STS16", "--workdir", tmp_path / "qs")
+    assert result.exit_code == 2
+    assert [name for name, _ in server.requests] == ["STS2016-en-test.zip"]
+    assert f"{server.url}/STS2016-en-test.zip" in result.stderr and not (tmp_path / "qs").exists()
+
+
+def test_quickstart_fetch_failure_is_one_line_and_leaves_no_workdir(cli, user_data, tmp_path):
+    empty = tmp_path / "empty-mirror"
+    empty.mkdir()
+    result = cli("quickstart", "--encoder", "bow", "--tasks", "STS16", "--mirror", empty, "--workdir", tmp_path / "qs")
+    assert result.exit_code == 2
+    lines = [line for line in result.stderr.splitlines() if line.startswith("embeval: error:")]
+    assert len(lines) == 1 and "STS2016-en-test.zip" in lines[0] and "STS16" in lines[0], result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "qs").exists()
+    assert absent(user_data, "STS16")
+
+
+def test_fetch_shows_a_progress_bar_on_a_terminal(mirror, user_data, monkeypatch):
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    notes = []
+    qs.fetch_data(user_data, ["STSBenchmark"], str(mirror), notes.append)
+    assert "\rStsbenchmark.tar.gz:" in terminal.getvalue() and "B/s]" in terminal.getvalue()
+    assert notes[0] == f"fetching the data of STSBenchmark into {user_data} from {mirror}"
+    assert not absent(user_data, "STSBenchmark")

@@ -1,9 +1,11 @@
 """Cosine STS: parity with SentEval, every figure against scipy on hand-made vectors, zero vectors."""
 import json
+import math
 
 import h5py
 import numpy as np
 import pytest
+import torch
 from scipy.stats import pearsonr, spearmanr
 
 from embeval.formats import sentences as export
@@ -13,26 +15,75 @@ from embeval.tasks.registry import TASKS
 STS = ["STS12", "STS13", "STS14", "STS15", "STS16"]
 
 
-def test_cosine_sts_parity_with_senteval(devbow_vectors, data_dir, reference_dir, tmp_path):
+# Subsets whose Spearman depends on how float32 rounding orders near-tied pairs (docs/sts-cosine.md):
+# STS12 SMTeuroparl and surprise.SMTnews hold many pairs of identical sentences (cosine exactly 1 here,
+# 1 give or take a few float32 ulps in SentEval, in an order set by its BLAS build); answers-students
+# holds pairs of the same words in another order, whose devbow cosines differ by about 1e-9.
+TIE_SENSITIVE = {("STS12", "SMTeuroparl"), ("STS12", "surprise.SMTnews"), ("STS15", "answers-students")}
+FLOAT32_RESOLUTION = 1e-6  # cosines closer than this can swap places under SentEval's float32 arithmetic
+
+
+def spearman_range(system, gold):
+    """The lowest and highest Spearman over every order of the pairs whose cosines lie within
+    FLOAT32_RESOLUTION of each other (each run of such pairs sorted by gold, one way and the other)."""
+    order = np.argsort(system, kind="stable")
+    runs = np.empty(len(system), dtype=np.int64)
+    runs[order] = np.concatenate([[0], np.cumsum(np.diff(system[order]) >= FLOAT32_RESOLUTION)])
+    figures = []
+    for direction in (1, -1):
+        ranks = np.empty(len(system))
+        ranks[np.lexsort((direction * gold, runs))] = np.arange(len(system))
+        figures.append(spearmanr(ranks, gold)[0])
+    return min(figures), max(figures)
+
+
+def senteval_cosines(u, v):
+    """SentEval's arithmetic: float32 dot products through this machine's BLAS, one pair at a time."""
+    return np.array([np.dot(a, b) / (np.sqrt(np.dot(a, a)) * np.sqrt(np.dot(b, b))) for a, b in zip(u, v)])
+
+
+def test_cosine_sts_parity_with_senteval(devbow_vectors, data_dir, reference_dir, devbow, tmp_path):
+    """Equal to SentEval to 1e-6 on every subset but the tie-sensitive ones. On those, SentEval's
+    figure is the Spearman of one arbitrary order of the near-tied pairs (its recorded figure and the
+    same arithmetic on this machine differ by 4e-4 on SMTeuroparl), while embeval ranks exact ties
+    by their average rank: the test asserts that both SentEval figures lie within the range every
+    such order can give, and bounds embeval's distance to the recorded figure by that range."""
+    from embeval.evaluate.sts import cosine
+
     _, vectors = devbow_vectors
     record = score(vectors, data_dir, tasks=STS, out=tmp_path / "r.json", progress=False, log=lambda m: None)
     reference = json.loads((reference_dir / "senteval_devbow_sklearn.json").read_text())["tasks"]
-    checked = 0
+    checked, sensitive = 0, set()
     for task in STS:
         ours, theirs = record["tasks"][task]["results"], reference[task]["results"]
         assert set(ours) == set(theirs)
-        for subset, ref in theirs.items():
-            if subset == "all":
-                for coef in ("pearson", "spearman"):
-                    for agg in ("mean", "wmean"):
-                        assert ours["all"][coef][agg] == pytest.approx(ref[coef][agg], abs=1e-6)
-                        checked += 1
-            else:
-                assert ours[subset]["nsamples"] == ref["nsamples"]
-                assert ours[subset]["pearson"] == pytest.approx(ref["pearson"][0], abs=1e-6)
-                assert ours[subset]["spearman"] == pytest.approx(ref["spearman"][0], abs=1e-6)
-                checked += 2
+        allowed = {}
+        for subset, split in TASKS[task].load(data_dir).splits.items():
+            u, v = devbow.encode(split.a), devbow.encode(split.b)
+            system = cosine(np.concatenate([u, v]), np.arange(len(u)), np.arange(len(u), 2 * len(u)))
+            gold = np.asarray(split.y, dtype=np.float64)
+            mine, ref = ours[subset], theirs[subset]
+            assert mine["nsamples"] == ref["nsamples"] == len(gold)
+            assert mine["spearman"] == pytest.approx(spearmanr(system, gold)[0], abs=1e-12)
+            assert mine["pearson"] == pytest.approx(ref["pearson"][0], abs=1e-6)
+            allowed[subset] = 1e-6
+            if (task, subset) in TIE_SENSITIVE:
+                low, high = spearman_range(system, gold)
+                here = spearmanr(senteval_cosines(u, v), gold)[0]
+                assert low - 1e-6 <= ref["spearman"][0] <= high + 1e-6 and low - 1e-6 <= here <= high + 1e-6
+                allowed[subset] = max(1e-6, mine["spearman"] - low, high - mine["spearman"])
+                if high - low > 1e-6:
+                    sensitive.add((task, subset))
+            assert mine["spearman"] == pytest.approx(ref["spearman"][0], abs=allowed[subset]), (task, subset)
+            checked += 2
+        weights = np.array([theirs[s]["nsamples"] for s in allowed], dtype=np.float64)
+        bounds = np.array(list(allowed.values()))
+        for agg, bound in (("mean", bounds.mean()), ("wmean", np.average(bounds, weights=weights))):
+            assert ours["all"]["pearson"][agg] == pytest.approx(theirs["all"]["pearson"][agg], abs=1e-6)
+            assert ours["all"]["spearman"][agg] == pytest.approx(theirs["all"]["spearman"][agg], abs=bound)
+            checked += 2
     assert checked == 2 * 24 + 5 * 4
+    assert sensitive == TIE_SENSITIVE
     saved = json.loads((tmp_path / "r.json").read_text())
     assert saved["tasks"]["STS12"]["results"]["all"]["spearman"]["pooled"] == \
         pytest.approx(record["tasks"]["STS12"]["results"]["all"]["spearman"]["pooled"])
@@ -94,8 +145,6 @@ def test_every_sts_figure_against_scipy(tmp_path):
 
 def test_exact_correlations_on_constructed_vectors():
     """Cosines equal to a linear function of gold give Pearson 1; a monotone one, Spearman 1."""
-    import torch
-
     from embeval.evaluate.sts import correlations, cosine
 
     angles = np.linspace(0.1, 1.4, 9)
@@ -112,8 +161,6 @@ def test_exact_correlations_on_constructed_vectors():
 
 
 def test_zero_vectors_give_cosine_zero_and_constant_scores_nan():
-    import torch
-
     from embeval.evaluate.sts import correlations, cosine
 
     table = torch.zeros((4, 5))
@@ -136,3 +183,32 @@ def test_sts_benchmark_and_sick_cosine_on_test(devbow_vectors, data_dir, devbow)
         assert cosine["nsamples"] == len(test)
         assert cosine["pearson"] == pytest.approx(pearsonr(system, test.y)[0], abs=1e-6)
         assert cosine["spearman"] == pytest.approx(spearmanr(system, test.y)[0], abs=1e-4)
+
+
+def exact_cosine(u, v):
+    """The cosine from correctly rounded sums (math.fsum) of the exact float64 products."""
+    dot = math.fsum(float(a) * float(b) for a, b in zip(u, v))
+    norms = math.fsum(float(a) * float(a) for a in u) * math.fsum(float(b) * float(b) for b in v)
+    return dot / math.sqrt(norms) if norms > 0 else 0.0
+
+
+@pytest.mark.parametrize("dim", [1, 3, 128, 1000])
+def test_cosine_is_exact_to_float64_rounding_and_identical_vectors_give_one(dim, monkeypatch):
+    """No BLAS call: float64 sums of exact products, within a few float64 ulps of the correctly
+    rounded cosine whatever the scale; identical vectors exactly 1; the same bits in any chunking."""
+    from embeval.evaluate import sts
+
+    rng = np.random.default_rng(dim)
+    scales = 10.0 ** rng.integers(-30, 30, size=(64, 1))
+    table = (rng.standard_normal((64, dim)) * scales).astype(np.float32)
+    table[5] = table[4]
+    ia, ib = rng.integers(0, 64, 300), rng.integers(0, 64, 300)
+    ia[:64], ib[:64] = np.arange(64), np.arange(64)
+    ia[64], ib[64] = 4, 5
+    system = sts.cosine(table, ia, ib)
+    assert (system[:65] == 1.0).all()
+    expected = np.array([exact_cosine(table[i], table[j]) for i, j in zip(ia, ib)])
+    np.testing.assert_allclose(system, expected, rtol=0, atol=4e-16 * max(1, np.sqrt(dim)))
+    monkeypatch.setattr(sts, "_CHUNK_VALUES", dim * 7)
+    assert sts.cosine(table, ia, ib).tobytes() == system.tobytes()
+    assert sts.cosine(torch.from_numpy(table), ia, ib).tobytes() == system.tobytes()

@@ -32,10 +32,15 @@ def scores_of(record):
 
 
 @pytest.fixture(scope="module")
-def float32_scores(exported, data_dir, devbow):
+def f32_vectors(exported, devbow):
     path = exported / "f32.h5"
     write(path, exported / "per-task", devbow.encode, progress=False)
-    return scores_of(score(path, data_dir, tasks=TASK_SET, progress=False, log=quiet))
+    return path
+
+
+@pytest.fixture(scope="module")
+def float32_scores(f32_vectors, data_dir):
+    return scores_of(score(f32_vectors, data_dir, tasks=TASK_SET, progress=False, log=quiet))
 
 
 @pytest.mark.parametrize("dtype,compression", [("float32", "gzip"), ("float16", None), ("float16", "gzip"),
@@ -81,7 +86,7 @@ def test_union_mode_scores_equal_per_task(exported, data_dir, devbow, float32_sc
     assert record["tasks"]["STS13"]["vectors"]["source"] == "/ALL"
 
 
-def test_contiguous_dataset_is_memory_mapped(exported, devbow):
+def test_contiguous_dataset_is_memory_mapped(exported, f32_vectors):
     path = exported / "f32.h5"
     with VectorsFile(path) as vf:
         ds = vf.dataset("STS13", "STS13")
@@ -105,7 +110,7 @@ def test_chunked_gather_reads_the_right_rows(tmp_path):
         assert np.array_equal(vf.read_rows(ds, "x"), values)
 
 
-def test_check_against_manifest(exported, devbow):
+def test_check_against_manifest(exported, f32_vectors):
     report = check_against_manifest(exported / "f32.h5", exported / "per-task")
     assert report == [(t, None) for t in TASK_SET]
     with h5py.File(exported / "f32.h5") as src, h5py.File(exported / "partial.h5", "w") as dst:

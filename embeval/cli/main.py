@@ -33,7 +33,7 @@ def cli():
        (one dataset per task, row i = line i; see README "The vectors file")
     3. embeval score vectors.h5 --data DATA
 
-    New here? `embeval quickstart --data DATA` runs all three with a ready-made encoder.
+    New here? `embeval quickstart` runs all three with a ready-made encoder (fetching the data it needs).
 
     Bad input is reported as one line on stderr with exit code 2.
     """
@@ -217,10 +217,13 @@ def score(file, data, tasks, out, device, preset, kfold, classifier, solver, pro
                    "if an earlier quickstart made it.")
 @click.option("--encoder", type=click.Choice(("auto",) + ENCODER_NAMES), default="auto", show_default=True,
               help="minilm: all-MiniLM-L6-v2 through exporters/sentence_transformers_export.py (needs "
-                   "`pip install 'embeval[exporters]'`); bow: exporters/bow_numpy.py; auto: minilm when "
+                   "`pip install 'embeval[quickstart]'`); bow: exporters/bow_numpy.py; auto: minilm when "
                    "installed, else bow.")
 @click.option("--tasks", metavar="A,B,...", default=None,
-              help="Tasks to run. Default: STS12-16, STSBenchmark, MR and CR.")
+              help="Tasks to run. Default: STS12-16 (a few minutes on two CPU cores).")
+@click.option("--mirror", metavar="URL", envvar="EMBEVAL_MIRROR", default=None,
+              help="Where to fetch absent data from (as `embeval data fetch --mirror`). Default: "
+                   "$EMBEVAL_MIRROR, else the upstream hosts.")
 @click.option("--device", type=click.Choice(DEVICES), default="auto", show_default=True,
               help="Where to embed (minilm) and score.")
 @click.option("--config", "preset", type=click.Choice(list(PRESETS)), default="literature",
@@ -228,11 +231,13 @@ def score(file, data, tasks, out, device, preset, kfold, classifier, solver, pro
                                       "not comparable to papers).")
 @comparison_options
 @fails_cleanly
-def quickstart(data, workdir, encoder, tasks, device, preset, classifiers, normalize, bootstrap, baseline_bow_dim,
-               save_predictions):
+def quickstart(data, workdir, encoder, tasks, mirror, device, preset, classifiers, normalize, bootstrap,
+               baseline_bow_dim, save_predictions):
     """Export, embed with a ready-made encoder in a separate process, score: the whole workflow.
 
     \b
+    0. without --data, fetches the data of absent tasks into $EMBEVAL_DATA, else the per-user
+       data folder (as `embeval data fetch`)
     1. writes WORKDIR/sentences/ (a union export of the tasks)
     2. runs an exporter from exporters/ as its own process -> WORKDIR/vectors-ENCODER.h5
     3. scores the vectors -> WORKDIR/results-ENCODER.json, and prints the table
@@ -249,7 +254,8 @@ def quickstart(data, workdir, encoder, tasks, device, preset, classifiers, norma
                                             say=lambda message: click.echo(message, err=True),
                                             config=build(preset, classifiers=classifiers, normalize=normalize,
                                                          bootstrap=bootstrap, baseline_bow_dim=baseline_bow_dim),
-                                            save_predictions=save_predictions)
+                                            save_predictions=save_predictions, fetch_missing=data is None,
+                                            mirror=mirror)
     click.echo(f"encoder: {qs.ENCODERS[used][1]}; vectors: {vectors}")
     click.echo(table(record, list(record["tasks"])))
     click.echo(f"results: {results}")

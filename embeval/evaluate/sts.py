@@ -6,19 +6,29 @@ from scipy.stats import pearsonr, spearmanr
 from embeval.evaluate import normalize
 from embeval.formats import predictions
 
+_CHUNK_VALUES = 1 << 22  # float64 values per side held at once (32 MiB)
+
 
 def cosine(table, ia, ib):
-    """cos(u, v) per pair, computed as SentEval does: float32 dot / (norm * norm), NaN -> 0.
+    """cos(u, v) per pair (float64), the same on every machine; a zero vector gives 0.
 
-    Pairs of identical sentences have a true cosine of 1 that float32 rounding spreads over a few
-    ulps; computing exactly as SentEval does breaks those ties the same way, so Spearman agrees.
+    The float32 vectors are widened to float64, where each product is exact, and every dot product
+    and squared norm is a sum in numpy's fixed order, not a BLAS call whose rounding depends on the
+    build. A pair of identical vectors gives exactly 1: dot(u, u) / sqrt(|u|^2 |u|^2) has equal
+    numerator and root, so ties between identical sentences stay ties (SentEval's float32 cosines
+    order them by rounding noise instead; docs/sts-cosine.md).
     """
-    x = table.detach().cpu().numpy() if isinstance(table, torch.Tensor) else np.asarray(table, np.float32)
+    x = table.detach().cpu().numpy() if isinstance(table, torch.Tensor) else np.asarray(table)
+    ia, ib = np.asarray(ia, dtype=np.int64), np.asarray(ib, dtype=np.int64)
     out = np.empty(len(ia), dtype=np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        for k, (i, j) in enumerate(zip(ia, ib)):
-            u, v = x[i], x[j]
-            out[k] = np.nan_to_num(np.dot(u, v) / (np.linalg.norm(u) * np.linalg.norm(v)))
+    step = max(1, _CHUNK_VALUES // max(1, x.shape[1]))
+    for start in range(0, len(ia), step):
+        u = x[ia[start:start + step]].astype(np.float64)
+        v = x[ib[start:start + step]].astype(np.float64)
+        dot, uu, vv = (u * v).sum(axis=1), (u * u).sum(axis=1), (v * v).sum(axis=1)
+        root = np.sqrt(uu * vv)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[start:start + step] = np.where(root > 0, dot / root, 0.0)
     return out
 
 

