@@ -122,7 +122,10 @@ _DOWNSTREAM = [
     Task("ImageCaptionRetrieval", "retrieval",
          tuple(f"{D}COCO/{s}.pkl" for s in ("train", "valid", "test")), "latin-1",
          loaders.load_coco, "retrieval", RETRIEVAL_METRICS),
-] + [_sts(name) for name in STS_SUBSETS]
+] + [_sts(name) for name in STS_SUBSETS] + [
+    Task("STSBenchmarkRaw", "sts", ("raw/STSBenchmark/sts-test.csv",), "utf-8", loaders.load_stsb_raw,
+         "cosine_sts", STS_METRICS, "pair", features="pair"),  # MTEB's STS-B: raw cased test sentences
+]
 
 TASKS = {task.name: task for task in _DOWNSTREAM + [_probing(n, f) for n, f in PROBING_FILES.items()]}
 TASK_NAMES = tuple(TASKS)
