@@ -95,8 +95,8 @@ def build(preset="literature", kfold=None, classifier=None, solver="senteval", s
     classifiers: None (the configured classifier) or names from CLASSIFIERS, run one after the
     other on the classification tasks; the probing tasks follow it (logreg,mlp -> both) unless
     probing_classifier is given (without either: the configured classifier, as SentEval).
-    normalize: embeval.evaluate.normalize's methods or tune. bootstrap: resamples of the confidence intervals (0: none). baseline_bow_dim: also score a hashing bag of
-    words of that dimension."""
+    normalize: embeval.evaluate.normalize's methods or tune. bootstrap: resamples of the confidence
+    intervals (0: none). baseline_bow_dim: also score a hashing bag of words of that dimension."""
     if preset not in PRESETS:
         raise EmbevalError(f"unknown configuration {preset!r}; use {' or '.join(PRESETS)}", file="--config")
     if solver not in SOLVERS:
