@@ -79,6 +79,19 @@ def descending_positions(scores):
     return positions
 
 
+def _positions(scores, targets):
+    """Position of candidate targets[i, j] in row i's descending argsort, (n, t). Without an exact tie
+    it is the count of higher scores, whatever the sort; rows where a target ties go through numpy."""
+    own = scores.gather(1, targets)
+    out = (scores[:, None, :] > own[:, :, None]).sum(-1)
+    tied = ((scores[:, None, :] == own[:, :, None]).sum(-1) > 1).any(1).nonzero().flatten()
+    if len(tied):
+        positions = descending_positions(scores[tied].cpu().numpy())
+        rows = torch.from_numpy(np.take_along_axis(positions, targets[tied].cpu().numpy(), axis=1))
+        out[tied] = rows.to(out.device)
+    return out
+
+
 def fold_ranks(image_emb, caption_emb, image_index=None, caption_index=None):
     """0-based ranks within one fold of m images and their 5m captions (caption 5i+k shows image i),
     as SentEval's i2t and t2i count them: the position in the descending argsort of the scores.
@@ -93,12 +106,11 @@ def fold_ranks(image_emb, caption_emb, image_index=None, caption_index=None):
         scores = scores.index_select(0, image_index)
     if caption_index is not None:
         scores = scores.index_select(1, caption_index)
-    scores = scores.cpu().numpy()
     m = len(scores)
-    n = CAPTIONS_PER_IMAGE * m
-    i2t = descending_positions(scores).reshape(m, m, CAPTIONS_PER_IMAGE)[np.arange(m), np.arange(m)].min(axis=1)
-    t2i = descending_positions(np.ascontiguousarray(scores.T))[np.arange(n), np.arange(n) // CAPTIONS_PER_IMAGE]
-    return torch.from_numpy(i2t), torch.from_numpy(t2i)
+    captions = torch.arange(CAPTIONS_PER_IMAGE * m, device=scores.device)
+    i2t = _positions(scores, captions.view(m, CAPTIONS_PER_IMAGE)).min(1).values
+    t2i = _positions(scores.t().contiguous(), (captions // CAPTIONS_PER_IMAGE)[:, None])[:, 0]
+    return i2t, t2i
 
 
 def recall_metrics(ranks):
