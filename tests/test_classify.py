@@ -344,7 +344,7 @@ def test_trainer_follows_senteval_step_for_step(optim, nhid, one_thread):
         for g, clf in enumerate(theirs):
             assert ours.best_accuracy[g, r] == best[g] and ours.rounds[g, r] == clf.rounds, (g, reg)
             for a, b in zip(ours.problem(g, r), clf.weights()):
-                assert torch.allclose(a, b, rtol=0, atol=2e-6), (g, reg, (a - b).abs().max())
+                assert torch.allclose(a, b, rtol=0, atol=1e-6), (g, reg, (a - b).abs().max())  # measured 3.4e-7
             assert np.array_equal(ours.predict(DenseFeatures(torch.tensor(x)), np.arange(200), g)[:, r],
                                   clf.model(torch.tensor(x)).argmax(1).numpy())
     assert ours.rounds.min() >= 4 and len(set(ours.rounds.ravel().tolist())) > 1
