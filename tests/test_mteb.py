@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 from exporter_helpers import need_modules, run_exporter
-from scipy.stats import spearmanr
+from scipy.stats import pearsonr, spearmanr
 
 from embeval.evaluate import mteb
 from embeval.formats import sentences as export
@@ -58,7 +58,9 @@ def test_sick_r_mteb_figure_pools_every_split(devbow_vectors, data_dir):
             gold.append(float(fields[3]))
     figure = record["tasks"]["SICKRelatedness"]["results"]["mteb"]
     assert figure["nsamples"] == len(gold) == 9927
-    assert abs(figure["spearman"] - spearmanr(cosines, gold)[0]) < 1e-6
+    assert abs(figure["pearson"] - pearsonr(cosines, gold)[0]) < 1e-6
+    # float32 and float64 cosines order SICK's near-tied pairs differently: measured 1.0e-6
+    assert abs(figure["spearman"] - spearmanr(cosines, gold)[0]) < 3e-6
 
 
 def test_raw_sts_benchmark_keeps_the_distributed_text(data_dir):
