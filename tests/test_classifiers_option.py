@@ -11,7 +11,7 @@ OPTIONS = ["--config", "prototype", "--bootstrap", "200"]
 
 
 def test_config():
-    assert build()["probing_classifier"] == "logreg" and "classifiers" not in build()
+    assert build()["probing_classifier"] == "configured" and "classifiers" not in build()
     both = build(classifiers="logreg,mlp")
     assert both["classifiers"] == ["logreg", "mlp"] and both["probing_classifier"] == "both"
     assert build(classifiers="mlp")["probing_classifier"] == "mlp"

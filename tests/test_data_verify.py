@@ -21,7 +21,7 @@ def test_verify_passes_on_the_test_data_for_every_task_it_holds(cli, data_dir):
     assert result.exit_code == 0, result.output
     states = dict(line.split(None, 1) for line in result.stdout.splitlines()[:-1])
     held = [t for t in TASKS if not TASKS[t].missing_files(data_dir)]
-    assert len(held) == 16  # every downstream task but SNLI (no train split) and COCO
+    assert len(held) == 17  # every downstream task but SNLI (no train split) and COCO, and STSBenchmarkRaw
     for task in held:
         assert states[task] == "ok", task
     assert states["SNLI"].startswith("missing: downstream/SNLI/labels.train")
@@ -32,7 +32,8 @@ def test_verify_passes_on_the_test_data_for_every_task_it_holds(cli, data_dir):
 
 def test_every_test_data_file_is_recorded_and_matches(data_dir):
     table = load_checksums()
-    present = {str(p.relative_to(data_dir)) for p in (data_dir / "downstream").rglob("*") if p.is_file()}
+    present = {str(p.relative_to(data_dir)) for folder in ("downstream", "raw")
+               for p in (data_dir / folder).rglob("*") if p.is_file()}
     assert present == set(table)
     for rel in ("downstream/MR/rt-polarity.pos", "downstream/STS/STS16-en-test/LICENSE.txt"):
         assert sha256_of(data_dir / rel) == table[rel]

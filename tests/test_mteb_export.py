@@ -59,7 +59,7 @@ def test_every_file_loads_in_mteb_with_the_same_main_scores(client, tmp_path):
     from mteb.models.model_meta import ModelMeta
     from mteb.results import TaskResult
 
-    for spec in export.MTEB_TASKS.values():
+    for _source, spec in export.MTEB_TASKS.values():
         task = client.get_task(spec.name)
         meta = task.metadata
         assert (meta.dataset["path"], meta.revision, meta.main_score) == (spec.dataset, spec.revision,

@@ -94,7 +94,7 @@ def test_lbfgs_probing_logreg(tmp_path, cli):
                  "--out", tmp_path / "r.json")
     assert result.exit_code == 0, result.output
     tense = json.loads((tmp_path / "r.json").read_text())["tasks"]["Tense"]["results"]
-    assert tense["acc"] == 100.0 and tense["classifier"] == "logreg"
+    assert tense["acc"] == 100.0 and tense["classifier"] == "configured" and tense["nhid"] == 0
     bad = cli("score", tmp_path / "v.h5", "--data", data, "--solver", "lbfgs", "--probing-classifier", "mlp")
     assert bad.exit_code == 2 and "needs --solver senteval" in bad.stderr
 
@@ -107,3 +107,41 @@ def test_malformed_probing_line_names_file_and_line(tmp_path, cli):
     assert result.exit_code == 2
     line = result.stderr.strip()
     assert "odd_man_out.txt:2" in line and "OddManOut" in line and len(line.splitlines()) == 1
+
+
+def test_configured_classifier_is_used_for_probing(tmp_path, cli):
+    """As SentEval's probing code: --classifier '{"nhid": 50, ...}' trains an MLP with the configured
+    optimizer on the probing tasks (labels the XOR of two coordinates: an MLP learns them, logistic
+    regression cannot) and logistic regression on WordContent. (Adam's default step stops early on
+    XOR's plateau at this size, so the step is 0.01.)"""
+    data = tmp_path / "data"
+    codes = {}
+    for filename, seed in (("bigram_shift.txt", 5), ("word_content.txt", 6)):
+        codes.update(probing_folder(data, filename, True, seed))
+    rng = np.random.default_rng(2)
+    signs = {s: rng.choice([-1.0, 1.0], 2) for s in codes}
+    label = {s: int(signs[s][0] != signs[s][1]) for s in codes}
+    for filename in ("bigram_shift.txt", "word_content.txt"):
+        path = data / "probing" / filename
+        lines = path.read_text(encoding="utf-8").splitlines()
+        path.write_text("".join(f"{f[0]}\t{['I', 'O'][label[f[3]]]}\t{f[2]}\t{f[3]}\n"
+                                for f in (line.split("\t") for line in lines)), encoding="utf-8")
+    assert cli("export-sentences", "--data", data, "--out", tmp_path / "sent", "--tasks",
+               "BigramShift,WordContent").exit_code == 0
+    write(tmp_path / "v.h5", tmp_path / "sent",
+          lambda s: np.stack([np.concatenate([2 * signs[x], rng.normal(0, 0.2, 2)]) for x in s]), progress=False)
+    runs = {}
+    for name, classifier in (("mlp", '{"nhid": 50, "optim": "adam,lr=0.01"}'),
+                             ("logreg", '{"nhid": 0, "optim": "adam,lr=0.01"}')):
+        out = tmp_path / f"{name}.json"
+        result = cli("score", tmp_path / "v.h5", "--data", data, "--tasks", "BigramShift,WordContent",
+                     "--classifier", classifier, "--bootstrap", "0", "--out", out)
+        assert result.exit_code == 0, result.output
+        runs[name] = json.loads(out.read_text())
+    mlp = runs["mlp"]["tasks"]["BigramShift"]["results"]
+    assert runs["mlp"]["config"]["probing_classifier"] == "configured"
+    assert mlp["classifier"] == "configured" and mlp["nhid"] == 50 and mlp["optim"] == "adam,lr=0.01"
+    assert mlp["acc"] >= 95 and runs["logreg"]["tasks"]["BigramShift"]["results"]["acc"] <= 75
+    for name in ("mlp", "logreg"):
+        word = runs[name]["tasks"]["WordContent"]["results"]
+        assert word["nhid"] == 0 and word["acc"] <= 75

@@ -139,9 +139,10 @@ def vectors_check(file, export_dir, tasks, strict):
                    "batches of problems. lbfgs: the exact optimum of scikit-learn's LogisticRegression "
                    "objective for every C of SentEval's grid (deterministic).")
 @click.option("--probing-classifier", type=click.Choice(PROBING_CLASSIFIERS), default=None,
-              help="Probing tasks: logistic regression (SentEval's default), the MLP grid the probing paper "
-                   "reports (nhid 50/100/200 x dropout 0/0.1/0.2, tuned on dev), or both. WordContent is "
-                   "always logistic regression. Default: as --classifiers, else logreg.")
+              help="Probing tasks: the configured classifier (--classifier, as SentEval's probing code), "
+                   "logistic regression, the MLP grid the probing paper reports (nhid 50/100/200 x dropout "
+                   "0/0.1/0.2, tuned on dev), or logreg and mlp both. WordContent is always logistic "
+                   "regression. Default: as --classifiers, else configured.")
 @comparison_options
 @click.option("--seed", type=int, default=1111, show_default=True,
               help="Seed of every classifier and fold, and of the bootstrap resamples.")

@@ -138,7 +138,9 @@ def class_count(ctx):
     return len(ctx.data.classes or ctx.task.classes)
 
 
-def _classifier(task, config, base=None):
+def task_classifier(task, config, base=None):
+    """The classifier a task trains: `base` (the configured one by default) with the task's own
+    max_epoch and epoch_size, and nhid 0 where the task allows only logistic regression."""
     classifier = dict(config["classifier"] if base is None else base)
     for key in ("max_epoch", "epoch_size"):
         if key in task.params:
@@ -184,7 +186,7 @@ def inner_kfold(ctx, classifier=None, prefix=""):
     per_fold = ctx.normalize.startswith("zscore")
     samples = prepare(ctx, None if per_fold else normalize.table(ctx))
     solver, k, seed = ctx.config["solver"], ctx.config["kfold"], ctx.seed
-    classifier = _classifier(ctx.task, ctx.config, classifier)
+    classifier = task_classifier(ctx.task, ctx.config, classifier)
     regs = regularization_grid(solver, "inner_kfold", ctx.task)
     y = samples.y("all")
     n = len(y)
@@ -224,7 +226,7 @@ def kfold(ctx, classifier=None, prefix=""):
     """TREC, MRPC: reg chosen by k-fold cross-validation on train, retrained, tested on test."""
     samples = prepare(ctx, normalize.table(ctx))
     solver, k, seed = ctx.config["solver"], ctx.config["kfold"], ctx.seed
-    classifier = _classifier(ctx.task, ctx.config, classifier)
+    classifier = task_classifier(ctx.task, ctx.config, classifier)
     regs = regularization_grid(solver, "kfold", ctx.task)
     train_idx, y = samples.idx("train"), samples.y("train")
     folds = kfold_folds(y, k, seed)
@@ -253,7 +255,7 @@ def split(ctx, classifier=None, prefix=""):
     """
     samples = prepare(ctx, normalize.table(ctx))
     solver, seed = ctx.config["solver"], ctx.seed
-    classifier = _classifier(ctx.task, ctx.config, classifier)
+    classifier = task_classifier(ctx.task, ctx.config, classifier)
     regs = regularization_grid(solver, "split", ctx.task)
     nclasses = class_count(ctx)
     stage = fit(solver, samples, nclasses, [samples.idx("train")], [samples.idx("dev")], [regs], classifier,

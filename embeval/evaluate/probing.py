@@ -1,10 +1,12 @@
-"""The ten probing tasks (Conneau et al., 2018): split protocol, logistic regression and an MLP grid.
+"""The ten probing tasks (Conneau et al., 2018): split protocol, with the configured classifier,
+logistic regression or an MLP grid.
 
-`logreg` is the configured classifier with nhid 0 (SentEval's default for probing), trained with
-the run's solver. `mlp` is the grid the probing paper reports and SentEval's README recommends:
-nhid in {50, 100, 200} x dropout in {0, 0.1, 0.2} x the regularization grid, all tuned on dev
-(the SentEval solver; every grid point of one nhid is trained in one batched call). WordContent is
-always logistic regression, as in SentEval.
+`configured` (the default) is what SentEval's probing code runs: the configured classifier as given
+(`--classifier`: nhid, optim, dropout...), trained with the run's solver. `logreg` is the configured
+classifier with nhid 0. `mlp` is the grid the probing paper reports and SentEval's README
+recommends: nhid in {50, 100, 200} x dropout in {0, 0.1, 0.2} x the regularization grid, all tuned
+on dev (the SentEval solver; every grid point of one nhid is trained in one batched call).
+WordContent is always logistic regression (nhid 0), as in SentEval.
 """
 import numpy as np
 
@@ -41,9 +43,20 @@ def _mlp(ctx):
             "ntest": len(test), "nhid": nhid, "dropout": dropout, "reg": reg}
 
 
+def _configured(ctx):
+    """The split protocol with the configured classifier, and the settings it trained with."""
+    result = classify.split(ctx)
+    used = classify.task_classifier(ctx.task, ctx.config)
+    result.update(classifier="configured", nhid=used["nhid"], dropout=used["dropout"], optim=used["optim"])
+    return result
+
+
 def evaluate_probing(ctx):
-    """SentEval's keys for the headline classifier (the MLP when it ran), and each classifier's results."""
-    choice = ctx.config.get("probing_classifier", "logreg")
+    """SentEval's keys for the headline classifier (the MLP grid when it ran), and each classifier's
+    results; with the configured classifier, its results and the nhid, dropout and optim it used."""
+    choice = ctx.config.get("probing_classifier", "configured")
+    if choice == "configured":
+        return _configured(ctx)
     ran = {}
     if choice in ("logreg", "both") or ctx.task.params.get("logreg_only"):
         ran["logreg"] = _logreg(ctx)

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from embeval.errors import DataFileError
-from embeval.evaluate import normalize, seeded, sts
+from embeval.evaluate import mteb, normalize, seeded, sts
 from embeval.formats import predictions
 from embeval.tasks.samples import senteval_order
 from embeval.train.features import sample_features
@@ -170,8 +170,9 @@ def split_features(ctx, name, table=None):
 
 
 def evaluate_relatedness(ctx):
-    """SICK-R / STS-B: SentEval's keys (devpearson, pearson, spearman, mse, ndev, ntest) and the
-    cosine Pearson/Spearman of the test split under `cosine`.
+    """SICK-R / STS-B: SentEval's keys (devpearson, pearson, spearman, mse, ndev, ntest), the
+    cosine Pearson/Spearman of the test split under `cosine`, and for SICK-R MTEB's cosine figures
+    (every split pooled) under `mteb`.
 
     With a normalization the regressor is trained on normalized vectors (statistics from the
     train split) and the cosine figures of the normalized vectors sit under `normalized`, beside
@@ -194,6 +195,8 @@ def evaluate_relatedness(ctx):
         "mse": float(np.mean((yhat - test_y) ** 2)), "ndev": len(dev_y), "ntest": len(test_y),
         "cosine": cosine,
     }
+    if ctx.task.mteb is not None and ctx.task.mteb.pooled_splits:
+        result["mteb"] = mteb.pooled_cosine(ctx, ctx.task.mteb.pooled_splits)
     if normalizer.method != "none":
         normalized, normalized_set = sts.cosine_on_test(ctx, table)
         ctx.keep("normalized.cosine", normalized_set)

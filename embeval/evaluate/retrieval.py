@@ -70,18 +70,46 @@ def contrast_draw(rng, permutation, start, size, count):
     return permutation[position + (position >= start) * size]
 
 
-def fold_ranks(image_emb, caption_emb):
-    """0-based ranks within one fold of m images and their 5m captions (caption 5i+k shows image i).
+def descending_positions(scores):
+    """Each candidate's 0-based position in its row's np.argsort(scores)[::-1] (numpy's default sort,
+    as SentEval ranks): exact ties fall in the order that sort leaves them, reversed."""
+    order = np.argsort(scores, axis=1)[:, ::-1]
+    positions = np.empty_like(order)
+    np.put_along_axis(positions, order, np.broadcast_to(np.arange(scores.shape[1]), order.shape), axis=1)
+    return positions
 
-    i2t (m,): the best rank of any of the image's captions among the fold's captions;
-    t2i (5m,): the rank of the caption's image among the fold's images. Rank = how many
-    candidates score strictly higher (exact ties count in the query's favour).
+
+def _positions(scores, targets):
+    """Position of candidate targets[i, j] in row i's descending argsort, (n, t). Without an exact tie
+    it is the count of higher scores, whatever the sort; rows where a target ties go through numpy."""
+    own = scores.gather(1, targets)
+    out = (scores[:, None, :] > own[:, :, None]).sum(-1)
+    tied = ((scores[:, None, :] == own[:, :, None]).sum(-1) > 1).any(1).nonzero().flatten()
+    if len(tied):
+        positions = descending_positions(scores[tied].cpu().numpy())
+        rows = torch.from_numpy(np.take_along_axis(positions, targets[tied].cpu().numpy(), axis=1))
+        out[tied] = rows.to(out.device)
+    return out
+
+
+def fold_ranks(image_emb, caption_emb, image_index=None, caption_index=None):
+    """0-based ranks within one fold of m images and their 5m captions (caption 5i+k shows image i),
+    as SentEval's i2t and t2i count them: the position in the descending argsort of the scores.
+
+    i2t (m,): the best position of any of the image's captions among the fold's captions;
+    t2i (5m,): the position of the caption's image among the fold's images. image_index and
+    caption_index map each image and caption to its row of image_emb / caption_emb (default: one
+    row each), so that duplicates (captions sharing a sentence) score exactly alike and tie.
     """
-    m = len(image_emb)
     scores = image_emb @ caption_emb.t()
-    own = scores.view(m, m, CAPTIONS_PER_IMAGE).diagonal(dim1=0, dim2=1).t()  # (m, 5): image i, caption 5i+k
-    i2t = (scores > own.max(1, keepdim=True).values).sum(1)
-    t2i = (scores.t() > own.reshape(-1, 1)).sum(1)
+    if image_index is not None:
+        scores = scores.index_select(0, image_index)
+    if caption_index is not None:
+        scores = scores.index_select(1, caption_index)
+    m = len(scores)
+    captions = torch.arange(CAPTIONS_PER_IMAGE * m, device=scores.device)
+    i2t = _positions(scores, captions.view(m, CAPTIONS_PER_IMAGE)).min(1).values
+    t2i = _positions(scores.t().contiguous(), (captions // CAPTIONS_PER_IMAGE)[:, None])[:, 0]
     return i2t, t2i
 
 
@@ -122,16 +150,21 @@ class CaptionSplit:
 def evaluate_split(model, split, ranks_out=None):
     """Averages over the 5 folds of R@K and medr both ways, and SentEval's dev score
     (sum over folds of (R@1 + R@5 + R@10, both ways) / 5). ranks_out (a dict), when given,
-    receives each fold's 0-based ranks: "i2t" per image, "t2i" per caption."""
+    receives each fold's 0-based ranks: "i2t" per image, "t2i" per caption.
+
+    SentEval slices its 25,000 dev or test captions into 5 folds of 5,000 (1,000 images); embeval
+    cuts any split into 5 equal folds of images, the same folds for COCO's real sizes. Each distinct
+    sentence and image is projected once, so duplicates tie exactly."""
     m = fold_count(len(split.images))
     per_fold, score = {"i2t": [], "t2i": []}, 0.0
     model.eval()
     with torch.no_grad():
         for f in range(NFOLDS):
-            captions = torch.arange(f * m * CAPTIONS_PER_IMAGE, (f + 1) * m * CAPTIONS_PER_IMAGE,
-                                    device=split.rows.device)
-            ranks = fold_ranks(model.images(split.images[f * m:(f + 1) * m]),
-                               model.sentences(split.caption_vectors(captions)))
+            images, image_index = torch.unique(split.images[f * m:(f + 1) * m], dim=0, return_inverse=True)
+            rows, caption_index = torch.unique(split.rows[f * m * CAPTIONS_PER_IMAGE:(f + 1) * m * CAPTIONS_PER_IMAGE],
+                                               return_inverse=True)
+            ranks = fold_ranks(model.images(images), model.sentences(split.table.index_select(0, rows)),
+                               image_index, caption_index)
             for direction, r in zip(("i2t", "t2i"), ranks):
                 if ranks_out is not None:
                     ranks_out.setdefault(direction, []).append(r.cpu().numpy())

@@ -18,13 +18,14 @@ SUBJ, MPQA, SST, TREC, MRPC, SICK-E, SNLI, COCO caption retrieval or probing tas
 """
 import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from embeval._version import __version__
 from embeval.errors import EmbevalError
 from embeval.formats import atomic
 from embeval.report.tables import load
+from embeval.tasks.figures import POOLED
+from embeval.tasks.registry import TASKS
 
 # The MTEB version whose result schema is written (and tested with the real client).
 MTEB_SCHEMA_VERSION = "2.26.24"
@@ -34,43 +35,15 @@ SUBSET = "default"
 LANGUAGES = ["eng-Latn"]
 
 
-@dataclass(frozen=True)
-class MtebTask:
-    """A SentEval task's MTEB counterpart. Declared here once; these facts belong on the task registry."""
+# MTEB's task name -> (the embeval task whose results hold MTEB's figures, its registry facts)
+MTEB_TASKS = {task.mteb.name: (name, task.mteb) for name, task in TASKS.items() if task.mteb is not None}
 
-    name: str  # MTEB's task name
-    dataset: str  # MTEB's dataset on the Hugging Face hub
-    revision: str  # the dataset revision MTEB evaluates
-    pairs: int  # pairs in MTEB's test split
-    source: str  # the embeval task whose results hold the MTEB-protocol figures
-    figures: str  # where they sit in its results: a path with {coef} for spearman or pearson
-    protocol: str  # what the figure is, for the user
-
-
-POOLED = "all.{coef}.pooled"
-
-MTEB_TASKS = {
-    "STS12": MtebTask("STS12", "mteb/sts12-sts", "a0d554a64d88156834ff5ae9920b964011b16384", 3108, "STS12", POOLED,
-                      "cosine, all 3108 pairs of the 5 subsets pooled"),
-    "STS13": MtebTask("STS13", "mteb/sts13-sts", "7e90230a92c190f1bf69ae9002b8cea547a64cca", 1500, "STS13", POOLED,
-                      "cosine, all 1500 pairs of the 3 subsets pooled"),
-    "STS14": MtebTask("STS14", "mteb/sts14-sts", "6031580fec1f6af667f0bd2da0a551cf4f0b2375", 3750, "STS14", POOLED,
-                      "cosine, all 3750 pairs of the 6 subsets pooled"),
-    "STS15": MtebTask("STS15", "mteb/sts15-sts", "ae752c7c21bf194d8b67fd573edf7ae58183cbe3", 3000, "STS15", POOLED,
-                      "cosine, all 3000 pairs of the 5 subsets pooled"),
-    "STS16": MtebTask("STS16", "mteb/sts16-sts", "4d8694f8f0e0100860b497b999b3dbed754a0513", 1186, "STS16", POOLED,
-                      "cosine, all 1186 pairs of the 5 subsets pooled"),
-    "STSBenchmark": MtebTask("STSBenchmark", "mteb/stsbenchmark-sts", "b0fddb56ed78048fa8b90373c8a3cfc37b684831",
-                             1379, "STSBenchmarkRaw", POOLED, "cosine, test split, raw cased sentences"),
-    "SICKRelatedness": MtebTask("SICK-R", "mteb/sickr-sts", "20a6d6f312dd54037fe07a32d58e5e168867909d", 9927,
-                                "SICKRelatedness", "mteb.{coef}", "cosine, train + trial + test pooled (9927 pairs)"),
-}
-
+# Why an MTEB task is left out when the results hold SentEval's figure but not MTEB's (by MTEB name).
 WHY_ABSENT = {
     "STSBenchmark": "the results hold no MTEB-protocol figure (cosine on the raw, cased test sentences: the task "
                     "STSBenchmarkRaw); SentEval's figure is on tokenized text",
-    "SICKRelatedness": "the results hold no MTEB-protocol figure (cosine over all 9927 pairs); SentEval's "
-                       "cosine figure covers the test split only",
+    "SICK-R": "the results hold no MTEB-protocol figure (cosine over all 9927 pairs); SentEval's cosine figure "
+              "covers the test split only",
 }
 
 MODEL_NAME = re.compile(r"^[^/\s]+/[^/\s]+$")
@@ -88,7 +61,7 @@ def _figure(results, path):
 
 def _pairs(task, results):
     """The pairs the figure was computed on, or None when the results do not say."""
-    if MTEB_TASKS[task].figures == POOLED:
+    if MTEB_TASKS[task][1].figures == POOLED:
         counts = [v.get("nsamples") for k, v in results.items() if isinstance(v, dict) and k not in
                   ("all", "normalized")]
         return sum(counts) if counts and all(isinstance(c, int) for c in counts) else None
@@ -97,10 +70,10 @@ def _pairs(task, results):
 
 
 def scores(record):
-    """({MTEB task name: (embeval task, MtebTask, spearman, pearson)}, [notes on tasks left out])."""
+    """({MTEB task name: (embeval task, its Mteb facts, spearman, pearson)}, [notes on tasks left out])."""
     chosen, notes = {}, []
-    for task, spec in MTEB_TASKS.items():
-        entry = record["tasks"].get(spec.source)
+    for task, (source, spec) in MTEB_TASKS.items():
+        entry = record["tasks"].get(source)
         if entry is None:
             if task in record["tasks"]:
                 notes.append(f"{task}: left out: {WHY_ABSENT[task]}")
@@ -115,7 +88,7 @@ def scores(record):
         if pairs is not None and pairs != spec.pairs:
             notes.append(f"{task}: left out: scored on {pairs} pairs, MTEB's {spec.name} has {spec.pairs}")
             continue
-        chosen[spec.name] = (spec.source, spec, spearman, pearson)
+        chosen[spec.name] = (source, spec, spearman, pearson)
     return chosen, notes
 
 

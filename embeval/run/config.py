@@ -16,7 +16,7 @@ PRESETS = {
 
 SOLVERS = ("senteval", "lbfgs")
 DEVICES = ("auto", "cpu", "cuda")
-PROBING_CLASSIFIERS = ("logreg", "mlp", "both")
+PROBING_CLASSIFIERS = ("configured", "logreg", "mlp", "both")
 CLASSIFIERS = ("logreg", "mlp")
 NORMALIZATIONS = ("none", "l2", "zscore", "zscore+l2", "tune")
 BOOTSTRAP_DEFAULT = 1000
@@ -95,9 +95,9 @@ def build(preset="literature", kfold=None, classifier=None, solver="senteval", s
 
     classifiers: None (the configured classifier) or names from CLASSIFIERS, run one after the
     other on the classification tasks; the probing tasks follow it (logreg,mlp -> both) unless
-    probing_classifier is given. normalize: embeval.evaluate.normalize's methods or tune. bootstrap:
-    resamples of the confidence intervals (0: none). baseline_bow_dim: also score a hashing bag of
-    words of that dimension."""
+    probing_classifier is given (without either: the configured classifier, as SentEval).
+    normalize: embeval.evaluate.normalize's methods or tune. bootstrap: resamples of the confidence
+    intervals (0: none). baseline_bow_dim: also score a hashing bag of words of that dimension."""
     if preset not in PRESETS:
         raise EmbevalError(f"unknown configuration {preset!r}; use {' or '.join(PRESETS)}", file="--config")
     if solver not in SOLVERS:
@@ -127,11 +127,12 @@ def build(preset="literature", kfold=None, classifier=None, solver="senteval", s
         raise EmbevalError("the MLP needs --solver senteval (lbfgs fits logistic regression only)",
                            file="--classifiers")
     if probing_classifier is None:
-        probing_classifier = "logreg" if classifiers is None else ("both" if len(classifiers) == 2 else classifiers[0])
+        probing_classifier = "configured" if classifiers is None else \
+            ("both" if len(classifiers) == 2 else classifiers[0])
     if probing_classifier not in PROBING_CLASSIFIERS:
         raise EmbevalError(f"unknown choice {probing_classifier!r}; use {', '.join(PROBING_CLASSIFIERS)}",
                            file="--probing-classifier")
-    if solver == "lbfgs" and probing_classifier != "logreg":
+    if solver == "lbfgs" and probing_classifier not in ("configured", "logreg"):
         raise EmbevalError("the probing MLP grid needs --solver senteval (lbfgs fits logistic regression only)",
                            file="--probing-classifier")
     _check_comparison(normalize, bootstrap, baseline_bow_dim)

@@ -87,3 +87,22 @@ def variants(results):
         if isinstance(results.get("normalized"), dict):
             out.append("normalized.")
     return out
+
+
+POOLED = "all.{coef}.pooled"
+
+
+@dataclass(frozen=True)
+class Mteb:
+    """A task's counterpart in MTEB, on the task whose results hold MTEB's figures: MTEB's task name,
+    the dataset and revision MTEB evaluates, its number of pairs, where the figures sit in the task's
+    results (a path with {coef}: spearman or pearson), the protocol in words, and the splits pooled
+    for it (empty: the evaluator's own figure is MTEB's)."""
+
+    name: str
+    dataset: str
+    revision: str
+    pairs: int
+    figures: str
+    protocol: str
+    pooled_splits: tuple = ()

@@ -204,6 +204,23 @@ def load_stsb(root, task):
     return TaskData(task.name, _pair_splits(rows, np.float64), None, files)
 
 
+def load_stsb_raw(root, task):
+    """STS Benchmark's test split as distributed (cased, untokenized): the sentences of columns 6
+    and 7 kept as written (surrounding whitespace dropped), the score of column 5."""
+    path = data_path(root, task.files[0], task.name)
+    rows = []
+    for lineno, line in iter_lines(path, task.encoding, task.name):
+        fields = line.rstrip("\r").split("\t")
+        if len(fields) < 7:
+            raise _malformed(path, task.name, lineno, "malformed line (expected at least 7 tab-separated columns)")
+        try:
+            score = float(fields[4])
+        except ValueError:
+            raise _malformed(path, task.name, lineno, f"score {fields[4]!r} is not a number")
+        rows.append((fields[5].strip(), fields[6].strip(), score))
+    return TaskData(task.name, _pair_splits({"test": rows}, np.float64), None, [path])
+
+
 def load_sts(root, task):
     """STS12–16: per subset, an input file of sentence pairs and a gold file (blank = unscored)."""
     splits, files = {}, []

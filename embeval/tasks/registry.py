@@ -21,8 +21,10 @@ from embeval.tasks.figures import (
     REPORT_GROUPS,
     RETRIEVAL_FIGURES,
     STS_FIGURES,
+    POOLED,
     Column,
     Figure,
+    Mteb,
 )
 
 KINDS = ("classification", "pair-classification", "sts", "relatedness", "retrieval", "probing")
@@ -60,7 +62,7 @@ class Task:
     statistics_from: Optional[str] = None
     geometry: bool = False
     quickstart: bool = False
-    mteb_name: Optional[str] = None
+    mteb: Optional[Mteb] = None
     params: Dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -116,6 +118,15 @@ PROBING_FILES = {
     "CoordinationInversion": "coordination_inversion.txt",
 }
 
+# MTEB's STS12-16 test sets are SentEval's subsets of the year pooled: (dataset, revision, pairs).
+STS_MTEB = {name: Mteb(name, f"mteb/{name.lower()}-sts", revision, pairs, POOLED,
+                       f"cosine, all {pairs} pairs of the {len(STS_SUBSETS[name])} subsets pooled")
+            for name, revision, pairs in (("STS12", "a0d554a64d88156834ff5ae9920b964011b16384", 3108),
+                                          ("STS13", "7e90230a92c190f1bf69ae9002b8cea547a64cca", 1500),
+                                          ("STS14", "6031580fec1f6af667f0bd2da0a551cf4f0b2375", 3750),
+                                          ("STS15", "ae752c7c21bf194d8b67fd573edf7ae58183cbe3", 3000),
+                                          ("STS16", "4d8694f8f0e0100860b497b999b3dbed754a0513", 1186))}
+
 D = "downstream/"
 BINARY = ("negative", "positive")
 ACCURACY_COLUMN = Column("transfer", "acc", "accuracy %", per_classifier=True, measure="accuracy", protocol="classifier")
@@ -151,7 +162,7 @@ def _sts(name):
                 evaluator="cosine_sts", metrics=STS_METRICS, figures=STS_FIGURES, sort="pair", features="pair",
                 columns=(Column("sts", "all.spearman.pooled", "Spearman x100", scale=100.0, measure="spearman",
                                 protocol="cosine", aggregation="pooled"),),
-                statistics_from="STSBenchmark", quickstart=True, mteb_name=name,
+                statistics_from="STSBenchmark", quickstart=True, mteb=STS_MTEB[name],
                 params={"folder": folder, "subsets": STS_SUBSETS[name]})
 
 
@@ -187,13 +198,15 @@ _DOWNSTREAM = [
     Task(name="SICKRelatedness", short_name="SICK-R", aliases=("SICK-R", "SICKR"), kind="relatedness",
          files=SICK_FILES, encoding="utf-8", loader=loaders.load_sick, evaluator="relatedness",
          metrics=RELATEDNESS_METRICS, figures=RELATEDNESS_FIGURES, selection="devpearson", sort="pair",
-         features="pair", columns=(REGRESSOR_COLUMN, SICKR_COSINE_COLUMN), mteb_name="SICK-R",
+         features="pair", columns=(REGRESSOR_COLUMN, SICKR_COSINE_COLUMN),
+         mteb=Mteb("SICK-R", "mteb/sickr-sts", "20a6d6f312dd54037fe07a32d58e5e168867909d", 9927, "mteb.{coef}",
+                   "cosine, train + trial + test pooled (9927 pairs)", pooled_splits=("train", "dev", "test")),
          params={"target": "relatedness"}),
     Task(name="STSBenchmark", short_name="STS-B", aliases=("STS-B", "STSB"), kind="relatedness",
          files=tuple(f"{D}STS/STSBenchmark/sts-{s}.csv" for s in ("train", "dev", "test")), encoding="utf-8",
          loader=loaders.load_stsb, evaluator="relatedness", metrics=RELATEDNESS_METRICS,
          figures=RELATEDNESS_FIGURES, selection="devpearson", sort="pair", features="pair",
-         columns=(REGRESSOR_COLUMN, STSB_COSINE_COLUMN), geometry=True, mteb_name="STSBenchmark"),
+         columns=(REGRESSOR_COLUMN, STSB_COSINE_COLUMN), geometry=True),
     Task(name="SNLI", kind="pair-classification",
          files=tuple(f"{D}SNLI/{f}.{s}" for s in ("train", "dev", "test") for f in ("s1", "s2", "labels")),
          encoding="latin-1", loader=loaders.load_snli, evaluator="split", sort="snli",
@@ -204,7 +217,13 @@ _DOWNSTREAM = [
          loader=loaders.load_coco, evaluator="retrieval", metrics=("devacc", "acc", "ndev", "ntest"),
          figures=RETRIEVAL_FIGURES, selection="devacc",
          columns=(Column("transfer", "acc.mean_recall", "mean of R@1/5/10 both ways %"),)),
-] + [_sts(name) for name in STS_SUBSETS]
+] + [_sts(name) for name in STS_SUBSETS] + [
+    Task(name="STSBenchmarkRaw", kind="sts", files=("raw/STSBenchmark/sts-test.csv",), encoding="utf-8",
+         loader=loaders.load_stsb_raw, evaluator="cosine_sts", metrics=STS_METRICS, figures=STS_FIGURES, sort="pair",
+         features="pair", statistics_from="STSBenchmark",
+         mteb=Mteb("STSBenchmark", "mteb/stsbenchmark-sts", "b0fddb56ed78048fa8b90373c8a3cfc37b684831", 1379,
+                   POOLED, "cosine, test split, raw cased sentences")),
+]
 
 
 def build_registry(tasks):

