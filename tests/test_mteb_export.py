@@ -87,18 +87,18 @@ def test_published_minilm_figures_come_back_through_mteb(client, tmp_path):
     for name, value in published.items():
         assert 100 * TaskResult.from_disk(folder / f"{name}.json").main_score == pytest.approx(value, abs=0.01)
     assert folder.name == export.NO_REVISION
-    assert [n.split(":")[0] for n in notes] == ["STSBenchmark", "SICKRelatedness"]
+    assert sorted(n.split(":")[0] for n in notes) == ["SICK-R", "STSBenchmark"]
 
 
 def test_no_figure_of_another_protocol_is_written(tmp_path):
     record = json.loads(EXAMPLE.read_text())
     chosen, notes = export.scores(record)
     assert sorted(chosen) == ["STS12", "STS13", "STS14", "STS15", "STS16"]
-    assert "tokenized" in notes[0] and "test split only" in notes[1]
+    assert "tokenized" in " ".join(notes) and "test split only" in " ".join(notes) and len(notes) == 2
     path, _ = with_mteb_figures(tmp_path, sick_pairs=4927)
     chosen, notes = export.scores(json.loads(path.read_text()))
     assert "SICK-R" not in chosen and "STSBenchmark" in chosen
-    assert notes == ["SICKRelatedness: left out: scored on 4927 pairs, MTEB's SICK-R has 9927"]
+    assert notes == ["SICK-R: left out: scored on 4927 pairs, MTEB's SICK-R has 9927"]
     partial = copy.deepcopy(record)
     del partial["tasks"]["STS12"]["results"]["MSRpar"]
     chosen, notes = export.scores(partial)

@@ -17,11 +17,11 @@ from embeval.tasks import loaders
 from embeval.tasks.figures import (
     ACCURACY,
     F1,
+    POOLED,
     RELATEDNESS_FIGURES,
     REPORT_GROUPS,
     RETRIEVAL_FIGURES,
     STS_FIGURES,
-    POOLED,
     Column,
     Figure,
     Mteb,
