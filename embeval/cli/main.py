@@ -14,6 +14,7 @@ from embeval.cli.common import (
     tasks_option,
 )
 from embeval.cli.data import data as data_commands
+from embeval.cli.sweep import sweep as sweep_command
 from embeval.errors import EmbevalError
 
 
@@ -318,6 +319,7 @@ def report(results, fmt, labels, out, plots, no_ci, no_baseline):
 
 
 cli.add_command(data_commands)
+cli.add_command(sweep_command)
 
 
 def main():

@@ -199,7 +199,7 @@ def inner_kfold(ctx, classifier=None, prefix=""):
     train_sets = [itrain + shift[o] for o, (_, _, inner) in enumerate(outer) for itrain, _ in inner]
     valid_sets = [ivalid + shift[o] for o, (_, _, inner) in enumerate(outer) for _, ivalid in inner]
     nclasses = class_count(ctx)
-    stage1 = fit(solver, samples, nclasses, train_sets, valid_sets, [regs] * len(train_sets), classifier, seed,
+    stage1 = (ctx.fit or fit)(solver, samples, nclasses, train_sets, valid_sets, [regs] * len(train_sets), classifier, seed,
                  ctx.device, ctx.progress, f"choosing the regularization ({k} x {k} inner folds)")
     chosen, dev_scores = [], []
     for o in range(k):
@@ -207,7 +207,7 @@ def inner_kfold(ctx, classifier=None, prefix=""):
         reg, score = _select(scores, regs)
         chosen.append(reg)
         dev_scores.append(score)
-    stage2 = fit(solver, samples, nclasses, [train + shift[o] for o, (train, _, _) in enumerate(outer)], [None] * k,
+    stage2 = (ctx.fit or fit)(solver, samples, nclasses, [train + shift[o] for o, (train, _, _) in enumerate(outer)], [None] * k,
                  [[r] for r in chosen], classifier, seed, ctx.device, ctx.progress,
                  f"training the {k} outer folds")
     yhat, fold_of, test_scores = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64), []
@@ -229,11 +229,11 @@ def kfold(ctx, classifier=None, prefix=""):
     train_idx, y = samples.idx("train"), samples.y("train")
     folds = kfold_folds(y, k, seed)
     nclasses = class_count(ctx)
-    stage1 = fit(solver, samples, nclasses, [train_idx[t] for t, _ in folds], [train_idx[v] for _, v in folds],
+    stage1 = (ctx.fit or fit)(solver, samples, nclasses, [train_idx[t] for t, _ in folds], [train_idx[v] for _, v in folds],
                  [regs] * k, classifier, seed, ctx.device, ctx.progress, f"choosing the regularization ({k} folds)")
     scores = [percent(np.mean(stage1.selection_accuracy[:, r])) for r in range(len(regs))]
     reg, devacc = _select(scores, regs)
-    stage2 = fit(solver, samples, nclasses, [train_idx], [None], [[reg]], classifier, seed, ctx.device, ctx.progress,
+    stage2 = (ctx.fit or fit)(solver, samples, nclasses, [train_idx], [None], [[reg]], classifier, seed, ctx.device, ctx.progress,
                  "retraining on all of train")
     test_idx, y_test = samples.idx("test"), samples.y("test")
     yhat = stage2.predict(0, test_idx)[:, 0]
@@ -256,7 +256,7 @@ def split(ctx, classifier=None, prefix=""):
     classifier = _classifier(ctx.task, ctx.config, classifier)
     regs = regularization_grid(solver, "split", ctx.task)
     nclasses = class_count(ctx)
-    stage = fit(solver, samples, nclasses, [samples.idx("train")], [samples.idx("dev")], [regs], classifier,
+    stage = (ctx.fit or fit)(solver, samples, nclasses, [samples.idx("train")], [samples.idx("dev")], [regs], classifier,
                 seed, ctx.device, ctx.progress, "training, selected on dev")
     scores = [percent(a) for a in stage.selection_accuracy[0]]
     reg, devacc = _select(scores, regs)

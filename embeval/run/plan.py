@@ -30,11 +30,13 @@ SKIP_REASONS = ("absent_from_file", "no_data", "not_implemented")
 @dataclass(frozen=True)
 class Source:
     """Where a task's vectors come from: a dataset of a vectors file (`dataset` is the task's name or
-    the union's), or the hashing bag of words of dimension `bow_dim` computed from the sentences."""
+    the union's), or the hashing bag of words of dimension `bow_dim` computed from the sentences.
+    `dims`: only the first `dims` columns of the file's vectors are used (a sweep's --dims)."""
 
     path: str
     dataset: str
     bow_dim: Optional[int] = None
+    dims: Optional[int] = None
 
     @property
     def run(self):
