@@ -37,6 +37,8 @@ setup(
                       "jax>=0.4.20", "jaxlib>=0.4.20"],
         # `embeval report --plots`: the geometry figures (PNG).
         "report": ["matplotlib>=3.5"],
+        # `embeval sweep --ray`: work units as Ray tasks, on a local Ray or a cluster.
+        "ray": ["ray>=2.9"],
         "tensorflow": ["tensorflow-cpu>=2.16; sys_platform == 'linux' or sys_platform == 'win32'",
                        "tensorflow>=2.16; sys_platform == 'darwin'"],
     },

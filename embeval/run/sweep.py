@@ -313,6 +313,8 @@ def _run(sources, runner, device, log):
         if not retry:
             break
     for source in sources:
+        tasks = source.record["tasks"]
+        source.record["tasks"] = {u.task: tasks[u.task] for u in source.units if u.task in tasks}
         finish(source.record, started)
         if not source.failed:
             source.files.complete(source.record, source.kept)
