@@ -31,11 +31,13 @@ def parse_dims(text):
               help="Reuse every (file, task) already scored in DIR with the same vectors, data, configuration and "
                    "embeval version; score the rest.")
 @click.option("--dims", metavar="D1,D2,...", default=None,
-              help="Also score each file truncated to its first D dimensions (Matryoshka), each as a source of its "
-                   "own (FILE-STEM.dD.results.json); vectors are not renormalized unless --normalize says so.")
+              help="Score each file truncated to its first D dimensions (Matryoshka), each (file, D) a source of its "
+                   "own (FILE-STEM.dD.results.json); only the listed D are scored (list the full dimension too to "
+                   "score the whole vectors). Vectors are not renormalized unless --normalize says so.")
 @click.option("--ray", "ray", metavar="[ADDRESS]", is_flag=False, flag_value="local", default=None,
               help="Run each work unit (a group of stacked files x one task) as a Ray task: --ray alone starts a "
-                   "local Ray, --ray ADDRESS joins a cluster (files must be readable by every worker). Needs "
+                   "local Ray, --ray=ADDRESS joins a cluster (files must be readable by every worker at the same "
+                   "paths). Needs "
                    "pip install 'embeval[ray]'.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
               help="Where to train and score.")
