@@ -193,3 +193,40 @@ def test_dims_larger_than_the_file_leave_that_truncation_out(tmp_path, data_dir,
     assert any("--dims 16 exceeds the file's 8 dimensions" in line and "TREC" in line
                for line in result.stderr.splitlines())
     assert (tmp_path / "s" / "enc0.d4.results.json").exists() and not (tmp_path / "s" / "enc0.d16.results.json").exists()
+
+
+def test_stacked_features_are_each_part_at_its_offset():
+    import torch
+
+    from embeval.evaluate.stack import StackedFeatures, stack_features
+    from embeval.train.features import DenseFeatures, Features, materialize
+
+    rng = np.random.default_rng(0)
+    parts = [Features(torch.as_tensor(rng.standard_normal((n, 3)), dtype=torch.float32),
+                      rng.integers(0, n, 7 + n), rng.integers(0, n, 7 + n), "pair") for n in (5, 9, 4)]
+    stacked = stack_features(parts)
+    assert isinstance(stacked, StackedFeatures) and len(stacked) == sum(len(p) for p in parts)
+    whole = torch.cat([materialize(p).matrix for p in parts])
+    idx = torch.as_tensor(rng.integers(0, len(stacked), (4, 6)))
+    assert torch.equal(stacked(idx), whole[idx])
+    buffer = torch.empty((idx.numel(), stacked.dim))
+    assert torch.equal(stacked(idx, out=buffer), whole[idx])
+    dense = stack_features([DenseFeatures(materialize(p).matrix) for p in parts])
+    assert isinstance(dense, DenseFeatures) and torch.equal(dense.matrix, whole)
+
+
+def test_files_beyond_the_memory_budget_go_in_further_groups(tmp_path, data_dir, monkeypatch):
+    from embeval.run import sweep as sweep_module
+
+    paths = [str(p) for p in files(tmp_path, data_dir, ["TREC"], count=3)]
+    sweep(paths, data_dir, ["TREC"], tmp_path / "one", "cpu", config(), log=quiet)
+    ran = []
+    monkeypatch.setattr(sweep_module, "memory_budget", lambda device: 2 * sweep_module.unit_bytes(probe[0]))
+    probe = sweep_module.plan_sources(paths[:1], data_dir, ["TREC"], config(), None, tmp_path / "x")[0][0].units
+    sweep(paths, data_dir, ["TREC"], tmp_path / "two", "cpu", config(), log=quiet,
+          runner=Interrupting("cpu", ran))
+    assert [len(group) for group in ran] == [2, 1]
+    for p in paths:
+        name = p.rsplit("/", 1)[1].replace(".h5", ".results.json")
+        one, two = (json.loads((tmp_path / d / name).read_text())["tasks"]["TREC"] for d in ("one", "two"))
+        assert comparable(one) == comparable(two)
