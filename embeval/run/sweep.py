@@ -104,40 +104,39 @@ def truncated_units(units, dims, workspace):
             raise EmbevalError(f"--dims {dims} exceeds the file's {unit.vectors['dim']} dimensions",
                                file=unit.source.path, task=unit.task)
         table = truncate(workspace.table(unit, workspace.located(unit)), dims)
-        vectors = dict(unit.vectors, dim=dims, vectors_sha256=table_fingerprint(table), truncated_from=unit.vectors["dim"])
+        vectors = dict(unit.vectors, dim=dims, vectors_sha256=table_fingerprint(table),
+                       truncated_from=unit.vectors["dim"])
         reference = truncated_units([unit.reference], dims, workspace)[0] if unit.reference is not None else None
         out.append(replace(unit, source=replace(unit.source, dims=dims), vectors=vectors, reference=reference))
     return out
 
 
-def plan_sources(paths, data_dir, tasks, config, dims_list, out_dir):
-    """Pre-flight of every file: ([SweepSource], [LeftOut])."""
+def plan_sources(paths, data_dir, tasks, config, dims_list, out_dir, workspace):
+    """Pre-flight of every file: ([SweepSource], [LeftOut]). workspace: where the task data is
+    loaded (once) and the files are read from."""
     sources, left_out, names = [], [], {}
-    workspace = Workspace()
-    try:
-        for path in paths:
-            try:
-                work = plan(path, data_dir, tasks, config)
-                step = read_step(path)
-            except EmbevalError as err:
-                left_out.append(LeftOut(path, str(err)))
+    for path in paths:
+        try:
+            work = plan(path, data_dir, tasks, config, cache=workspace.data_cache(str(Path(data_dir))))
+            step = read_step(path)
+        except EmbevalError as err:
+            left_out.append(LeftOut(path, str(err)))
+            continue
+        for dims in dims_list or [None]:
+            name = output_name(path, dims)
+            if name in names:
+                left_out.append(LeftOut(path, str(EmbevalError(
+                    f"has the same name as {names[name]}; its results would overwrite the other's", file=path))))
                 continue
-            for dims in dims_list or [None]:
-                name = output_name(path, dims)
-                if name in names:
-                    left_out.append(LeftOut(path, str(EmbevalError(
-                        f"has the same name as {names[name]}; its results would overwrite the other's", file=path))))
-                    continue
-                try:
-                    units = truncated_units(work.units, dims, workspace) if dims else work.units
-                except EmbevalError as err:
-                    left_out.append(LeftOut(f"{path} --dims {dims}", str(err)))
-                    continue
-                names[name] = path
-                sources.append(SweepSource(path, dims, name if not dims else f"{Path(path).name.rsplit('.', 1)[0]}@{dims}",
-                                           Path(out_dir) / f"{name}.results.json", step, units, work.skipped))
-    finally:
-        workspace.close()
+            try:
+                units = truncated_units(work.units, dims, workspace) if dims else work.units
+            except EmbevalError as err:
+                left_out.append(LeftOut(f"{path} --dims {dims}", str(err)))
+                continue
+            names[name] = path
+            label = f"{output_name(path, None)}@{dims}" if dims else name
+            sources.append(SweepSource(path, dims, label, Path(out_dir) / f"{name}.results.json", step, units,
+                                       work.skipped))
     return sources, left_out
 
 
@@ -209,11 +208,11 @@ def _alone(job):
 
 
 class LocalRunner:
-    """Executes groups in this process, one after the other, with one Workspace."""
+    """Executes groups in this process, one after the other, in one Workspace (default: a new one)."""
 
-    def __init__(self, device):
+    def __init__(self, device, workspace=None):
         self.device = device
-        self.workspace = Workspace()
+        self.workspace = workspace or Workspace()
 
     def run(self, groups):
         for group in groups:
@@ -237,13 +236,21 @@ def sweep(patterns, data_dir, tasks=None, out_dir="sweep", device="auto", config
     out_dir = Path(out_dir)
     started = time.perf_counter()
     paths, left_out = expand(patterns)
-    sources, bad = plan_sources(paths, data_dir, tasks, config, dims, out_dir)
+    workspace = Workspace()
+    try:
+        sources, bad = plan_sources(paths, data_dir, tasks, config, dims, out_dir, workspace)
+    except BaseException:
+        workspace.close()
+        raise
     left_out += bad
     for item in left_out:
         logger.error(f"{item.error} (left out of the sweep)")
     if sources:
         out_dir.mkdir(parents=True, exist_ok=True)
-    runner = runner or LocalRunner(device)
+    if runner is None:
+        runner = LocalRunner(device, workspace)
+    else:
+        workspace.close()
     try:
         ready = []
         for source in sources:
