@@ -138,6 +138,7 @@ def main():
                 runs[solver][arm] = json.loads(result.stdout.strip().splitlines()[-1])
                 print(f"{solver:9s} {arm:9s} {runs[solver][arm]['seconds']:8.1f} s  "
                       f"peak {runs[solver][arm]['peak_mib']:6d} MiB", flush=True)
+                write(args, tasks, runs)
             reference = {p.stem: figures(work / f"{solver}-{args.arms.split(',')[0]}" / f"{p.stem}.results.json")
                          for p in paths}
             runs[solver]["identical"] = all(
@@ -148,14 +149,19 @@ def main():
                 arms["speedup"] = round(arms["separate"]["seconds"] / arms["sweep"]["seconds"], 2)
             if "sweep" in arms and "ray" in arms:
                 arms["ray_overhead_seconds"] = round(arms["ray"]["seconds"] - arms["sweep"]["seconds"], 1)
+    write(args, tasks, runs)
+    print(json.dumps(runs, indent=1))
+
+
+def write(args, tasks, runs):
+    """The results so far (after every arm, so a long run that is stopped keeps what it measured)."""
     result = {"files": args.files, "dim": args.dim, "tasks": tasks, "config": args.config,
               "bootstrap": args.bootstrap, "torch_threads": args.threads,
               "machine": {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
-                          "load_average_at_end": [round(x, 1) for x in os.getloadavg()]},
+                          "load_average": [round(x, 1) for x in os.getloadavg()]},
               "runs": runs}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps(runs, indent=1))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from embeval.errors import EmbevalError
 from embeval.evaluate.context import QUIET
 from embeval.evaluate.stack import Rendezvous
 from embeval.memory import available_memory
+from embeval.run.config import build as build_config
 from embeval.run.execute import Workspace, execute, resolve_device, truncate
 from embeval.run.outputs import ResultsFiles
 from embeval.run.plan import plan, table_fingerprint
@@ -232,6 +233,7 @@ def sweep(patterns, data_dir, tasks=None, out_dir="sweep", device="auto", config
     from embeval.run import sweep_report
 
     log = log or (lambda msg: print(msg, file=sys.stderr))
+    config = dict(config) if config else build_config()
     device = resolve_device(device)
     out_dir = Path(out_dir)
     started = time.perf_counter()
