@@ -102,8 +102,9 @@ def plot(summary, out_dir, log):
     for task, column in summary["tasks"].items():
         fig, ax = plt.subplots(figsize=(6, 4))
         for dims in sorted({s["dims"] or 0 for s in stepped}):
-            points = sorted((s["step"], column["values"][s["label"]]) for s in stepped
-                            if (s["dims"] or 0) == dims and column["values"].get(s["label"], {}).get("value") is not None)
+            scored = [s for s in stepped if (s["dims"] or 0) == dims
+                      and column["values"].get(s["label"], {}).get("value") is not None]
+            points = sorted(((s["step"], column["values"][s["label"]]) for s in scored), key=lambda p: p[0])
             if not points:
                 continue
             x = [p[0] for p in points]
