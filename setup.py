@@ -51,6 +51,8 @@ setup(
         "api": [],
         # `embeval export-mteb` needs nothing extra; its test reads the files back with mteb's own classes.
         "mteb": ["mteb>=2.26.24,<2.27"],
+        # `embeval sweep --ray`: work units as Ray tasks, on a local Ray or a cluster.
+        "ray": ["ray>=2.9"],
     },
     entry_points={"console_scripts": ["embeval=embeval.cli:main"]},
 )

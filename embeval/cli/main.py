@@ -14,6 +14,7 @@ from embeval.cli.common import (
     tasks_option,
 )
 from embeval.cli.data import data as data_commands
+from embeval.cli.sweep import sweep as sweep_command
 from embeval.errors import EmbevalError
 from embeval.report.compare import FORMATS as COMPARE_FORMATS
 from embeval.report.tables import FORMATS as REPORT_FORMATS
@@ -375,6 +376,7 @@ def export_mteb(results, model, revision, out):
 
 
 cli.add_command(data_commands)
+cli.add_command(sweep_command)
 
 
 def main():

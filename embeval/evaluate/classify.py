@@ -184,6 +184,7 @@ def inner_kfold(ctx, classifier=None, prefix=""):
     samples are presented to the trainer once per outer fold (index o * N + i: sample i under
     fold o's statistics), so the folds still train in one batched call."""
     per_fold = ctx.normalize.startswith("zscore")
+    fitter = ctx.fit or fit  # a sweep's fit trains several sources together
     samples = prepare(ctx, None if per_fold else normalize.table(ctx))
     solver, k, seed = ctx.config["solver"], ctx.config["kfold"], ctx.seed
     classifier = task_classifier(ctx.task, ctx.config, classifier)
@@ -201,17 +202,17 @@ def inner_kfold(ctx, classifier=None, prefix=""):
     train_sets = [itrain + shift[o] for o, (_, _, inner) in enumerate(outer) for itrain, _ in inner]
     valid_sets = [ivalid + shift[o] for o, (_, _, inner) in enumerate(outer) for _, ivalid in inner]
     nclasses = class_count(ctx)
-    stage1 = fit(solver, samples, nclasses, train_sets, valid_sets, [regs] * len(train_sets), classifier, seed,
-                 ctx.device, ctx.progress, f"choosing the regularization ({k} x {k} inner folds)")
+    stage1 = fitter(solver, samples, nclasses, train_sets, valid_sets, [regs] * len(train_sets), classifier, seed,
+                    ctx.device, ctx.progress, f"choosing the regularization ({k} x {k} inner folds)")
     chosen, dev_scores = [], []
     for o in range(k):
         scores = [percent(np.mean(stage1.selection_accuracy[o * k:(o + 1) * k, r])) for r in range(len(regs))]
         reg, score = _select(scores, regs)
         chosen.append(reg)
         dev_scores.append(score)
-    stage2 = fit(solver, samples, nclasses, [train + shift[o] for o, (train, _, _) in enumerate(outer)], [None] * k,
-                 [[r] for r in chosen], classifier, seed, ctx.device, ctx.progress,
-                 f"training the {k} outer folds")
+    stage2 = fitter(solver, samples, nclasses, [train + shift[o] for o, (train, _, _) in enumerate(outer)], [None] * k,
+                    [[r] for r in chosen], classifier, seed, ctx.device, ctx.progress,
+                    f"training the {k} outer folds")
     yhat, fold_of, test_scores = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64), []
     for o, (_, test, _) in enumerate(outer):
         yhat[test] = stage2.predict(o, test + shift[o])[:, 0]
@@ -224,6 +225,7 @@ def inner_kfold(ctx, classifier=None, prefix=""):
 
 def kfold(ctx, classifier=None, prefix=""):
     """TREC, MRPC: reg chosen by k-fold cross-validation on train, retrained, tested on test."""
+    fitter = ctx.fit or fit  # a sweep's fit trains several sources together
     samples = prepare(ctx, normalize.table(ctx))
     solver, k, seed = ctx.config["solver"], ctx.config["kfold"], ctx.seed
     classifier = task_classifier(ctx.task, ctx.config, classifier)
@@ -231,12 +233,12 @@ def kfold(ctx, classifier=None, prefix=""):
     train_idx, y = samples.idx("train"), samples.y("train")
     folds = kfold_folds(y, k, seed)
     nclasses = class_count(ctx)
-    stage1 = fit(solver, samples, nclasses, [train_idx[t] for t, _ in folds], [train_idx[v] for _, v in folds],
-                 [regs] * k, classifier, seed, ctx.device, ctx.progress, f"choosing the regularization ({k} folds)")
+    stage1 = fitter(solver, samples, nclasses, [train_idx[t] for t, _ in folds], [train_idx[v] for _, v in folds],
+                    [regs] * k, classifier, seed, ctx.device, ctx.progress, f"choosing the regularization ({k} folds)")
     scores = [percent(np.mean(stage1.selection_accuracy[:, r])) for r in range(len(regs))]
     reg, devacc = _select(scores, regs)
-    stage2 = fit(solver, samples, nclasses, [train_idx], [None], [[reg]], classifier, seed, ctx.device, ctx.progress,
-                 "retraining on all of train")
+    stage2 = fitter(solver, samples, nclasses, [train_idx], [None], [[reg]], classifier, seed, ctx.device, ctx.progress,
+                    "retraining on all of train")
     test_idx, y_test = samples.idx("test"), samples.y("test")
     yhat = stage2.predict(0, test_idx)[:, 0]
     keep_predictions(ctx, prefix, samples, "test", yhat)
@@ -253,13 +255,14 @@ def split(ctx, classifier=None, prefix=""):
     Retraining the chosen regularization, as SentEval does, reproduces the same model (same seed,
     same data), so the model trained during selection is the one tested.
     """
+    fitter = ctx.fit or fit  # a sweep's fit trains several sources together
     samples = prepare(ctx, normalize.table(ctx))
     solver, seed = ctx.config["solver"], ctx.seed
     classifier = task_classifier(ctx.task, ctx.config, classifier)
     regs = regularization_grid(solver, "split", ctx.task)
     nclasses = class_count(ctx)
-    stage = fit(solver, samples, nclasses, [samples.idx("train")], [samples.idx("dev")], [regs], classifier,
-                seed, ctx.device, ctx.progress, "training, selected on dev")
+    stage = fitter(solver, samples, nclasses, [samples.idx("train")], [samples.idx("dev")], [regs], classifier,
+                   seed, ctx.device, ctx.progress, "training, selected on dev")
     scores = [percent(a) for a in stage.selection_accuracy[0]]
     reg, devacc = _select(scores, regs)
     test_idx = samples.idx("test")

@@ -1,6 +1,6 @@
 """What every evaluator receives: the task, its data, the sentence table and the run settings."""
 from dataclasses import dataclass, field
-from typing import Dict, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 import numpy as np
 import torch
@@ -33,7 +33,9 @@ class Context:
     `normalize` is the normalization method to apply (embeval.evaluate.normalize); `reference` is the
     Context of the task that lends its train split for the statistics (and its dev split for
     tuning) of tasks without one (STSBenchmark for STS12-16). Evaluators put their per-test-item
-    predictions in `predictions` with `keep` (embeval.formats.predictions)."""
+    predictions in `predictions` with `keep` (embeval.formats.predictions). `fit`: the classifier
+    fitting function the classification protocols call (None: embeval.evaluate.classify.fit; a sweep
+    passes one that trains several sources' problems together, embeval.evaluate.stack)."""
 
     task: Task
     data: TaskData
@@ -46,6 +48,7 @@ class Context:
     normalize: str = "none"
     reference: Optional["Context"] = None
     predictions: Dict = field(default_factory=dict)
+    fit: Optional[Callable] = None
 
     def keep(self, name, prediction_set):
         """Record the prediction set whose figures sit at path `name` of the results."""

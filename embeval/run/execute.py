@@ -8,6 +8,7 @@ import platform
 import time
 from dataclasses import replace
 
+import numpy as np
 import torch
 
 from embeval.evaluate import EVALUATORS, geometry, normalize
@@ -68,9 +69,10 @@ class Workspace:
         return Located(unit.task, vf, self._unions[key], cache)
 
     def table(self, unit, located):
-        """The unit's float32 table (read from the file, or the baseline's bag of words)."""
+        """The unit's float32 table (read from the file, or the baseline's bag of words), truncated to
+        its first `source.dims` columns when the source says so."""
         if unit.source.bow_dim is None:
-            return located.read(self.vectors_file(unit.source.path))
+            return truncate(located.read(self.vectors_file(unit.source.path)), unit.source.dims)
         key = (unit.task, unit.data_dir, unit.source.bow_dim)
         if self._baseline[0] != key:
             self._baseline = (key, baseline.encode(located.sentences, unit.source.bow_dim))
@@ -82,14 +84,20 @@ class Workspace:
         self._files.clear()
 
 
-def make_context(unit, located, table, device, progress=QUIET, reference=None):
-    """The Context of one task: its data, its table on the device, the rows of every split."""
+def truncate(table, dims):
+    """The first `dims` columns of a table (all of them for None), not renormalized."""
+    return table if dims is None else np.ascontiguousarray(table[:, :dims])
+
+
+def make_context(unit, located, table, device, progress=QUIET, reference=None, fit=None):
+    """The Context of one task: its data, its table on the device, the rows of every split (fit: the
+    classifier fitting function, None for classify.fit)."""
     row_of = {s: i for i, s in enumerate(located.sentences)}
     config = unit.config
     return Context(task=TASKS[unit.task], data=located.data, table=torch.from_numpy(table).to(device),
                    rows={k: split_rows(s, row_of) for k, s in located.data.splits.items()},
                    device=device, config=config, seed=config["seed"], progress=progress,
-                   normalize=config.get("normalize", "none"), reference=reference)
+                   normalize=config.get("normalize", "none"), reference=reference, fit=fit)
 
 
 def evaluate(ctx):
@@ -118,8 +126,8 @@ def _normalize_record(ctx, results, tuned):
     return info
 
 
-def execute(unit, device="cpu", workspace=None, progress=QUIET):
-    """Score one unit: (its record entry, its prediction sets).
+def execute(unit, device="cpu", workspace=None, progress=QUIET, fit=None):
+    """Score one unit: (its record entry, its prediction sets). fit: as make_context's.
 
     The entry holds the results, the bootstrap intervals of every figure (`ci`), the normalization
     (when one is configured), the geometry diagnostics (on the task that hosts them), seconds,
@@ -136,7 +144,7 @@ def execute(unit, device="cpu", workspace=None, progress=QUIET):
             ref_located = workspace.located(unit.reference)
             reference = make_context(unit.reference, ref_located, workspace.table(unit.reference, ref_located),
                                      device)
-        ctx = make_context(unit, located, table, device, progress, reference)
+        ctx = make_context(unit, located, table, device, progress, reference, fit)
         results, sets, tuned = evaluate(ctx)
         config = unit.config
         entry = {"kind": ctx.task.kind, "results": results}

@@ -30,11 +30,13 @@ SKIP_REASONS = ("absent_from_file", "no_data", "not_implemented")
 @dataclass(frozen=True)
 class Source:
     """Where a task's vectors come from: a dataset of a vectors file (`dataset` is the task's name or
-    the union's), or the hashing bag of words of dimension `bow_dim` computed from the sentences."""
+    the union's), or the hashing bag of words of dimension `bow_dim` computed from the sentences.
+    `dims`: only the first `dims` columns of the file's vectors are used (a sweep's --dims)."""
 
     path: str
     dataset: str
     bow_dim: Optional[int] = None
+    dims: Optional[int] = None
 
     @property
     def run(self):
@@ -99,16 +101,22 @@ def table_fingerprint(table):
 
 
 class TaskDataCache:
-    """Loads each task's data once."""
+    """Loads each task's data once, and fingerprints its files once."""
 
     def __init__(self, root):
         self.root = Path(root)
         self._data = {}
+        self._sha256 = {}
 
     def get(self, name):
         if name not in self._data:
             self._data[name] = TASKS[name].load(self.root)
         return self._data[name]
+
+    def fingerprint(self, name):
+        if name not in self._sha256:
+            self._sha256[name] = data_fingerprint(self.root, self.get(name).files)
+        return self._sha256[name]
 
 
 class UnionRows:
@@ -155,7 +163,7 @@ class Located:
             self.dataset_name = UNION
             self.dataset, self.rows = union.rows(self.sentences, name)
             self.verified = union.verified
-        self.data_sha256 = data_fingerprint(cache.root, self.data.files)
+        self.data_sha256 = cache.fingerprint(name)
 
     @property
     def shape(self):
@@ -251,18 +259,19 @@ def _locate_lender(name, vf, union, cache, borrowers, method):
     return Located(name, vf, union, cache)
 
 
-def plan(vectors, data_dir, tasks=None, config=None, strict=False, check_memory=None):
+def plan(vectors, data_dir, tasks=None, config=None, strict=False, check_memory=None, cache=None):
     """The work units of scoring `vectors` on `tasks` (None: every task the file and data hold), in the
     order given, after every check. Raises EmbevalError when there is nothing to score.
 
-    check_memory(count, dim, task): an extra memory check of each table (the device's), or None."""
+    check_memory(count, dim, task): an extra memory check of each table (the device's), or None.
+    cache: a TaskDataCache of data_dir to reuse (a sweep plans many files on the same data)."""
     config = config or {}
     root = Path(data_dir)
     explicit = tasks is not None
     requested = list(tasks) if explicit else list(TASKS)
     with VectorsFile(vectors, names=wanted_datasets(requested, config)) as vf:
         todo, skipped = select(requested, explicit, vf, root, strict)
-        cache = TaskDataCache(root)
+        cache = cache if cache is not None else TaskDataCache(root)
         union = UnionRows(vf, cache)
         located = {name: Located(name, vf, union, cache) for name in todo}
         method = config.get("normalize", "none")

@@ -1,0 +1,338 @@
+"""`embeval sweep`: many vectors files (and truncations of them) scored in one run.
+
+Every file goes through plan() first; a bad one is reported in one line and left out. The task data
+is loaded once per process, and for each task the files of equal dimension are scored together in
+groups as large as memory allows: their classification problems train in one batched call
+(embeval.evaluate.stack), with results per file identical to scoring it alone. Each file gets the
+results file `embeval score` writes (with its predictions), written the same way (OUT.partial after
+each task, OUT when complete), so --resume reuses every (file, task) already done with the same
+fingerprints and configuration. A group can run here or as a Ray task (embeval.run.sweep_ray).
+"""
+import glob
+import logging
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import h5py
+import torch
+
+from embeval.errors import EmbevalError
+from embeval.evaluate.context import QUIET
+from embeval.evaluate.stack import Rendezvous
+from embeval.memory import available_memory
+from embeval.run.config import build as build_config
+from embeval.run.execute import Workspace, execute, resolve_device, truncate
+from embeval.run.outputs import ResultsFiles
+from embeval.run.plan import plan, table_fingerprint
+from embeval.run.resume import reusable_units
+from embeval.run.score import finish, new_record, place
+from embeval.tasks.registry import TASKS
+from embeval.train.features import DENSE_LIMIT_BYTES, feature_dim
+
+logger = logging.getLogger("embeval")
+
+STACKED_EVALUATORS = ("inner_kfold", "kfold", "split")
+SWEEP_FORMAT = "embeval-sweep"
+
+
+@dataclass
+class SweepSource:
+    """One scored source of a sweep: a file, or its first `dims` columns."""
+
+    path: str
+    dims: Optional[int]
+    label: str
+    out: Path
+    step: Optional[float] = None
+    units: List = field(default_factory=list)
+    skipped: Dict = field(default_factory=dict)
+    files: Optional[ResultsFiles] = None
+    record: Optional[Dict] = None
+    kept: Dict = field(default_factory=dict)
+    failed: Dict = field(default_factory=dict)
+    reused: Dict = field(default_factory=dict)
+
+
+@dataclass
+class LeftOut:
+    """A file (or truncation) that is not scored, and the one-line error saying why."""
+
+    path: str
+    error: str
+
+
+def expand(patterns):
+    """The files named by `patterns`, globs expanded (sorted), each once: ([paths], [LeftOut])."""
+    paths, left_out = [], []
+    for pattern in patterns:
+        if glob.has_magic(pattern):
+            found = sorted(glob.glob(pattern))
+            if not found:
+                left_out.append(LeftOut(pattern, str(EmbevalError("no file matches this pattern", file=pattern))))
+            paths += found
+        else:
+            paths.append(pattern)
+    return list(dict.fromkeys(paths)), left_out
+
+
+def output_name(path, dims):
+    stem = Path(path).name.rsplit(".", 1)[0]
+    return f"{stem}.d{dims}" if dims else stem
+
+
+def read_step(path):
+    """The file's root attribute `step` (a number), or None."""
+    try:
+        with h5py.File(path, "r") as f:
+            value = f.attrs.get("step")
+    except OSError:
+        return None
+    try:
+        return None if value is None else float(value)
+    except (TypeError, ValueError):
+        raise EmbevalError(f"the root attribute step must be a number, got {value!r}", file=path)
+
+
+def truncated_units(units, dims, workspace):
+    """The units of scoring the first `dims` columns: their source says so, and their description of
+    the vectors (dimension, fingerprint) is the truncated table's."""
+    out = []
+    for unit in units:
+        if dims > unit.vectors["dim"]:
+            raise EmbevalError(f"--dims {dims} exceeds the file's {unit.vectors['dim']} dimensions",
+                               file=unit.source.path, task=unit.task)
+        table = truncate(workspace.table(unit, workspace.located(unit)), dims)
+        vectors = dict(unit.vectors, dim=dims, vectors_sha256=table_fingerprint(table),
+                       truncated_from=unit.vectors["dim"])
+        reference = truncated_units([unit.reference], dims, workspace)[0] if unit.reference is not None else None
+        out.append(replace(unit, source=replace(unit.source, dims=dims), vectors=vectors, reference=reference))
+    return out
+
+
+def plan_sources(paths, data_dir, tasks, config, dims_list, out_dir, workspace):
+    """Pre-flight of every file: ([SweepSource], [LeftOut]). workspace: where the task data is
+    loaded (once) and the files are read from."""
+    sources, left_out, names = [], [], {}
+    for path in paths:
+        try:
+            work = plan(path, data_dir, tasks, config, cache=workspace.data_cache(str(Path(data_dir))))
+            step = read_step(path)
+        except EmbevalError as err:
+            left_out.append(LeftOut(path, str(err)))
+            continue
+        for dims in dims_list or [None]:
+            name = output_name(path, dims)
+            if name in names:
+                left_out.append(LeftOut(path, str(EmbevalError(
+                    f"has the same name as {names[name]}; its results would overwrite the other's", file=path))))
+                continue
+            try:
+                units = truncated_units(work.units, dims, workspace) if dims else work.units
+            except EmbevalError as err:
+                left_out.append(LeftOut(f"{path} --dims {dims}", str(err)))
+                continue
+            names[name] = path
+            label = f"{output_name(path, None)}@{dims}" if dims else name
+            sources.append(SweepSource(path, dims, label, Path(out_dir) / f"{name}.results.json", step, units,
+                                       work.skipped))
+    return sources, left_out
+
+
+def unit_bytes(unit):
+    """Memory a unit takes when stacked: its table and its feature matrix, twice (its own and the
+    stacked copy), times the outer folds for fold-normalized copies."""
+    task = TASKS[unit.task]
+    count, dim = unit.vectors["count"], unit.vectors["dim"]
+    copies = unit.config.get("kfold", 1) if unit.config.get("normalize", "none").startswith("zscore") and \
+        task.evaluator == "inner_kfold" else 1
+    return 4 * count * (dim + 2 * copies * feature_dim(dim, task.features))
+
+
+def memory_budget(device):
+    """Bytes the stacked matrices of one group may take: the dense features' limit times four, within
+    half the memory free on the device."""
+    free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else available_memory()
+    limit = 4 * DENSE_LIMIT_BYTES
+    return limit if free is None else min(limit, free // 2)
+
+
+def groups_of(units, device, budget=None):
+    """The units of one task in work groups: units of equal dimension together, as many per group as
+    fit the memory budget; tasks whose evaluator trains no stacked classifier one unit a group."""
+    budget = memory_budget(device) if budget is None else budget
+    groups = []
+    by_dim = {}
+    for unit in units:
+        if TASKS[unit.task].evaluator not in STACKED_EVALUATORS:
+            groups.append([unit])
+        else:
+            by_dim.setdefault(unit.vectors["dim"], []).append(unit)
+    for members in by_dim.values():
+        size = max(1, budget // max(1, unit_bytes(members[0])))
+        groups += [members[i:i + size] for i in range(0, len(members), size)]
+    return groups
+
+
+def execute_group(units, device="cpu", workspace=None):
+    """Score a group of units of one task, their classifiers trained together: [(entry, sets) or
+    (None, one-line error)] in the units' order."""
+    own = workspace is None
+    workspace = workspace or Workspace()
+    device = torch.device(device)
+    try:
+        jobs = [lambda fit, unit=unit: execute(unit, device, workspace, QUIET, fit) for unit in units]
+        outcomes = Rendezvous().run(jobs) if len(units) > 1 else [_alone(jobs[0])]
+    finally:
+        if own:
+            workspace.close()
+    results = []
+    for unit, (value, err) in zip(units, outcomes):
+        if err is None:
+            results.append(value)
+        elif isinstance(err, EmbevalError):
+            results.append((None, str(err)))
+        elif isinstance(err, Exception):
+            results.append((None, f"{unit.source.path}: {unit.task}: {type(err).__name__}: {err}"))
+        else:
+            raise err
+    return results
+
+
+def _alone(job):
+    try:
+        return job(None), None
+    except Exception as err:
+        return None, err
+
+
+class LocalRunner:
+    """Executes groups in this process, one after the other, in one Workspace (default: a new one)."""
+
+    def __init__(self, device, workspace=None):
+        self.device = device
+        self.workspace = workspace or Workspace()
+
+    def run(self, groups):
+        for group in groups:
+            yield group, execute_group(group, self.device, self.workspace)
+
+    def close(self):
+        self.workspace.close()
+
+
+def sweep(patterns, data_dir, tasks=None, out_dir="sweep", device="auto", config=None, dims=None, resume=False,
+          runner=None, log=None):
+    """Score every file of `patterns` (and each of its truncations to `dims`) on `tasks`; write one
+    results file per source, OUT_DIR/sweep.json and (when the files carry a `step`) plots.
+
+    runner: something with run(groups) yielding (group, results) and close() (default: LocalRunner).
+    Returns the summary (embeval.run.sweep_report.summary) with `left_out` and `failed`."""
+    from embeval.run import sweep_report
+
+    log = log or (lambda msg: print(msg, file=sys.stderr))
+    config = dict(config) if config else build_config()
+    device = resolve_device(device)
+    out_dir = Path(out_dir)
+    started = time.perf_counter()
+    paths, left_out = expand(patterns)
+    workspace = Workspace()
+    try:
+        sources, bad = plan_sources(paths, data_dir, tasks, config, dims, out_dir, workspace)
+    except BaseException:
+        workspace.close()
+        raise
+    left_out += bad
+    for item in left_out:
+        logger.error(f"{item.error} (left out of the sweep)")
+    if sources:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    if runner is None:
+        runner = LocalRunner(device, workspace)
+    else:
+        workspace.close()
+    try:
+        ready = []
+        for source in sources:
+            try:
+                _open(source, data_dir, config, device, resume)
+                ready.append(source)
+            except EmbevalError as err:
+                left_out.append(LeftOut(source.path, str(err)))
+                logger.error(f"{err} (left out of the sweep)")
+        _run(ready, runner, device, log)
+    finally:
+        for source in sources:
+            if source.files is not None:
+                source.files.release()
+        runner.close()
+    summary = sweep_report.summary(ready, left_out, out_dir, round(time.perf_counter() - started, 3))
+    if ready:
+        sweep_report.write(summary, out_dir, log)
+    return summary
+
+
+def _open(source, data_dir, config, device, resume):
+    source.files = ResultsFiles(source.out, save_predictions=True)
+    previous = source.files.check()
+    source.record = new_record(source.path, data_dir, config, device)
+    source.record["skipped"] = source.skipped
+    if source.dims:
+        source.record["vectors"]["truncated_to"] = source.dims
+    if source.step is not None:
+        source.record["vectors"]["step"] = source.step
+    source.reused = reusable_units(source.files, previous, source.record, source.units) if resume else {}
+
+
+def _run(sources, runner, device, log):
+    started = time.perf_counter()
+    order = list(dict.fromkeys(u.task for s in sources for u in s.units))
+    owner = {}
+    pending = {}
+    for source in sources:
+        for unit in source.units:
+            owner[id(unit)] = source
+            entry, sets = source.reused.get((unit.source.run, unit.task), (None, None))
+            if entry is not None:
+                _keep(source, unit, entry, sets, started)
+            else:
+                pending.setdefault(unit.task, []).append(unit)
+    groups = [g for task in order for g in groups_of(pending.get(task, []), device)]
+    retry = []
+    for attempt in range(2):
+        for group, results in runner.run(groups if attempt == 0 else retry):
+            task = group[0].task
+            failed = []
+            for unit, (entry, detail) in zip(group, results):
+                source = owner[id(unit)]
+                if entry is not None:
+                    _keep(source, unit, entry, detail, started)
+                    source.files.task_done(source.record, source.kept)
+                elif attempt == 0:
+                    failed.append(unit)
+                    log(f"  {task} of {source.label} failed ({detail}); retrying once")
+                else:
+                    source.failed[task] = detail
+                    logger.error(f"{detail} (not scored)")
+            if failed:
+                retry.append(failed)
+            log(f"{task} done: {', '.join(owner[id(u)].label for u in group)}")
+        if not retry:
+            break
+    for source in sources:
+        tasks = source.record["tasks"]
+        source.record["tasks"] = {u.task: tasks[u.task] for u in source.units if u.task in tasks}
+        finish(source.record, started)
+        if not source.failed:
+            source.files.complete(source.record, source.kept)
+        elif source.record["tasks"]:
+            source.files.task_done(source.record, source.kept)
+
+
+def _keep(source, unit, entry, sets, started):
+    place(source.record, unit, entry)
+    source.kept.setdefault(unit.source.run, {})[unit.task] = {
+        "data_sha256": unit.data_sha256, "vectors_sha256": entry["vectors"]["vectors_sha256"], "sets": sets}
+    finish(source.record, started)

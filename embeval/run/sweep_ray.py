@@ -1,0 +1,100 @@
+"""A sweep's work groups as Ray tasks (`embeval sweep --ray [ADDRESS]`).
+
+Each group (files of equal dimension stacked x one task) is one Ray task that reads the files and
+the task data itself: paths travel, not arrays, so every worker must see the files and the data
+folder at the same paths (a shared filesystem). A task's resource request follows its device and
+size: one CPU; on a GPU the fraction of a GPU its matrices take (at least a tenth), so several
+small groups share one GPU. A group whose worker dies fails as a whole; the sweep retries what failed
+once (embeval.run.sweep) and then reports it per file and task, keeping the other groups' results.
+"""
+import logging
+import os
+
+from embeval.errors import EmbevalError
+from embeval.run.sweep import execute_group, unit_bytes
+
+logger = logging.getLogger("embeval")
+
+LOCAL_OBJECT_STORE_BYTES = 256 << 20
+MIN_GPU_SHARE = 0.1
+DEFAULT_GPU_BYTES = 16 << 30
+
+_WORKSPACE = None
+
+
+def run_in_worker(units, device, wrap=None):
+    """Execute one group in a Ray worker, keeping that worker's open files and task data for its
+    next groups. wrap(units, device, run): an optional function around the execution."""
+    global _WORKSPACE
+    from embeval.run.execute import Workspace, resolve_device
+
+    if _WORKSPACE is None:
+        _WORKSPACE = Workspace()
+
+    def run(units, device):
+        return execute_group(units, resolve_device(device), _WORKSPACE)
+
+    return run(units, device) if wrap is None else wrap(units, device, run)
+
+
+def _import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise EmbevalError("needs Ray: pip install 'embeval[ray]'", file="--ray")
+    return ray
+
+
+class RayRunner:
+    """Runs a sweep's groups as Ray tasks. address None: the Ray already initialized in this process,
+    else a local Ray started here (and stopped by close()); an address joins that cluster.
+    wrap: passed to run_in_worker (tests use it to kill a worker)."""
+
+    def __init__(self, address, device="auto", num_cpus=None, wrap=None):
+        self.ray = _import_ray()
+        self.device = device
+        self.wrap = wrap
+        self.started = False
+        if not self.ray.is_initialized():
+            kwargs = {"address": address, "include_dashboard": False, "logging_level": logging.WARNING,
+                      "log_to_driver": False}
+            if address is None:
+                kwargs.update(num_cpus=num_cpus or os.cpu_count(), object_store_memory=LOCAL_OBJECT_STORE_BYTES)
+            try:
+                self.ray.init(**kwargs)
+            except (ConnectionError, RuntimeError, ValueError) as err:
+                raise EmbevalError(f"cannot start or join Ray: {err}".splitlines()[0], file=address or "--ray")
+            self.started = True
+        self.remote = self.ray.remote(run_in_worker)
+        self.gpus = self.ray.cluster_resources().get("GPU", 0) > 0
+
+    def resources(self, group):
+        """The Ray resource request of a group: 1 CPU; on a GPU, its share of the GPU's memory."""
+        if self.device == "cpu" or (self.device == "auto" and not self.gpus):
+            return {"num_cpus": 1, "num_gpus": 0}
+        share = sum(unit_bytes(u) for u in group) / DEFAULT_GPU_BYTES
+        return {"num_cpus": 1, "num_gpus": round(min(1.0, max(MIN_GPU_SHARE, share)), 2)}
+
+    def run(self, groups):
+        """Submit every group; yield (group, results) as each finishes."""
+        device = self.device if self.device != "auto" else ("cuda" if self.gpus else "cpu")
+        futures = {}
+        for group in groups:
+            options = dict(self.resources(group), max_retries=0)
+            futures[self.remote.options(**options).remote(group, device, self.wrap)] = group
+        while futures:
+            done, _ = self.ray.wait(list(futures), num_returns=1)
+            for future in done:
+                group = futures.pop(future)
+                try:
+                    results = self.ray.get(future)
+                except self.ray.exceptions.RayError as err:
+                    reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+                    results = [(None, f"{u.source.path}: {u.task}: the Ray task failed: {reason}")
+                               for u in group]
+                yield group, results
+
+    def close(self):
+        if self.started:
+            self.ray.shutdown()
+            self.started = False

@@ -1,0 +1,96 @@
+"""`embeval sweep --ray`: a local Ray with two workers scores as the in-process sweep; a unit whose
+worker is killed is retried and the sweep completes."""
+import functools
+import json
+import os
+import sys
+
+import pytest
+
+from embeval.run.config import build
+from embeval.run.sweep import sweep
+from reliability_helpers import task_file
+
+# CI sets EMBEVAL_REQUIRE_RAY=1: there a missing Ray fails instead of skipping.
+ray = __import__("ray") if os.environ.get("EMBEVAL_REQUIRE_RAY") else pytest.importorskip("ray")
+
+TASKS = ["TREC", "CR"]
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """One local Ray for the module: two worker CPUs, no dashboard; stopped at the end."""
+    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=100 << 20, log_to_driver=False)
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory, data_dir):
+    """Three small files and their in-process sweep: (paths, results folder)."""
+    root = tmp_path_factory.mktemp("ray")
+    paths = [str(task_file(root / f"enc{i}.h5", data_dir, TASKS, dim=8, seed=7 * i)) for i in range(3)]
+    sweep(paths, data_dir, TASKS, root / "local", "cpu", config(), dims=[4, 8], log=quiet)
+    return paths, root / "local"
+
+
+def config():
+    return build("prototype", kfold=3, bootstrap=100)
+
+
+def quiet(message):
+    pass
+
+
+def results(folder):
+    """Every results file of a sweep folder, without timing and device."""
+    out = {}
+    for path in sorted(folder.glob("*.results.json")):
+        record = json.loads(path.read_text())
+        out[path.name] = {t: {k: v for k, v in e.items() if k not in ("seconds", "device")}
+                          for t, e in record["tasks"].items()}
+    return out
+
+
+def test_ray_sweep_equals_the_in_process_sweep(local_ray, swept, data_dir, tmp_path):
+    from embeval.run.sweep_ray import RayRunner
+
+    paths, local = swept
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    summary = sweep(paths, data_dir, TASKS, tmp_path / "ray", "cpu", config(), dims=[4, 8], log=quiet,
+                    runner=RayRunner(None, "cpu", wrap=functools.partial(note_worker, folder=str(pids))))
+    assert all(s["complete"] for s in summary["sources"]) and len(summary["sources"]) == 6
+    assert results(tmp_path / "ray") == results(local) and len(results(local)) == 6
+    workers = {int(p.name) for p in pids.iterdir()}
+    assert len(workers) == 2 and os.getpid() not in workers
+
+
+def note_worker(units, device, run, folder):
+    """Leaves the worker's process id in `folder`, then executes the group."""
+    open(os.path.join(folder, str(os.getpid())), "w").close()
+    return run(units, device)
+
+
+def kill_first_attempt(units, device, run, marker):
+    """Kills its worker process the first time a TREC group of four-dimensional sources runs."""
+    if units[0].task == "TREC" and units[0].source.dims == 4 and not os.path.exists(marker):
+        open(marker, "w").close()
+        os._exit(1)
+    return run(units, device)
+
+
+def test_a_unit_whose_worker_is_killed_is_retried(local_ray, swept, data_dir, tmp_path):
+    from embeval.run.sweep_ray import RayRunner
+
+    paths, local = swept
+    marker = tmp_path / "killed"
+    lines = []
+    runner = RayRunner(None, "cpu", wrap=functools.partial(kill_first_attempt, marker=str(marker)))
+    summary = sweep(paths, data_dir, TASKS, tmp_path / "ray", "cpu", config(), dims=[4, 8], log=lines.append,
+                    runner=runner)
+    assert marker.exists()
+    assert [line for line in lines if "retrying once" in line and "TREC" in line]
+    assert all(s["complete"] for s in summary["sources"])
+    assert results(tmp_path / "ray") == results(local)
