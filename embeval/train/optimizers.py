@@ -6,6 +6,7 @@ gradient, as torch.optim does) and its own step count. A step may carry a mask: 
 problem's parameters and state do not move. The arithmetic follows torch.optim's single-tensor
 implementations operation by operation.
 """
+import numpy as np
 import torch
 
 
@@ -17,8 +18,8 @@ class BatchedOptimizer:
         self.weight_decay = weight_decay
         self.shapes = shapes or [tuple(p.shape[:2]) + (1,) * (p.dim() - 2) for p in params]
         self.steps = torch.zeros(weight_decay.shape, dtype=torch.float64, device=params[0].device)
-        self.uniform_step = 0.0
-        self.step_tensor = torch.zeros((), device=params[0].device)
+        self.host_steps = np.zeros(weight_decay.shape, dtype=np.int64)
+        self.uniform_step = 0
         self.state = [self._init_state(p) for p in params]
 
     def _init_state(self, p):
@@ -33,33 +34,38 @@ class BatchedOptimizer:
             return {"buf": torch.zeros_like(p)} if self.settings["momentum"] > 0 else {}
         return {"sum": torch.full_like(p, self.settings["initial_accumulator_value"])}
 
-    def select(self, index):
-        """The optimizer restricted to the problem groups in `index` (a copy)."""
+    def select(self, index, host_index):
+        """The optimizer restricted to the problem groups `index` (on the device; the same
+        groups as `host_index` on the host): a copy."""
         other = object.__new__(BatchedOptimizer)
         other.name, other.settings = self.name, self.settings
         other.weight_decay = self.weight_decay[index]
         other.shapes = [(len(index),) + tuple(s[1:]) for s in self.shapes]
         other.steps = self.steps[index]
-        other.uniform_step = _shared_value(other.steps)
-        other.step_tensor = torch.zeros_like(self.step_tensor)
+        other.host_steps = self.host_steps[host_index]
+        other.uniform_step = _shared_value(other.host_steps)
         other.state = [{k: v[index] for k, v in s.items()} for s in self.state]
         return other
 
-    def put(self, index, other):
-        """Write back the state of a selection made with `select(index)`."""
+    def put(self, index, host_index, other):
+        """Write back the state of a selection made with `select(index, host_index)`."""
         self.steps[index] = other.steps
-        self.uniform_step = _shared_value(self.steps)
+        self.host_steps[host_index] = other.host_steps
+        self.uniform_step = _shared_value(self.host_steps)
         for mine, theirs in zip(self.state, other.state):
             for key in mine:
                 mine[key][index] = theirs[key]
 
-    def step(self, params, grads, mask=None):
-        """One update of every problem, or of those where mask (G, R) is True."""
+    def step(self, params, grads, mask=None, host_mask=None):
+        """One update of every problem, or of those where mask (G, R) is True; host_mask: the
+        mask's groups (G,) on the host, which keep the step counts known without asking the device."""
         if mask is None:
             self.steps += 1
+            self.host_steps += 1
             self.uniform_step = None if self.uniform_step is None else self.uniform_step + 1
         else:
             self.steps = torch.where(mask, self.steps + 1, self.steps)
+            self.host_steps[np.asarray(host_mask, dtype=bool)] += 1
             self.uniform_step = None
         if self.uniform_step is not None and self.name == "adam":
             return self._adam_in_place(params, grads, self.uniform_step)
@@ -77,22 +83,20 @@ class BatchedOptimizer:
                     state[key].copy_(torch.where(m, value, state[key]))
 
     def _adam_in_place(self, params, grads, step):
-        """Adam for every problem at the same step count: in place, as torch.optim's own kernels.
-
-        torch's fused Adam (one pass over weights, gradient and moments) where this torch build
-        has it for the device, else torch.optim's single-tensor arithmetic; the per-problem weight
+        """Adam for every problem at the same step count: in place, torch.optim's single-tensor
+        arithmetic on every tensor at once (torch's foreach operations); the per-problem weight
         decay is added to the gradient first, as torch.optim does.
         """
         s = self.settings
-        for p, g, shape in zip(params, grads, self.shapes):
-            g.addcmul_(self.weight_decay.reshape(shape), p)
-        if _fused_adam(params, grads, self.state, self.step_tensor.fill_(step), s):
-            return
-        for p, g, state in zip(params, grads, self.state):
-            state["m"].lerp_(g, 1 - s["beta1"])
-            state["v"].mul_(s["beta2"]).addcmul_(g, g, value=1 - s["beta2"])
-            denom = state["v"].sqrt().div_((1 - s["beta2"] ** step) ** 0.5).add_(s["eps"])
-            p.addcdiv_(state["m"], denom, value=-s["lr"] / (1 - s["beta1"] ** step))
+        means, squares = [st["m"] for st in self.state], [st["v"] for st in self.state]
+        torch._foreach_addcmul_(grads, [self.weight_decay.reshape(shape) for shape in self.shapes], params)
+        torch._foreach_lerp_(means, grads, 1 - s["beta1"])
+        torch._foreach_mul_(squares, s["beta2"])
+        torch._foreach_addcmul_(squares, grads, grads, value=1 - s["beta2"])
+        denom = torch._foreach_sqrt(squares)
+        torch._foreach_div_(denom, (1 - s["beta2"] ** step) ** 0.5)
+        torch._foreach_add_(denom, s["eps"])
+        torch._foreach_addcdiv_(params, means, denom, value=-s["lr"] / (1 - s["beta1"] ** step))
 
     def _per_step(self):
         """Per-problem step-size factors (float64 arithmetic, as torch.optim's Python floats)."""
@@ -131,25 +135,5 @@ class BatchedOptimizer:
 
 
 def _shared_value(steps):
-    """The step count every problem has reached, or None where they differ."""
-    low, high = float(steps.min()), float(steps.max())
-    return low if low == high else None
-
-
-def _fused_adam(params, grads, states, step, s):
-    """One fused Adam update of every tensor in place (weight decay already in the gradients);
-    False where this torch build has no such kernel for the device.
-
-    step: a 0-d float32 tensor on the device, filled in place (no host-to-device copy, which on
-    CUDA would wait for the device at every step)."""
-    kernel = getattr(torch, "_fused_adam_", None)
-    device = params[0].device
-    if kernel is None or device.type not in ("cpu", "cuda"):
-        return False
-    try:
-        kernel(list(params), list(grads), [st["m"] for st in states], [st["v"] for st in states], [],
-               [step] * len(params), lr=s["lr"], beta1=s["beta1"], beta2=s["beta2"], weight_decay=0.0,
-               eps=s["eps"], amsgrad=False, maximize=False)
-    except RuntimeError:
-        return False
-    return True
+    """The step count every problem has reached (host counts), or None where they differ."""
+    return int(steps.min()) if steps.size and steps.min() == steps.max() else None
