@@ -272,7 +272,8 @@ def _coco_context(images=(60, 10, 10), dim=6, feat_dim=8, seed=0):
         rows[name] = (np.arange(offset, offset + 5 * m), None)
         offset += 5 * m
     table = torch.as_tensor(np.concatenate(tables).astype(np.float32), device=DEVICE)
-    return Context(TASKS["ImageCaptionRetrieval"], TaskData("ImageCaptionRetrieval", splits, None, []), table, rows, DEVICE)
+    task = TASKS["ImageCaptionRetrieval"]
+    return Context(task, TaskData(task.name, splits, None, []), table, rows, DEVICE)
 
 
 def test_coco_ranker_passes_the_audit(monkeypatch):

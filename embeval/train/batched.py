@@ -24,9 +24,8 @@ from typing import List, Optional
 import numpy as np
 import torch
 
-from embeval.run.config import parse_optim
 from embeval.train.features import to_device
-from embeval.train.optimizers import BatchedOptimizer
+from embeval.train.optimizers import BatchedOptimizer, spec
 
 VALIDATION_SPLIT = 0.05
 EVAL_CHUNK_BYTES = 8 << 20
@@ -199,11 +198,12 @@ def train(features, labels, nclasses, groups, regs, classifier, seed, device, dr
 
     features: callable idx -> (..., D) float32 on device; labels: int64 tensor (N,) on device;
     groups: list of Group; regs: weight decays, (R,) for every group or (G, R); classifier: the
-    validated classifier dict; dropouts: a dropout rate per column r (default: the classifier's).
+    validated classifier dict (its optim: a spec (name, settings) or a validated optimizer
+    string); dropouts: a dropout rate per column r (default: the classifier's).
     """
     nhid, batch = classifier["nhid"], classifier["batch_size"]
     tenacity, epoch_size, max_epoch = classifier["tenacity"], classifier["epoch_size"], classifier["max_epoch"]
-    optim_name, optim_settings = parse_optim(classifier["optim"])
+    optim_name, optim_settings = spec(classifier["optim"])
     regs = np.array(np.broadcast_to(np.asarray(regs, dtype=np.float64), (len(groups), np.shape(regs)[-1])))
     G, R = regs.shape
     rates = classifier["dropout"] if dropouts is None else dropouts
