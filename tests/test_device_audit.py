@@ -312,3 +312,38 @@ def test_cosine_sts_and_geometry_pass_the_audit():
     audit, result = _audit(run)
     assert set(result) >= {"MSRpar", "SMTeuroparl", "all"}
     assert audit.total("sync") <= len(splits) and audit.total("copy_to_device") == 1
+
+
+def test_runs_leave_the_global_random_state_alone(monkeypatch):
+    """The MLP with dropout, the regressor and the ranker seed only local generators: the global
+    CPU, numpy and Python states are unchanged, and nothing seeds CUDA's global generators (which
+    torch.manual_seed would do even before CUDA is initialised)."""
+    import random
+
+    torch.manual_seed(7)
+    np.random.seed(7)
+    random.seed(7)
+    seeded_cuda = []
+    for name in ("manual_seed", "manual_seed_all", "seed", "seed_all", "set_rng_state", "set_rng_state_all"):
+        monkeypatch.setattr(torch.cuda, name, lambda *args, name=name: seeded_cuda.append(name))
+    before = (torch.get_rng_state(), np.random.get_state()[1].copy(), random.getstate())
+    config = build(classifier=dict(SMALL, nhid=8, dropout=0.2))
+    splits = {"train": _labels(96, 3, 1), "dev": _labels(24, 3, 2), "test": _labels(24, 3, 3)}
+    classify.split(_context("SST5", splits, config=config))
+    relatedness.evaluate_relatedness(_relatedness_context(n=(64, 20, 20)))
+    retrieval.evaluate_retrieval(_coco_context(images=(30, 10, 10)))
+    assert torch.equal(torch.get_rng_state(), before[0])
+    assert np.array_equal(np.random.get_state()[1], before[1]) and random.getstate() == before[2]
+    assert seeded_cuda == []
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_runs_leave_cudas_random_state_alone():
+    torch.cuda.manual_seed_all(7)
+    before = torch.cuda.get_rng_state_all()
+    config = build(classifier=dict(SMALL, nhid=8, dropout=0.2))
+    splits = {"train": _labels(96, 3, 1), "dev": _labels(24, 3, 2), "test": _labels(24, 3, 3)}
+    ctx = _context("SST5", splits, config=config)
+    ctx = Context(ctx.task, ctx.data, ctx.table.cuda(), ctx.rows, torch.device("cuda"), ctx.config, ctx.seed)
+    classify.split(ctx)
+    assert all(torch.equal(a, b) for a, b in zip(torch.cuda.get_rng_state_all(), before))
