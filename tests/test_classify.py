@@ -372,7 +372,8 @@ def test_features_built_into_the_trainers_buffer_equal_features_by_hand(kind):
 
 def test_features_are_materialized_only_within_half_the_free_memory(monkeypatch):
     """Pair features and fold-normalized copies are held as one matrix only when it fits half the
-    memory free (and DENSE_LIMIT_BYTES); otherwise they are built batch by batch."""
+    memory free (and HOST_DENSE_LIMIT_BYTES); otherwise they are built batch by batch."""
+    from embeval import memory
     from embeval.evaluate import normalize
     from embeval.train import features as F
 
@@ -381,9 +382,9 @@ def test_features_are_materialized_only_within_half_the_free_memory(monkeypatch)
     norm = normalize.fit("zscore", table)
     folds = normalize.FoldFeatures(table, np.arange(40), None, "single", [norm, norm])
     assert isinstance(pair.dense(), F.DenseFeatures) and isinstance(folds.dense(), F.DenseFeatures)
-    monkeypatch.setattr(F, "available_memory", lambda: 2 * pair.nbytes() - 2)
+    monkeypatch.setattr(memory, "available_memory", lambda: 2 * pair.nbytes() - 2)
     assert pair.dense() is pair and folds.dense() is folds
-    monkeypatch.setattr(F, "available_memory", lambda: None)
+    monkeypatch.setattr(memory, "available_memory", lambda: None)
     assert isinstance(folds.dense(), F.DenseFeatures)
 
 

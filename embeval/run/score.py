@@ -31,6 +31,7 @@ from embeval.formats.sentences import (
     union_sentences,
 )
 from embeval.formats.vectors import VectorsFile, union_rows, warn_unverified
+from embeval.memory import check_device_tables
 from embeval.run import baseline
 from embeval.run.config import build as build_config
 from embeval.tasks.figures import SELECTION
@@ -541,6 +542,7 @@ def score(vectors, data_dir, tasks=None, out=None, device="auto", config=None, p
             todo, record["skipped"] = plan(requested, explicit, vf, root, strict)
             cache = TaskDataCache(root)
             located, reference = preflight(todo, vf, cache, config)
+            check_device_tables([(loc.name, loc.shape) for loc in located + [reference] if loc is not None], device)
             runs = Runs(vf, config)
             decisions = _reuse(files, previous, record, located, runs, reference) if resume else {}
             references = {}

@@ -7,22 +7,9 @@ the samples a batch needs; `Features.dense()` materializes them only when they f
 import numpy as np
 import torch
 
-from embeval.memory import available_memory
+from embeval.memory import dense_budget
 
 KINDS = ("single", "pair", "snli")
-DENSE_LIMIT_BYTES = 2 << 30
-
-
-def dense_budget(device, limit=DENSE_LIMIT_BYTES):
-    """Bytes a materialized feature matrix may take on `device`: `limit`, or half of the memory
-    free there when that is less."""
-    if device.type == "cuda":
-        free = torch.cuda.mem_get_info(device)[0]
-    else:
-        free = available_memory()
-    return limit if free is None else min(limit, free // 2)
-
-
 def to_device(arrays, device):
     """numpy arrays on the device in one copy each; on a GPU through pinned memory, without
     waiting for the copy (the device orders it before the kernels that read it)."""
