@@ -293,7 +293,9 @@ class _RoundPlan:
             idx[p, :, :i.shape[1]], valid[p, :, :v.shape[1]] = i, v
         idx, valid = idx.reshape(len(passes), G, self.steps, batch), valid.reshape(len(passes), G, self.steps, batch)
         self.has_batch = valid.any(axis=3)
-        self.idx, self.valid, self.has_batch_device = to_device([idx, valid, self.has_batch], device)
+        packed, = to_device([np.stack([idx, valid])], device)  # one copy: indices and validity
+        self.idx, self.valid = packed[0], packed[1].bool()
+        self.has_batch_device = self.valid.any(dim=3)
 
 
 def _train_pass(params, optimizer, plan, p, features, labels, onehot, batch, nhid, dropout_rng, dropout):
