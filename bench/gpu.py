@@ -2,6 +2,7 @@
 
     python bench/gpu.py --data DATA                       # on a CUDA machine: time every task at 768-d
     python bench/gpu.py --audit [--before CHECKOUT]       # anywhere: the device audit, per evaluator
+    python bench/gpu.py --roofline                         # the hot loops' FLOPs, bytes and rates here
 
 On a GPU every task is scored with `--device cuda` on a deterministic bag of random 768-d token
 vectors (devbow's construction), and the seconds per task go to bench/results/gpu_<device>.json.
@@ -12,6 +13,10 @@ synchronizations, host-to-device copies, cross-device operations and numpy-of-de
 the trainer steps and early-stopping rounds they happened in and the source lines that cause most
 of them. `--before CHECKOUT` also audits another checkout of embeval (the audit module is loaded
 from this tree by path) and records both in bench/results/device_audit.json.
+
+`--roofline` times one call of each hot loop (trainer step, regressor step, COCO ranker step, L-BFGS
+objective evaluation) and records its FLOPs, bytes moved, achieved GFLOP/s and the time the
+machine's measured large-GEMM rate would need for its FLOPs, in bench/results/roofline_cpu.json.
 """
 import argparse
 import collections
@@ -234,6 +239,86 @@ def time_on_gpu(data, dim, tasks):
             "seconds": {n: record["tasks"][n]["seconds"] for n in names}}
 
 
+def _rate(fn, repeat):
+    """Seconds per call of fn, the best of three timings of `repeat` calls after one warm-up."""
+    fn()
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        for _ in range(repeat):
+            fn()
+        best = min(best, (time.perf_counter() - started) / repeat)
+    return best
+
+
+def roofline(dim=768):
+    """FLOPs, bytes moved and achieved rate per call of each hot loop, and this machine's GEMM rate."""
+    import torch
+
+    from embeval.evaluate import relatedness, retrieval
+    from embeval.run.config import build
+    from embeval.train import batched, lbfgs
+    from embeval.train.features import DenseFeatures
+    from embeval.train.optimizers import BatchedOptimizer, parse
+
+    rng = np.random.default_rng(0)
+    cpu = torch.device("cpu")
+    n = 4096
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    gemm = 2 * n ** 3 / _rate(lambda: a @ b, 3) / 1e9
+    loops = {}
+
+    def record(name, fn, flops, nbytes, repeat):
+        seconds = _rate(fn, repeat)
+        loops[name] = {"us_per_call": round(seconds * 1e6, 1), "gflop_per_call": flops / 1e9,
+                       "mbytes_per_call": nbytes / 1e6, "gflops": round(flops / seconds / 1e9, 2),
+                       "floor_us_flops": round(flops / (gemm * 1e9) * 1e6, 1)}
+
+    x = torch.randn(20000, dim)
+    labels = torch.as_tensor(rng.integers(0, 2, 20000))
+    features = DenseFeatures(x)
+    for nhid, C in ((0, 2), (50, 2)):
+        R, B = 4, 64
+        params = batched._stack(batched.initial_params(1, dim, C, nhid, cpu), 1, R)
+        name, settings = parse("adam")
+        optimizer = BatchedOptimizer(name, params, torch.full((1, R), 1e-4), settings)
+        idx = torch.as_tensor(rng.integers(0, 20000, (1, B)))
+        target = torch.nn.functional.one_hot(labels[idx], C).float().transpose(1, 2) / B
+        weight = torch.full((1, B), 1.0 / B)
+        buffer = torch.empty(B, dim)
+
+        def step():
+            xb = features(idx, out=buffer)
+            optimizer.step(params, batched._gradients(params, xb, target, weight, nhid, None))
+
+        width = C if nhid == 0 else nhid
+        flops = 4 * R * width * dim * B + (4 * R * C * nhid * B if nhid else 0)
+        nbytes = B * dim * 4 + sum(p.numel() for p in params) * 4 * 7
+        record(f"trainer step (nhid {nhid}, 4 problems, batch 64)", step, flops, nbytes, 200)
+    pair = torch.randn(4000, 2 * dim)
+    model = relatedness.SoftmaxRegressor(2 * dim, 1, cpu)
+    target = torch.softmax(torch.randn(4000, 5), 1)
+    record("regressor step (batch 64)", lambda: model.step(pair[:64], target[:64]), 4 * 64 * 2 * dim * 5,
+           64 * 2 * dim * 4 + 2 * dim * 5 * 4 * 7, 500)
+    images = rng.standard_normal((1000, 2048)).astype(np.float32)
+    split = retrieval.CaptionSplit(torch.randn(5000, dim), np.arange(5000), np.repeat(np.arange(1000), 5), images, cpu)
+    ranker = retrieval.RankingModel(dim, 2048, 1)
+    adam = torch.optim.Adam(ranker.parameters())
+    batch = next(retrieval.epoch_batches(np.random.RandomState(1), 5000))
+    rows = 128 * (1 + retrieval.NCONTRAST)
+    coco_flops = 4 * rows * (2048 + dim) * retrieval.PROJ_DIM
+    coco_bytes = rows * (2048 + dim) * 4 + (2048 + dim) * retrieval.PROJ_DIM * 4 * 7
+    record("COCO ranker step (768-d captions, 2048-d images)", lambda: retrieval.train_step(ranker, adam, split, batch),
+           coco_flops, coco_bytes, 3)
+    N, P = 10000, 6
+    objective = lbfgs.Objective(DenseFeatures(x[:N]), labels[:N], 2, [np.arange(N)], np.ones((1, P)), cpu)
+    theta = torch.zeros((P, dim + 1, 1), dtype=torch.float64)
+    problems = torch.arange(P)
+    record("L-BFGS objective and gradient (10,000 x 768, 6 problems, float32)",
+           lambda: objective(theta, problems, torch.float32), 4 * N * dim * P, N * dim * 4, 20)
+    return {"threads": torch.get_num_threads(), "gemm_gflops": round(gemm, 1), "loops": loops}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--audit", action="store_true")
@@ -241,8 +326,15 @@ def main():
     parser.add_argument("--dim", type=int, default=None)
     parser.add_argument("--data")
     parser.add_argument("--tasks")
+    parser.add_argument("--roofline", action="store_true")
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.roofline:
+        figures = roofline()
+        path = HERE / "results" / "roofline_cpu.json"
+        path.write_text(json.dumps(figures, indent=1) + "\n")
+        print(json.dumps(figures, indent=1))
+        return
     if args.json:
         print(json.dumps(audit_here(args.dim or 64)))
         return
