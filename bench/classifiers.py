@@ -120,8 +120,8 @@ def stage_problems(ctx, solver):
 
 
 def run_solver(vectors, data, task, solver):
-    from embeval.run.config import build
     import embeval
+    from embeval.run.config import build
 
     record = embeval.score(vectors, data, tasks=[task], config=build(solver=solver), progress=False, log=lambda m: None)
     entry = record["tasks"][task]

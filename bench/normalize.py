@@ -22,8 +22,8 @@ METHODS = ["none", "zscore", "zscore+l2"]
 
 
 def child(vectors, data, task, solver, method):
-    from embeval.run.config import build
     import embeval
+    from embeval.run.config import build
 
     record = embeval.score(vectors, data, tasks=[task], config=build(solver=solver, normalize=method), progress=False,
                    log=lambda m: None)

@@ -60,9 +60,9 @@ def main():
     args = parser.parse_args()
     from classifiers import encoder
 
+    import embeval
     from embeval.formats import sentences as export
     from embeval.run.config import build
-    import embeval
     from embeval.tasks.registry import TASKS
 
     tasks = args.tasks.split(",")

@@ -1,5 +1,17 @@
-"""How much memory this process may still use."""
+"""How much memory this process may still use, on the host and on the device, and the device plan.
+
+On a GPU the memory free to this process is what the driver reports free plus what PyTorch's
+caching allocator holds reserved but unused (it hands that out again without asking the driver).
+Dense feature matrices may take half of it; the sentence table of a task must fit in a quarter,
+leaving the rest for features, models and their gradients. Pre-flight refuses a table that does
+not, before anything is allocated, with one line naming the task, the sizes and `--device cpu`.
+"""
 import os
+
+from embeval.errors import EmbevalError
+
+HOST_DENSE_LIMIT_BYTES = 2 << 30  # on the CPU dense matrices stay below this (caches, other processes)
+TABLE_SHARE = 4  # a task's table may take 1/TABLE_SHARE of the device's free memory
 
 
 def available_memory():
@@ -15,3 +27,42 @@ def available_memory():
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return None
+
+
+def device_memory(device):
+    """(free bytes, total bytes) of a CUDA device for this process, counting PyTorch's reserved but
+    unused memory as free; None for the CPU or when unknown."""
+    import torch
+
+    if device.type != "cuda":
+        return None
+    free, total = torch.cuda.mem_get_info(device)
+    cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    return free + cached, total
+
+
+def dense_budget(device):
+    """Bytes a materialized feature matrix may take on `device`: half of the memory free there (on
+    the CPU also at most HOST_DENSE_LIMIT_BYTES), scaling with the device."""
+    gpu = device_memory(device)
+    if gpu is not None:
+        return gpu[0] // 2
+    free = available_memory()
+    return HOST_DENSE_LIMIT_BYTES if free is None else min(HOST_DENSE_LIMIT_BYTES, free // 2)
+
+
+def check_device_tables(tables, device):
+    """Refuse, before scoring, any task whose float32 table (name, (rows, dim)) would not fit in
+    1/TABLE_SHARE of the device's free memory."""
+    gpu = device_memory(device)
+    if gpu is None:
+        return
+    free, total = gpu
+    for name, (rows, dim) in tables:
+        need = rows * dim * 4
+        if need * TABLE_SHARE > free:
+            raise EmbevalError(
+                f"{rows} x {dim} vectors take {need / 2**30:.2f} GiB as float32; with its features and models "
+                f"they need about {TABLE_SHARE * need / 2**30:.2f} GiB of {device}, which has "
+                f"{free / 2**30:.2f} GiB free of {total / 2**30:.2f} GiB; score this task with --device cpu",
+                file="--device", task=name)

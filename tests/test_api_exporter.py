@@ -14,10 +14,23 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-
-from api_helpers import MODEL_NAME, SECOND_NAME, FaultProxy, InfinityServer, free_port, infinity_program
-from exporter_helpers import (cosines, manifest_entries, need_modules, one_line_error, read_vectors, run_exporter,
-                              write_export)
+from api_helpers import (
+    MODEL_NAME,
+    SECOND_NAME,
+    FaultProxy,
+    InfinityServer,
+    free_port,
+    infinity_program,
+)
+from exporter_helpers import (
+    cosines,
+    manifest_entries,
+    need_modules,
+    one_line_error,
+    read_vectors,
+    run_exporter,
+    write_export,
+)
 
 PROGRAM = "openai_compatible_export.py"
 KEY_VAR = "EMBEVAL_TEST_API_KEY"

@@ -424,12 +424,6 @@ def test_batched_optimizers_equal_torch_optim(name, settings):
     _compare_with_torch_optim(name, settings)
 
 
-def test_adam_without_torchs_fused_kernel_equals_torch_optim(monkeypatch):
-    """Builds of torch without the fused Adam kernel take the written-out arithmetic."""
-    monkeypatch.delattr(torch, "_fused_adam_", raising=False)
-    _compare_with_torch_optim("adam", "adam,lr=0.01")
-
-
 def _compare_with_torch_optim(name, settings):
     """Masked, unmasked and frozen steps of the batched optimizer against torch.optim's."""
     from embeval.run.config import parse_optim
@@ -439,11 +433,8 @@ def _compare_with_torch_optim(name, settings):
     start = torch.tensor(rng.standard_normal((4, 3)), dtype=torch.float32)
     grads = [torch.tensor(rng.standard_normal((4, 3)), dtype=torch.float32) for _ in range(5)]
     reference = torch.nn.Parameter(start.clone())
-    kwargs = {k: v for k, v in params.items() if k not in ("beta1", "beta2")}
-    if name == "adam":
-        kwargs["betas"] = (params["beta1"], params["beta2"])
     torch_opt = {"adam": torch.optim.Adam, "rmsprop": torch.optim.RMSprop, "sgd": torch.optim.SGD,
-                 "adagrad": torch.optim.Adagrad}[name]([reference], weight_decay=0.01, **kwargs)
+                 "adagrad": torch.optim.Adagrad}[name]([reference], weight_decay=0.01, **params)
     ours = start.clone()[None, None]
     opt = BatchedOptimizer(name, [ours], torch.full((1, 1), 0.01), params)
     unmasked = start.clone()[None, None]
@@ -535,7 +526,8 @@ def test_features_built_into_the_trainers_buffer_equal_features_by_hand(kind):
 
 def test_features_are_materialized_only_within_half_the_free_memory(monkeypatch):
     """Pair features and fold-normalized copies are held as one matrix only when it fits half the
-    memory free (and DENSE_LIMIT_BYTES); otherwise they are built batch by batch."""
+    memory free (and HOST_DENSE_LIMIT_BYTES); otherwise they are built batch by batch."""
+    from embeval import memory
     from embeval.evaluate import normalize
     from embeval.train import features as F
 
@@ -544,9 +536,9 @@ def test_features_are_materialized_only_within_half_the_free_memory(monkeypatch)
     norm = normalize.fit("zscore", table)
     folds = normalize.FoldFeatures(table, np.arange(40), None, "single", [norm, norm])
     assert isinstance(pair.dense(), F.DenseFeatures) and isinstance(folds.dense(), F.DenseFeatures)
-    monkeypatch.setattr(F, "available_memory", lambda: 2 * pair.nbytes() - 2)
+    monkeypatch.setattr(memory, "available_memory", lambda: 2 * pair.nbytes() - 2)
     assert pair.dense() is pair and folds.dense() is folds
-    monkeypatch.setattr(F, "available_memory", lambda: None)
+    monkeypatch.setattr(memory, "available_memory", lambda: None)
     assert isinstance(folds.dense(), F.DenseFeatures)
 
 

@@ -6,7 +6,12 @@ import pytest
 import torch
 
 from embeval.evaluate import retrieval
-from embeval.evaluate.retrieval import CaptionSplit, RankingModel, evaluate_split, fold_ranks
+from embeval.evaluate.retrieval import (
+    CaptionSplit,
+    RankingModel,
+    evaluate_split,
+    fold_ranks,
+)
 
 
 def senteval_i2t(images, captions):

@@ -6,10 +6,10 @@ import os
 import sys
 
 import pytest
+from reliability_helpers import task_file
 
 from embeval.run.config import build
 from embeval.run.sweep import sweep
-from reliability_helpers import task_file
 
 # CI sets EMBEVAL_REQUIRE_RAY=1: there a missing Ray fails instead of skipping.
 ray = __import__("ray") if os.environ.get("EMBEVAL_REQUIRE_RAY") else pytest.importorskip("ray")

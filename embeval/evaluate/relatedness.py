@@ -16,7 +16,7 @@ from embeval.errors import DataFileError
 from embeval.evaluate import mteb, normalize, seeded, sts
 from embeval.formats import predictions
 from embeval.tasks.samples import senteval_order
-from embeval.train.features import sample_features
+from embeval.train.features import sample_features, to_device
 
 NCLASSES = 5
 BATCH_SIZE = 64
@@ -132,8 +132,8 @@ def train_regressor(train_x, train_target, dev_x, dev_scores, seed):
     best, best_model, bad_rounds, passes = -1.0, None, 0, 0
     with torch.no_grad(), one_cpu_thread(train_x.device):
         while passes <= MAX_PASSES:
-            for _ in range(PASSES_PER_ROUND):
-                order = torch.from_numpy(rng.permutation(n)).to(train_x.device)
+            orders, = to_device([np.stack([rng.permutation(n) for _ in range(PASSES_PER_ROUND)])], train_x.device)
+            for order in orders:
                 x, target = train_x[order], train_target[order]
                 for i in range(0, n, BATCH_SIZE):
                     model.step(x[i:i + BATCH_SIZE], target[i:i + BATCH_SIZE])

@@ -20,6 +20,7 @@ from embeval.errors import DataFileError
 from embeval.evaluate import normalize, seeded
 from embeval.evaluate.context import QUIET
 from embeval.formats import predictions
+from embeval.train.features import to_device
 
 PROJ_DIM = 1000
 MARGIN = 0.2
@@ -114,8 +115,8 @@ def fold_ranks(image_emb, caption_emb, image_index=None, caption_index=None):
 
 
 def recall_metrics(ranks):
-    """R@1, R@5, R@10 in % and the median rank floor(median) + 1 of 0-based ranks."""
-    r = ranks.detach().cpu().numpy()
+    """R@1, R@5, R@10 in % and the median rank floor(median) + 1 of 0-based ranks (array or tensor)."""
+    r = ranks.detach().cpu().numpy() if isinstance(ranks, torch.Tensor) else np.asarray(ranks)
     out = {f"r{k}": 100.0 * float(np.mean(r < k)) for k in RECALLS}
     out["medr"] = float(np.floor(np.median(r)) + 1)
     return out
@@ -133,9 +134,8 @@ class CaptionSplit:
 
     def __init__(self, table, rows, image_of, images, device):
         self.table = table
-        self.rows = torch.as_tensor(rows, dtype=torch.long).to(device)
-        self.image_of = torch.as_tensor(image_of, dtype=torch.long).to(device)
-        self.images = torch.as_tensor(images).to(device)
+        self.rows, self.image_of, self.images = to_device(
+            [np.asarray(rows, dtype=np.int64), np.asarray(image_of, dtype=np.int64), np.asarray(images)], device)
 
     def __len__(self):
         return len(self.rows)
@@ -154,23 +154,29 @@ def evaluate_split(model, split, ranks_out=None):
 
     SentEval slices its 25,000 dev or test captions into 5 folds of 5,000 (1,000 images); embeval
     cuts any split into 5 equal folds of images, the same folds for COCO's real sizes. Each distinct
-    sentence and image is projected once, so duplicates tie exactly."""
+    sentence and image is projected once, so duplicates tie exactly. The ranks of every fold reach
+    the host in one copy."""
     m = fold_count(len(split.images))
-    per_fold, score = {"i2t": [], "t2i": []}, 0.0
     model.eval()
     with torch.no_grad():
+        ranks = []
         for f in range(NFOLDS):
             images, image_index = torch.unique(split.images[f * m:(f + 1) * m], dim=0, return_inverse=True)
             rows, caption_index = torch.unique(split.rows[f * m * CAPTIONS_PER_IMAGE:(f + 1) * m * CAPTIONS_PER_IMAGE],
                                                return_inverse=True)
-            ranks = fold_ranks(model.images(images), model.sentences(split.table.index_select(0, rows)),
-                               image_index, caption_index)
-            for direction, r in zip(("i2t", "t2i"), ranks):
-                if ranks_out is not None:
-                    ranks_out.setdefault(direction, []).append(r.cpu().numpy())
-                metrics = recall_metrics(r)
-                per_fold[direction].append(metrics)
-                score += sum(metrics[f"r{k}"] for k in RECALLS) / NFOLDS
+            ranks += fold_ranks(model.images(images), model.sentences(split.table.index_select(0, rows)),
+                                image_index, caption_index)
+        host = torch.cat(ranks).cpu().numpy()
+    per_fold, score, start = {"i2t": [], "t2i": []}, 0.0, 0
+    for f in range(NFOLDS):
+        for direction, size in (("i2t", m), ("t2i", m * CAPTIONS_PER_IMAGE)):
+            r = host[start:start + size]
+            start += size
+            if ranks_out is not None:
+                ranks_out.setdefault(direction, []).append(r)
+            metrics = recall_metrics(r)
+            per_fold[direction].append(metrics)
+            score += sum(metrics[f"r{k}"] for k in RECALLS) / NFOLDS
     averaged = {d: {key: float(np.mean([fm[key] for fm in folds])) for key in folds[0]}
                 for d, folds in per_fold.items()}
     return averaged, score
@@ -187,9 +193,24 @@ def epoch_batches(rng, n):
         yield batch, image_c, sentence_c
 
 
+def device_batches(rng, n, device):
+    """The batches of `epoch_batches` as device tensors, the whole epoch drawn first and moved to
+    the device in one copy (the draws do not depend on the model)."""
+    batches = list(epoch_batches(rng, n))
+    ids, = to_device([np.concatenate([b[i] for i in range(3) for b in batches])], device)
+    captions, image_c, sentence_c = ids[:n], ids[n:n * (1 + NCONTRAST)], ids[n * (1 + NCONTRAST):]
+    start = 0
+    for batch, _, _ in batches:
+        size = len(batch)
+        yield (captions[start:start + size], image_c[start * NCONTRAST:(start + size) * NCONTRAST],
+               sentence_c[start * NCONTRAST:(start + size) * NCONTRAST])
+        start += size
+
+
 def train_step(model, optimizer, train, batch):
-    """One Adam step on a batch from `epoch_batches` (caption ids as numpy arrays)."""
-    batch, image_c, sentence_c = (torch.from_numpy(a).to(train.rows.device) for a in batch)
+    """One Adam step on a batch of caption ids (captions, contrastive-image captions, contrastive
+    captions), as device tensors (`device_batches`) or numpy arrays (`epoch_batches`)."""
+    batch, image_c, sentence_c = (torch.as_tensor(a, device=train.rows.device) for a in batch)
     size = len(batch)
     loss = ranking_loss(
         model.images(train.image_vectors(batch)),
@@ -205,7 +226,7 @@ def train_step(model, optimizer, train, batch):
 def train_epoch(model, optimizer, train, rng):
     """One pass over a fresh permutation of the train captions in batches of 128."""
     model.train()
-    for batch in epoch_batches(rng, len(train)):
+    for batch in device_batches(rng, len(train), train.rows.device):
         train_step(model, optimizer, train, batch)
 
 

@@ -1,8 +1,8 @@
 """Run configurations: the classifier settings, k-fold and solver, with validation at the boundary."""
 import json
-import re
 
 from embeval.errors import EmbevalError
+from embeval.train import optimizers
 
 CLASSIFIER_DEFAULTS = {"nhid": 0, "optim": "adam", "batch_size": 64, "tenacity": 5, "epoch_size": 4,
                        "max_epoch": 200, "dropout": 0.0}
@@ -21,32 +21,14 @@ CLASSIFIERS = ("logreg", "mlp")
 NORMALIZATIONS = ("none", "l2", "zscore", "zscore+l2", "tune")
 BOOTSTRAP_DEFAULT = 1000
 
-# Optimizers and the keyword arguments their `optim` string may set (PyTorch's names and defaults).
-OPTIMIZERS = {
-    "adam": {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8},
-    "rmsprop": {"lr": 1e-2, "alpha": 0.99, "eps": 1e-8, "momentum": 0.0},
-    "sgd": {"lr": None, "momentum": 0.0},
-    "adagrad": {"lr": 1e-2, "lr_decay": 0.0, "eps": 1e-10, "initial_accumulator_value": 0.0},
-}
-
-_NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
-
-
 def parse_optim(text, source="--classifier"):
-    """'adam' or 'sgd,lr=0.1' -> (name, full parameter dict with PyTorch defaults)."""
-    name, *assignments = [part.strip() for part in str(text).split(",")]
-    if name not in OPTIMIZERS:
-        raise EmbevalError(f"unknown optimizer {name!r} in optim; use one of {', '.join(OPTIMIZERS)}", file=source)
-    params = dict(OPTIMIZERS[name])
-    for assignment in assignments:
-        key, _, value = assignment.partition("=")
-        if key not in params or not _NUMBER.match(value):
-            raise EmbevalError(f"bad optimizer setting {assignment!r} for {name}; it takes "
-                               f"{', '.join(k + '=NUMBER' for k in params)}", file=source)
-        params[key] = float(value)
-    if params.get("lr") is None:
-        raise EmbevalError(f"optimizer {name} needs a learning rate, e.g. {name},lr=0.1", file=source)
-    return name, params
+    """'adam' or 'sgd,lr=0.1' -> (name, settings): SentEval's optimizer string with torch.optim's
+    keyword names and defaults (embeval.train.optimizers.parse); a refused string is a one-line
+    error naming `source`."""
+    try:
+        return optimizers.parse(text)
+    except ValueError as err:
+        raise EmbevalError(f"optim: {err}", file=source) from None
 
 
 def _check_classifier(classifier, source):

@@ -22,6 +22,7 @@ from embeval.evaluate import EVALUATORS  # noqa: F401  (tests wrap evaluators th
 from embeval.evaluate.context import QUIET
 from embeval.formats.results import FORMAT, FORMAT_VERSION
 from embeval.formats.vectors import VectorsFile  # noqa: F401  (tests patch reads through this module)
+from embeval.memory import check_device_tables
 from embeval.run import baseline
 from embeval.run.config import build as build_config
 from embeval.run.execute import Workspace, describe_device, execute, resolve_device
@@ -67,6 +68,16 @@ def place(record, unit, entry):
     record["baseline"]["tasks"][unit.task] = entry
 
 
+def device_tables(units):
+    """(task, (rows, dim)) of every table a run puts on the device, the tables lending statistics too."""
+    tables = {}
+    for unit in units:
+        for one in (unit, unit.reference):
+            if one is not None:
+                tables[(one.task, one.source.bow_dim)] = (one.task, (one.vectors["count"], one.vectors["dim"]))
+    return list(tables.values())
+
+
 def score(vectors, data_dir, tasks=None, out=None, device="auto", config=None, progress=True, log=None,
           strict=False, resume=False, save_predictions=None):
     """Score every requested task present in the vectors file; write the results to `out`.
@@ -95,6 +106,7 @@ def score(vectors, data_dir, tasks=None, out=None, device="auto", config=None, p
     try:
         previous = files.check() if files else []
         work = plan(vectors, root, tasks, config, strict)
+        check_device_tables(device_tables(work.units), device)
         record = new_record(vectors, root, config, device)
         record["skipped"] = work.skipped
         decisions = reusable_units(files, previous, record, work.units) if resume else {}

@@ -24,8 +24,8 @@ from typing import List, Optional
 import numpy as np
 import torch
 
-from embeval.run.config import parse_optim
-from embeval.train.optimizers import BatchedOptimizer
+from embeval.train.features import to_device
+from embeval.train.optimizers import BatchedOptimizer, spec
 
 VALIDATION_SPLIT = 0.05
 EVAL_CHUNK_BYTES = 8 << 20
@@ -96,9 +96,12 @@ class _Stream:
 
 
 def initial_params(seed, dim, nclasses, nhid, device):
-    """Weights as nn.Linear initialises them right after torch.manual_seed(seed), as (in, out)."""
+    """Weights as nn.Linear initialises them right after torch.manual_seed(seed), as (in, out).
+
+    Only the CPU generator is seeded (nn.Linear draws there), and fork_rng restores its state:
+    the process's random state, CPU or CUDA, is the same after the call as before."""
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+        torch.default_generator.manual_seed(seed)
         if nhid == 0:
             layers = [torch.nn.Linear(dim, nclasses)]
         else:
@@ -195,11 +198,12 @@ def train(features, labels, nclasses, groups, regs, classifier, seed, device, dr
 
     features: callable idx -> (..., D) float32 on device; labels: int64 tensor (N,) on device;
     groups: list of Group; regs: weight decays, (R,) for every group or (G, R); classifier: the
-    validated classifier dict; dropouts: a dropout rate per column r (default: the classifier's).
+    validated classifier dict (its optim: a spec (name, settings) or a validated optimizer
+    string); dropouts: a dropout rate per column r (default: the classifier's).
     """
     nhid, batch = classifier["nhid"], classifier["batch_size"]
     tenacity, epoch_size, max_epoch = classifier["tenacity"], classifier["epoch_size"], classifier["max_epoch"]
-    optim_name, optim_settings = parse_optim(classifier["optim"])
+    optim_name, optim_settings = spec(classifier["optim"])
     regs = np.array(np.broadcast_to(np.asarray(regs, dtype=np.float64), (len(groups), np.shape(regs)[-1])))
     G, R = regs.shape
     rates = classifier["dropout"] if dropouts is None else dropouts
@@ -247,13 +251,13 @@ def train(features, labels, nclasses, groups, regs, classifier, seed, device, dr
         for lo in range(0, len(active), chunk):
             part = torch.as_tensor(active[lo:lo + chunk], device=device)
             sub = [p[part] for p in params]
-            sub_opt = optimizer.select(part)
-            for orders in passes:
-                _train_pass(sub, sub_opt, orders[lo:lo + chunk], features, labels, onehot, batch, nhid, dropout_rng,
-                            dropout)
+            sub_opt = optimizer.select(part, active[lo:lo + chunk])
+            plan = _RoundPlan([orders[lo:lo + chunk] for orders in passes], batch, device)
+            for p in range(len(passes)):
+                _train_pass(sub, sub_opt, plan, p, features, labels, onehot, batch, nhid, dropout_rng, dropout)
             for full, trained in zip(params, sub):
                 full[part] = trained
-            optimizer.put(part, sub_opt)
+            optimizer.put(part, active[lo:lo + chunk], sub_opt)
         nepoch += epoch_size
         acc = _accuracy(params, features, labels, eval_idx, eval_valid, nhid).cpu().numpy()
         running = ~stopped
@@ -271,23 +275,42 @@ def train(features, labels, nclasses, groups, regs, classifier, seed, device, dr
     return Trained(best, best_acc, rounds, nhid)
 
 
-def _train_pass(params, optimizer, orders, features, labels, onehot, batch, nhid, dropout_rng, dropout):
-    """One pass over every active group's permuted train set, in lockstep batches.
+class _RoundPlan:
+    """The batches of every pass of one round for a chunk of groups, moved to the device at once.
+
+    idx, valid: (passes, G, steps, batch) sample indices and their validity; has_batch: whether a
+    group has any sample at a step, on the host (it decides masking without asking the device) and
+    on the device (the mask itself)."""
+
+    def __init__(self, passes, batch, device):
+        padded = [_pad(orders) for orders in passes]
+        width = max(idx.shape[1] for idx, _ in padded)
+        self.steps = -(-width // batch)
+        G = len(passes[0])
+        idx = np.zeros((len(passes), G, self.steps * batch), dtype=np.int64)
+        valid = np.zeros(idx.shape, dtype=bool)
+        for p, (i, v) in enumerate(padded):
+            idx[p, :, :i.shape[1]], valid[p, :, :v.shape[1]] = i, v
+        idx, valid = idx.reshape(len(passes), G, self.steps, batch), valid.reshape(len(passes), G, self.steps, batch)
+        self.has_batch = valid.any(axis=3)
+        packed, = to_device([np.stack([idx, valid])], device)  # one copy: indices and validity
+        self.idx, self.valid = packed[0], packed[1].bool()
+        self.has_batch_device = self.valid.any(dim=3)
+
+
+def _train_pass(params, optimizer, plan, p, features, labels, onehot, batch, nhid, dropout_rng, dropout):
+    """Pass p of the round's plan: one pass over every active group's permuted train set, in
+    lockstep batches.
 
     Problems that already stopped keep moving with their group: their best weights are saved and
     nothing reads their current ones again. Only a group that has no batch at a step (it has fewer
     samples than another group) is held still at that step.
     """
-    idx, valid = _pad(orders)
-    steps = -(-idx.shape[1] // batch)
-    pad = steps * batch - idx.shape[1]
     device = params[0].device
-    G = len(orders)
-    idx_t = torch.as_tensor(np.pad(idx, ((0, 0), (0, pad))), device=device).reshape(G, steps, batch)
-    valid_t = torch.as_tensor(np.pad(valid, ((0, 0), (0, pad))), device=device).reshape(G, steps, batch)
+    idx_t, valid_t, has_batch = plan.idx[p], plan.valid[p], plan.has_batch[p]
+    G, steps = has_batch.shape
     counts = valid_t.sum(dim=2)
     weights = valid_t / counts.clamp(min=1)[..., None]
-    has_batch = (counts > 0).cpu().numpy()
     targets = (onehot[labels[idx_t]] * weights[..., None]).transpose(2, 3).contiguous()
     R = params[1].shape[1]
     buffer = torch.empty((G * batch, features.dim), device=device)
@@ -300,5 +323,7 @@ def _train_pass(params, optimizer, orders, features, labels, onehot, batch, nhid
             keep = ((torch.rand((G, batch, R, H), generator=dropout_rng, device=device)
                      >= dropout[:, None]) / (1 - dropout[:, None])).permute(0, 2, 3, 1)
         grads = _gradients(params, x, targets[:, s], weights[:, s], nhid, keep)
-        mask = None if has_batch[:, s].all() else torch.as_tensor(has_batch[:, s], device=device)[:, None].expand(G, R)
-        optimizer.step(params, grads, mask)
+        if has_batch[:, s].all():
+            optimizer.step(params, grads)
+        else:
+            optimizer.step(params, grads, plan.has_batch_device[p, :, s, None].expand(G, R), has_batch[:, s])

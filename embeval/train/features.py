@@ -4,22 +4,22 @@ A task's samples index rows of the sentence table: single-sentence tasks use the
 pair tasks [|u-v|, u*v] (MRPC, SICK, STS-B) and SNLI [u, v, u*v, |u-v|]. Features are built for
 the samples a batch needs; `Features.dense()` materializes them only when they fit a memory budget.
 """
+import numpy as np
 import torch
 
-from embeval.memory import available_memory
+from embeval.memory import dense_budget
 
 KINDS = ("single", "pair", "snli")
-DENSE_LIMIT_BYTES = 2 << 30
-
-
-def dense_budget(device, limit=DENSE_LIMIT_BYTES):
-    """Bytes a materialized feature matrix may take on `device`: `limit`, or half of the memory
-    free there when that is less."""
-    if device.type == "cuda":
-        free = torch.cuda.mem_get_info(device)[0]
-    else:
-        free = available_memory()
-    return limit if free is None else min(limit, free // 2)
+def to_device(arrays, device):
+    """numpy arrays on the device in one copy each; on a GPU through pinned memory, without
+    waiting for the copy (the device orders it before the kernels that read it)."""
+    out = []
+    for a in arrays:
+        host = torch.from_numpy(np.ascontiguousarray(a))
+        if device.type == "cuda":
+            host = host.pin_memory()
+        out.append(host.to(device, non_blocking=True))
+    return out
 
 
 def feature_dim(dim, kind):

@@ -223,15 +223,20 @@ def minimize(objective, theta, problems, dtype, gtol, max_iter, preconditioner=N
     1e-6), so noise does not stall the search, and a problem whose largest gradient entry has not
     improved for NOISE_WINDOW iterations has reached float32's noise floor (features of large
     magnitude) and is handed on; the float64 phase that follows uses the exact test.
+
+    Every test stays on the device; the host asks it one question per iteration (did a trial
+    step fail, did a problem finish) and a second only when the answer is yes: the indices of
+    the problems still pending or still running.
     """
     slack = 1e-6 if dtype == torch.float32 else 0.0
     P = len(problems)
     shape = theta.shape[1:]
+    device = theta.device
     x = theta.reshape(P, -1).double().clone()
     result = x.clone()
-    iterations = np.zeros(P, dtype=np.int64)
-    converged = np.zeros(P, dtype=bool)
-    active = torch.arange(P, device=x.device)
+    iterations = torch.zeros(P, dtype=torch.int64, device=device)
+    converged = torch.zeros(P, dtype=torch.bool, device=device)
+    active = torch.arange(P, device=device)
     f, g = objective(x.reshape((P,) + shape), problems, dtype)
     g = g.reshape(P, -1)
     memory = history if history is not None else History.empty(P, x.shape[1], x.device)
@@ -239,15 +244,18 @@ def minimize(objective, theta, problems, dtype, gtol, max_iter, preconditioner=N
     best = g.abs().amax(dim=1)
     since_best = torch.zeros_like(best)
     done = best <= gtol
+    some_done = bool(done.any())
     for it in range(max_iter):
-        keep = ~done
-        if not bool(keep.any()):
-            break
-        if not bool(keep.all()):
-            finished = active[done]
-            converged[finished.cpu().numpy()] = True
-            result[finished] = x[done]
-            memory.S[:, finished], memory.Y[:, finished], memory.rho[:, finished] = S[:, done], Y[:, done], rho[:, done]
+        if some_done:
+            keep = (~done).nonzero()[:, 0]
+            if len(keep) == 0:
+                break
+            converged.index_copy_(0, active, done)
+            result.index_copy_(0, active, x)
+            if S is not memory.S:
+                memory.S.index_copy_(1, active, S)
+                memory.Y.index_copy_(1, active, Y)
+                memory.rho.index_copy_(1, active, rho)
             active, x, f, g = active[keep], x[keep], f[keep], g[keep]
             best, since_best = best[keep], since_best[keep]
             S, Y, rho = S[:, keep], Y[:, keep], rho[:, keep]
@@ -260,25 +268,36 @@ def minimize(objective, theta, problems, dtype, gtol, max_iter, preconditioner=N
         direction = _two_loop(g, S, Y, rho, newest, count, precondition)
         slope = (direction * g).sum(dim=1)
         bad = slope >= 0
-        direction[bad] = -g[bad]
-        slope[bad] = -(g[bad] ** 2).sum(dim=1)
+        direction = torch.where(bad[:, None], -g, direction)
+        slope = torch.where(bad, -(g ** 2).sum(dim=1), slope)
         step = torch.ones_like(f)
         if count == 0 and preconditioner is None:
             step = torch.minimum(step, 1.0 / g.abs().sum(dim=1).clamp(min=1e-12))
-        x_new, f_new, g_new = x.clone(), f.clone(), g.clone()
-        pending = torch.ones_like(f, dtype=torch.bool)
-        for _ in range(40):
-            idx = pending.nonzero()[:, 0]
-            trial = x[idx] + step[idx, None] * direction[idx]
-            f_t, g_t = objective(trial.reshape((len(idx),) + shape), sub[idx], dtype)
-            ok = f_t <= f[idx] + 1e-4 * step[idx] * slope[idx] + slack * f[idx].abs()
-            accepted = idx[ok]
-            x_new[accepted], f_new[accepted], g_new[accepted] = trial[ok], f_t[ok], g_t.reshape(len(idx), -1)[ok]
-            pending[accepted] = False
-            step[idx[~ok]] *= 0.5
-            if not bool(pending.any()):
-                break
-        stalled = pending
+        trial = x + step[:, None] * direction
+        f_new, g_new = objective(trial.reshape((len(sub),) + shape), sub, dtype)
+        g_new = g_new.reshape(len(sub), -1)
+        ok = f_new <= f + 1e-4 * step * slope + slack * f.abs()
+        x_new = torch.where(ok[:, None], trial, x)
+        f_new, g_new = torch.where(ok, f_new, f), torch.where(ok[:, None], g_new, g)
+        pending = ~ok
+        step = torch.where(ok, step, step * 0.5)
+        largest, done = _finished(f, f_new, g_new, pending, best, since_best, gtol, dtype)
+        any_pending, some_done = torch.stack([pending.any(), done.any()]).tolist()
+        if any_pending:
+            for _ in range(39):
+                idx = pending.nonzero()[:, 0]
+                if len(idx) == 0:
+                    break
+                trial = x[idx] + step[idx, None] * direction[idx]
+                f_t, g_t = objective(trial.reshape((len(idx),) + shape), sub[idx], dtype)
+                ok = f_t <= f[idx] + 1e-4 * step[idx] * slope[idx] + slack * f[idx].abs()
+                x_new[idx] = torch.where(ok[:, None], trial, x_new[idx])
+                f_new[idx] = torch.where(ok, f_t, f_new[idx])
+                g_new[idx] = torch.where(ok[:, None], g_t.reshape(len(idx), -1), g_new[idx])
+                pending[idx] = ~ok
+                step[idx] = torch.where(ok, step[idx], step[idx] * 0.5)
+            largest, done = _finished(f, f_new, g_new, pending, best, since_best, gtol, dtype)
+            some_done = bool(done.any())
         newest = (newest + 1) % HISTORY
         count += 1
         s, y = x_new - x, g_new - g
@@ -286,23 +305,30 @@ def minimize(objective, theta, problems, dtype, gtol, max_iter, preconditioner=N
         S[newest], Y[newest] = s, y
         rho[newest] = torch.where(sy > 1e-12 * (y * y).sum(dim=1).clamp(min=1e-300), 1.0 / sy.clamp(min=1e-300),
                                   torch.zeros_like(sy))
-        small_change = (f - f_new).abs() <= 1e-15 * f.abs().clamp(min=1e-300)
         x, f, g = x_new, f_new, g_new
-        iterations[active.cpu().numpy()] += 1
-        largest = g.abs().amax(dim=1)
+        iterations[active] += 1
         since_best = torch.where(largest < best, torch.zeros_like(since_best), since_best + 1)
         best = torch.minimum(best, largest)
-        done = (largest <= gtol) | stalled | small_change
-        if dtype == torch.float32:
-            done |= since_best >= NOISE_WINDOW
         if progress:
             progress(it, int((~done).sum()))
-    converged[active[done].cpu().numpy()] = True
+    converged[active] = done
     result[active] = x
     if S is not memory.S:
         memory.S[:, active], memory.Y[:, active], memory.rho[:, active] = S, Y, rho
     memory.newest, memory.count = newest, count
-    return result.reshape(theta.shape), iterations, converged, memory
+    return result.reshape(theta.shape), iterations.cpu().numpy(), converged.cpu().numpy(), memory
+
+
+def _finished(f, f_new, g_new, pending, best, since_best, gtol, dtype):
+    """(largest gradient entry, done) of every problem after a step: done when
+    the gradient is within gtol, the line search failed, the objective stopped changing, or (in
+    float32) the gradient has not improved for NOISE_WINDOW iterations."""
+    largest = g_new.abs().amax(dim=1)
+    small_change = (f - f_new).abs() <= 1e-15 * f.abs().clamp(min=1e-300)
+    done = (largest <= gtol) | pending | small_change
+    if dtype == torch.float32:
+        done |= torch.where(largest < best, torch.zeros_like(since_best), since_best + 1) >= NOISE_WINDOW
+    return largest, done
 
 
 GTOL_FLOAT32 = 1e-7

@@ -1,67 +1,154 @@
-"""PyTorch's Adam, RMSprop, SGD and Adagrad, applied to many independent problems at once.
+"""torch.optim's optimizers applied to many independent problems at once, and the optimizer string.
+
+The optimizer string is SentEval's (`get_optimizer`): `name` or `name,key=value,...` with one of
+adadelta, adagrad, adam, adamax, asgd, rmsprop, rprop, sgd (sgd needs lr), torch.optim's keyword
+names, plain decimal values (no exponent) and torch's defaults for the rest. `parse` turns it into
+a spec (name, settings); it raises ValueError with a one-line message where SentEval fails.
 
 Every parameter tensor holds a (G, R) grid of problems; `shapes` says how a per-problem value
-(G, R) broadcasts over each tensor. Each problem has its own weight decay (L2 added to the
-gradient, as torch.optim does) and its own step count. A step may carry a mask: a masked-out
-problem's parameters and state do not move. The arithmetic follows torch.optim's single-tensor
-implementations operation by operation.
+(G, R) broadcasts over each tensor. Each problem has its own weight decay (the regularization
+grid; SentEval sets it on the optimizer, overriding any weight_decay of the string) and its own
+step count. A step may carry a mask: a masked-out problem's parameters and state do not move.
+The arithmetic is torch.optim's single-tensor implementation, operation by operation, written
+with public device-agnostic torch operations (torch._foreach_* for the in-place Adam step).
 """
+import inspect
+import re
+
+import numpy as np
 import torch
+
+CLASSES = {"adadelta": torch.optim.Adadelta, "adagrad": torch.optim.Adagrad, "adam": torch.optim.Adam,
+           "adamax": torch.optim.Adamax, "asgd": torch.optim.ASGD, "rmsprop": torch.optim.RMSprop,
+           "rprop": torch.optim.Rprop, "sgd": torch.optim.SGD}
+PAIRS = ("betas", "etas", "step_sizes")  # torch takes a pair; the string gives one number
+IMPLEMENTATION = ("foreach", "fused", "capturable", "differentiable")  # torch's code path, not its arithmetic
+_NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)$")  # SentEval's
+
+
+def parse(text):
+    """'adam' or 'sgd,lr=0.1,momentum=0.9' -> (name, settings): every keyword of the torch.optim
+    class that shapes the arithmetic, at the string's value or torch's default.
+
+    Refused, as SentEval refuses them: an unknown name, a part that is not key=value, a value that
+    is not a plain decimal, a keyword the torch.optim class does not take, sgd without lr, and
+    values torch.optim rejects (negative lr...); a pair-valued keyword (betas, etas, step_sizes)
+    cannot be given as one number."""
+    text = str(text)
+    name, _, rest = text.partition(",")
+    given = {}
+    if rest or text.endswith(","):
+        for part in rest.split(","):
+            pieces = part.split("=")
+            if len(pieces) != 2:
+                raise ValueError(f"optimizer setting {part!r} is not key=value (in {text!r})")
+            if not _NUMBER.match(pieces[1]):
+                raise ValueError(f"value {pieces[1]!r} of {pieces[0]} is not a plain decimal number such as "
+                                 f"0.01 (in {text!r})")
+            given[pieces[0]] = float(pieces[1])
+    if name not in CLASSES:
+        raise ValueError(f"unknown optimizer {name!r}; use one of {', '.join(CLASSES)}")
+    if name == "sgd" and "lr" not in given:
+        raise ValueError("optimizer sgd needs a learning rate, e.g. sgd,lr=0.1")
+    cls = CLASSES[name]
+    keywords = list(inspect.signature(cls.__init__).parameters)[2:]
+    unexpected = [k for k in given if k not in keywords]
+    if unexpected:
+        raise ValueError(f"torch.optim.{cls.__name__} takes no {', '.join(map(repr, unexpected))}; its settings are "
+                         f"{', '.join(keywords)}")
+    pairs = [k for k in given if k in PAIRS]
+    if pairs:
+        raise ValueError(f"{pairs[0]} of {name} is a pair of numbers, which the optimizer string cannot give")
+    try:
+        defaults = cls([torch.zeros(1, requires_grad=True)], **given).defaults
+    except (ValueError, TypeError, RuntimeError) as err:
+        raise ValueError(f"torch.optim.{cls.__name__} refuses {text!r}: {err}") from None
+    settings = {k: v for k, v in defaults.items() if k not in IMPLEMENTATION and k != "weight_decay"}
+    for key in ("amsgrad", "maximize", "centered", "nesterov", "decoupled_weight_decay"):
+        if key in settings:
+            settings[key] = bool(settings[key])
+    return name, settings
+
+
+def spec(optim):
+    """An optimizer spec from a spec or an optimizer string."""
+    return parse(optim) if isinstance(optim, str) else optim
 
 
 class BatchedOptimizer:
     def __init__(self, name, params, weight_decay, settings, shapes=None):
-        """params: tensors of a (G, R) problem grid; weight_decay: (G, R); shapes: broadcast shapes."""
+        """params: tensors of a (G, R) problem grid; weight_decay: (G, R); settings: from `parse`."""
         self.name = name
         self.settings = settings
         self.weight_decay = weight_decay
         self.shapes = shapes or [tuple(p.shape[:2]) + (1,) * (p.dim() - 2) for p in params]
         self.steps = torch.zeros(weight_decay.shape, dtype=torch.float64, device=params[0].device)
-        self.uniform_step = 0.0
-        self.step_tensor = torch.zeros((), device=params[0].device)
+        self.host_steps = np.zeros(weight_decay.shape, dtype=np.int64)
+        self.uniform_step = 0
         self.state = [self._init_state(p) for p in params]
 
     def _init_state(self, p):
+        s, zeros = self.settings, torch.zeros_like(p)
         if self.name == "adam":
-            return {"m": torch.zeros_like(p), "v": torch.zeros_like(p)}
+            state = {"m": zeros, "v": torch.zeros_like(p)}
+            if s["amsgrad"]:
+                state["vmax"] = torch.zeros_like(p)
+            return state
+        if self.name == "adamax":
+            return {"m": zeros, "u": torch.zeros_like(p)}
+        if self.name == "adadelta":
+            return {"sq": zeros, "acc": torch.zeros_like(p)}
+        if self.name == "adagrad":
+            return {"sum": torch.full_like(p, s["initial_accumulator_value"])}
         if self.name == "rmsprop":
-            state = {"sq": torch.zeros_like(p)}
-            if self.settings["momentum"] > 0:
+            state = {"sq": zeros}
+            if s["centered"]:
+                state["avg"] = torch.zeros_like(p)
+            if s["momentum"] > 0:
                 state["buf"] = torch.zeros_like(p)
             return state
+        if self.name == "rprop":
+            return {"prev": zeros, "size": torch.full_like(p, s["lr"])}
         if self.name == "sgd":
-            return {"buf": torch.zeros_like(p)} if self.settings["momentum"] > 0 else {}
-        return {"sum": torch.full_like(p, self.settings["initial_accumulator_value"])}
+            return {"buf": zeros} if s["momentum"] != 0 else {}
+        return {}  # asgd: its averaged parameters are not used by the classifier
 
-    def select(self, index):
-        """The optimizer restricted to the problem groups in `index` (a copy)."""
+    def select(self, index, host_index):
+        """The optimizer restricted to the problem groups `index` (on the device; the same
+        groups as `host_index` on the host): a copy."""
         other = object.__new__(BatchedOptimizer)
         other.name, other.settings = self.name, self.settings
         other.weight_decay = self.weight_decay[index]
         other.shapes = [(len(index),) + tuple(s[1:]) for s in self.shapes]
         other.steps = self.steps[index]
-        other.uniform_step = _shared_value(other.steps)
-        other.step_tensor = torch.zeros_like(self.step_tensor)
+        other.host_steps = self.host_steps[host_index]
+        other.uniform_step = _shared_value(other.host_steps)
         other.state = [{k: v[index] for k, v in s.items()} for s in self.state]
         return other
 
-    def put(self, index, other):
-        """Write back the state of a selection made with `select(index)`."""
+    def put(self, index, host_index, other):
+        """Write back the state of a selection made with `select(index, host_index)`."""
         self.steps[index] = other.steps
-        self.uniform_step = _shared_value(self.steps)
+        self.host_steps[host_index] = other.host_steps
+        self.uniform_step = _shared_value(self.host_steps)
         for mine, theirs in zip(self.state, other.state):
             for key in mine:
                 mine[key][index] = theirs[key]
 
-    def step(self, params, grads, mask=None):
-        """One update of every problem, or of those where mask (G, R) is True."""
+    def step(self, params, grads, mask=None, host_mask=None):
+        """One update of every problem, or of those where mask (G, R) is True; host_mask: the
+        mask's groups (G,) on the host, which keep the step counts known without asking the device."""
         if mask is None:
             self.steps += 1
+            self.host_steps += 1
             self.uniform_step = None if self.uniform_step is None else self.uniform_step + 1
         else:
             self.steps = torch.where(mask, self.steps + 1, self.steps)
+            self.host_steps[np.asarray(host_mask, dtype=bool)] += 1
             self.uniform_step = None
-        if self.uniform_step is not None and self.name == "adam":
+        s = self.settings
+        if self.uniform_step is not None and self.name == "adam" and not (
+                s["amsgrad"] or s["maximize"] or s["decoupled_weight_decay"]):
             return self._adam_in_place(params, grads, self.uniform_step)
         scalars = self._per_step()
         for p, g, state, shape in zip(params, grads, self.state, self.shapes):
@@ -77,79 +164,110 @@ class BatchedOptimizer:
                     state[key].copy_(torch.where(m, value, state[key]))
 
     def _adam_in_place(self, params, grads, step):
-        """Adam for every problem at the same step count: in place, as torch.optim's own kernels.
-
-        torch's fused Adam (one pass over weights, gradient and moments) where this torch build
-        has it for the device, else torch.optim's single-tensor arithmetic; the per-problem weight
+        """Adam for every problem at the same step count: in place, torch.optim's single-tensor
+        arithmetic on every tensor at once (torch's foreach operations); the per-problem weight
         decay is added to the gradient first, as torch.optim does.
         """
         s = self.settings
-        for p, g, shape in zip(params, grads, self.shapes):
-            g.addcmul_(self.weight_decay.reshape(shape), p)
-        if _fused_adam(params, grads, self.state, self.step_tensor.fill_(step), s):
-            return
-        for p, g, state in zip(params, grads, self.state):
-            state["m"].lerp_(g, 1 - s["beta1"])
-            state["v"].mul_(s["beta2"]).addcmul_(g, g, value=1 - s["beta2"])
-            denom = state["v"].sqrt().div_((1 - s["beta2"] ** step) ** 0.5).add_(s["eps"])
-            p.addcdiv_(state["m"], denom, value=-s["lr"] / (1 - s["beta1"] ** step))
+        beta1, beta2 = s["betas"]
+        means, squares = [st["m"] for st in self.state], [st["v"] for st in self.state]
+        torch._foreach_addcmul_(grads, [self.weight_decay.reshape(shape) for shape in self.shapes], params)
+        torch._foreach_lerp_(means, grads, 1 - beta1)
+        torch._foreach_mul_(squares, beta2)
+        torch._foreach_addcmul_(squares, grads, grads, value=1 - beta2)
+        denom = torch._foreach_sqrt(squares)
+        torch._foreach_div_(denom, (1 - beta2 ** step) ** 0.5)
+        torch._foreach_add_(denom, s["eps"])
+        torch._foreach_addcdiv_(params, means, denom, value=-s["lr"] / (1 - beta1 ** step))
 
     def _per_step(self):
-        """Per-problem step-size factors (float64 arithmetic, as torch.optim's Python floats)."""
-        s = self.settings
+        """Per-problem step-size factors from the step counts (float64 arithmetic, as torch.optim's
+        Python floats, then float32 as its kernels take them)."""
+        s, t = self.settings, self.steps
         if self.name == "adam":
-            return {"step_size": (s["lr"] / (1 - s["beta1"] ** self.steps)).float(),
-                    "bias2_sqrt": (1 - s["beta2"] ** self.steps).sqrt().float()}
+            beta1, beta2 = s["betas"]
+            return {"step_size": (s["lr"] / (1 - beta1 ** t)).float(), "bias2_sqrt": (1 - beta2 ** t).sqrt().float()}
+        if self.name == "adamax":
+            return {"clr": (s["lr"] / (1 - s["betas"][0] ** t)).float()}
         if self.name == "adagrad":
-            return {"clr": (s["lr"] / (1 + (self.steps - 1) * s["lr_decay"])).float()}
+            return {"clr": (s["lr"] / (1 + (t - 1) * s["lr_decay"])).float()}
+        if self.name == "asgd":
+            # torch keeps eta in a float32 tensor: lr before the first step, then lr / (1 + lambd lr t)^alpha
+            eta = torch.where(t <= 1, torch.full_like(t, s["lr"]),
+                              s["lr"] / (1 + s["lambd"] * s["lr"] * (t - 1)) ** s["alpha"]).float()
+            return {"eta": eta, "decay": (1 - s["lambd"] * eta.double()).float()}
+        if self.name == "sgd":
+            return {"first": t == 1}
         return {}
 
     def _update(self, p, g, state, shape, scalars):
         """The new parameter and state tensors of one parameter tensor."""
         s = self.settings
-        g = g + self.weight_decay.reshape(shape) * p
+        wd = self.weight_decay.reshape(shape)
+        if s.get("maximize"):
+            g = -g
+        if self.name == "rprop":
+            return _rprop(p, g, state, s)
+        if self.name == "adam" and s["decoupled_weight_decay"]:
+            p = p * (1 - s["lr"] * wd.double()).float()
+        else:
+            g = g + wd * p
         if self.name == "adam":
-            exp_avg = torch.lerp(state["m"], g, 1 - s["beta1"])
-            exp_avg_sq = state["v"] * s["beta2"] + (1 - s["beta2"]) * g * g
-            denom = exp_avg_sq.sqrt() / scalars["bias2_sqrt"] + s["eps"]
-            return p - scalars["step_size"] * (exp_avg / denom), {"m": exp_avg, "v": exp_avg_sq}
+            beta1, beta2 = s["betas"]
+            m = torch.lerp(state["m"], g, 1 - beta1)
+            v = state["v"] * beta2 + (1 - beta2) * g * g
+            out = {"m": m, "v": v}
+            if s["amsgrad"]:
+                out["vmax"] = v = torch.maximum(state["vmax"], v)
+            denom = v.sqrt() / scalars["bias2_sqrt"] + s["eps"]
+            return p - scalars["step_size"] * (m / denom), out
+        if self.name == "adamax":
+            beta1, beta2 = s["betas"]
+            m = torch.lerp(state["m"], g, 1 - beta1)
+            u = torch.maximum(state["u"] * beta2, g.abs() + s["eps"])
+            return p - scalars["clr"] * (m / u), {"m": m, "u": u}
+        if self.name == "adadelta":
+            rho, eps = s["rho"], s["eps"]
+            sq = state["sq"] * rho + (1 - rho) * g * g
+            delta = (state["acc"] + eps).sqrt() / (sq + eps).sqrt() * g
+            acc = state["acc"] * rho + (1 - rho) * delta * delta
+            return p - s["lr"] * delta, {"sq": sq, "acc": acc}
+        if self.name == "adagrad":
+            total = state["sum"] + g * g
+            return p - scalars["clr"] * (g / (total.sqrt() + s["eps"])), {"sum": total}
+        if self.name == "asgd":
+            return p * scalars["decay"] - scalars["eta"] * g, {}
         if self.name == "rmsprop":
-            sq = state["sq"] * s["alpha"] + (1 - s["alpha"]) * g * g
-            avg = sq.sqrt() + s["eps"]
+            alpha = s["alpha"]
+            sq = state["sq"] * alpha + (1 - alpha) * g * g
+            out = {"sq": sq}
+            if s["centered"]:
+                out["avg"] = avg = torch.lerp(state["avg"], g, 1 - alpha)
+                root = (sq - avg * avg).sqrt() + s["eps"]
+            else:
+                root = sq.sqrt() + s["eps"]
             if "buf" in state:
-                buf = state["buf"] * s["momentum"] + g / avg
-                return p - s["lr"] * buf, {"sq": sq, "buf": buf}
-            return p - s["lr"] * (g / avg), {"sq": sq}
-        if self.name == "sgd":
-            if "buf" in state:
-                first = (self.steps == 1).reshape(shape)
-                buf = torch.where(first, g, state["buf"] * s["momentum"] + g)
-                return p - s["lr"] * buf, {"buf": buf}
+                out["buf"] = buf = state["buf"] * s["momentum"] + g / root
+                return p - s["lr"] * buf, out
+            return p - s["lr"] * (g / root), out
+        if "buf" not in state:
             return p - s["lr"] * g, {}
-        total = state["sum"] + g * g
-        return p - scalars["clr"] * (g / (total.sqrt() + s["eps"])), {"sum": total}
+        buf = torch.where(scalars["first"], g, state["buf"] * s["momentum"] + (1 - s["dampening"]) * g)
+        direction = g + s["momentum"] * buf if s["nesterov"] else buf
+        return p - s["lr"] * direction, {"buf": buf}
+
+
+def _rprop(p, g, state, s):
+    """Rprop (no weight decay: torch.optim.Rprop has none)."""
+    etaminus, etaplus = s["etas"]
+    low, high = s["step_sizes"]
+    sign = (g * state["prev"]).sign()
+    factor = torch.where(sign > 0, etaplus, torch.where(sign < 0, etaminus, 1.0))
+    size = (state["size"] * factor).clamp(low, high)
+    g = torch.where(factor == etaminus, torch.zeros_like(g), g)
+    return p - g.sign() * size, {"prev": g, "size": size}
 
 
 def _shared_value(steps):
-    """The step count every problem has reached, or None where they differ."""
-    low, high = float(steps.min()), float(steps.max())
-    return low if low == high else None
-
-
-def _fused_adam(params, grads, states, step, s):
-    """One fused Adam update of every tensor in place (weight decay already in the gradients);
-    False where this torch build has no such kernel for the device.
-
-    step: a 0-d float32 tensor on the device, filled in place (no host-to-device copy, which on
-    CUDA would wait for the device at every step)."""
-    kernel = getattr(torch, "_fused_adam_", None)
-    device = params[0].device
-    if kernel is None or device.type not in ("cpu", "cuda"):
-        return False
-    try:
-        kernel(list(params), list(grads), [st["m"] for st in states], [st["v"] for st in states], [],
-               [step] * len(params), lr=s["lr"], beta1=s["beta1"], beta2=s["beta2"], weight_decay=0.0,
-               eps=s["eps"], amsgrad=False, maximize=False)
-    except RuntimeError:
-        return False
-    return True
+    """The step count every problem has reached (host counts), or None where they differ."""
+    return int(steps.min()) if steps.size and steps.min() == steps.max() else None

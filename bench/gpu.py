@@ -1,0 +1,372 @@
+"""GPU benchmark: device timings on a GPU, the device audit of every evaluator on the CPU.
+
+    python bench/gpu.py --data DATA                       # on a CUDA machine: time every task at 768-d
+    python bench/gpu.py --audit [--before CHECKOUT]       # anywhere: the device audit, per evaluator
+    python bench/gpu.py --roofline                         # the hot loops' FLOPs, bytes and rates here
+
+On a GPU every task is scored with `--device cuda` on a deterministic bag of random 768-d token
+vectors (devbow's construction), and the seconds per task go to bench/results/gpu_<device>.json.
+
+`--audit` runs every evaluator and solver on synthetic data of a realistic small size under
+embeval.audit.DeviceAudit (the CPU standing in for the device) and records, per evaluator, the host
+synchronizations, host-to-device copies, cross-device operations and numpy-of-device calls, with
+the trainer steps and early-stopping rounds they happened in and the source lines that cause most
+of them. `--before CHECKOUT` also audits another checkout of embeval (the audit module is loaded
+from this tree by path) and records both in bench/results/device_audit.json.
+
+`--roofline` times one call of each hot loop (trainer step, regressor step, COCO ranker step, L-BFGS
+objective evaluation) and records its FLOPs, bytes moved, achieved GFLOP/s and the time the
+machine's measured large-GEMM rate would need for its FLOPs, in bench/results/roofline_cpu.json.
+"""
+import argparse
+import collections
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+
+def _load_audit():
+    spec = importlib.util.spec_from_file_location("device_audit", ROOT / "embeval" / "audit.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _classification(task, splits, dim, config, seed=0):
+    import torch
+
+    from embeval.evaluate.context import Context
+    from embeval.tasks.registry import TASKS
+    from embeval.tasks.samples import Split, TaskData
+
+    rng = np.random.default_rng(seed)
+    pair = TASKS[task].features != "single"
+    data_splits, rows, vectors, start = {}, {}, [], 0
+    for name, n in splits.items():
+        labels = rng.integers(0, 3 if task != "MRPC" and task != "CR" else 2, n)
+        data_splits[name] = Split(name, [f"{name} a{i}" + " x" * (i % 3) for i in range(n)], labels,
+                                  b=[f"{name} b{i}" for i in range(n)] if pair else None)
+        centre = np.eye(dim)[labels] * 1.5
+        vectors.append(centre + rng.normal(size=(n, dim)))
+        if pair:
+            vectors.append(centre + rng.normal(size=(n, dim)))
+            rows[name] = (np.arange(start, start + n), np.arange(start + n, start + 2 * n))
+            start += 2 * n
+        else:
+            rows[name] = (np.arange(start, start + n), None)
+            start += n
+    classes = sorted({int(y) for s in data_splits.values() for y in s.y})
+    device = torch.device("cpu")
+    table = torch.as_tensor(np.concatenate(vectors).astype(np.float32), device=device)
+    return Context(TASKS[task], TaskData(task, data_splits, [str(c) for c in classes]), table, rows, device, config,
+                   config["seed"])
+
+
+def _pairs(task, sizes, dim, names, seed=0):
+    import torch
+
+    from embeval.evaluate.context import Context
+    from embeval.tasks.registry import TASKS
+    from embeval.tasks.samples import Split, TaskData
+
+    rng = np.random.default_rng(seed)
+    splits, tables, rows, offset = {}, [], {}, 0
+    for name, n in zip(names, sizes):
+        a = rng.normal(size=(n, dim))
+        b = a + rng.normal(size=(n, dim))
+        y = np.clip(5 - np.linalg.norm(a - b, axis=1) / np.sqrt(dim) * 3, 0, 5)
+        splits[name] = Split(name, [f"{name}a{i}" for i in range(n)], y, b=[f"{name}b{i}" for i in range(n)])
+        tables += [a, b]
+        rows[name] = (np.arange(offset, offset + n), np.arange(offset + n, offset + 2 * n))
+        offset += 2 * n
+    device = torch.device("cpu")
+    table = torch.as_tensor(np.concatenate(tables).astype(np.float32), device=device)
+    return Context(TASKS[task], TaskData(task, splits, None, [f"{s}.file" for s in splits]), table, rows, device)
+
+
+def _coco(images, dim, feat_dim, seed=0):
+    import torch
+
+    from embeval.evaluate.context import Context
+    from embeval.tasks.registry import TASKS
+    from embeval.tasks.samples import Split, TaskData
+
+    rng = np.random.default_rng(seed)
+    splits, tables, rows, offset = {}, [], {}, 0
+    mix = rng.normal(size=(feat_dim, dim))
+    for name, m in zip(("train", "dev", "test"), images):
+        features = rng.normal(size=(m, feat_dim)).astype(np.float32)
+        captions = np.repeat(features @ mix, 5, axis=0) + rng.normal(size=(5 * m, dim)) * 3
+        splits[name] = Split(name, [f"{name} {i}" for i in range(5 * m)], np.repeat(np.arange(m), 5),
+                             images=features)
+        tables.append(captions)
+        rows[name] = (np.arange(offset, offset + 5 * m), None)
+        offset += 5 * m
+    device = torch.device("cpu")
+    table = torch.as_tensor(np.concatenate(tables).astype(np.float32), device=device)
+    task = TASKS["ImageCaptionRetrieval"]
+    return Context(task, TaskData(task.name, splits, None, []), table, rows, device)
+
+
+def _cases(dim):
+    """(name, run) for every evaluator and solver; each run builds its data inside the audit."""
+    from embeval.evaluate import (
+        classify,
+        geometry,
+        probing,
+        relatedness,
+        retrieval,
+        sts,
+    )
+    from embeval.run.config import build
+
+    small = {"tenacity": 3, "epoch_size": 2, "max_epoch": 20}
+    split = {"train": 1000, "dev": 200, "test": 200}
+    kfold = {"train": 1000, "test": 200}
+    cases = [
+        ("split SST5 senteval", lambda: classify.split(_classification("SST5", split, dim, build(classifier=small)))),
+        ("split SST5 lbfgs", lambda: classify.split(_classification("SST5", split, dim, build(solver="lbfgs")))),
+        ("split SST5 mlp dropout", lambda: classify.split(_classification(
+            "SST5", split, dim, build(classifier=dict(small, nhid=50, dropout=0.1))))),
+        ("kfold TREC senteval", lambda: classify.kfold(_classification("TREC", kfold, dim, build(kfold=5,
+                                                                                                 classifier=small)))),
+        ("kfold MRPC (pair) lbfgs", lambda: classify.kfold(_classification("MRPC", kfold, dim, build(kfold=5,
+                                                                                                     solver="lbfgs")))),
+        ("split SICKEntailment (pair) senteval", lambda: classify.split(_classification(
+            "SICKEntailment", split, dim, build(classifier=small)))),
+        ("split SNLI (snli) senteval", lambda: classify.split(_classification("SNLI", split, dim,
+                                                                               build(classifier=small)))),
+        ("probing Length mlp grid", lambda: probing.evaluate_probing(_classification(
+            "Length", split, dim, build(classifier=dict(small, max_epoch=8), probing_classifier="mlp")))),
+        ("relatedness STSBenchmark", lambda: relatedness.evaluate_relatedness(
+            _pairs("STSBenchmark", (1000, 200, 200), dim, ("train", "dev", "test")))),
+        ("retrieval COCO", lambda: retrieval.evaluate_retrieval(_coco((200, 25, 25), dim, 64))),
+        ("cosine STS12", lambda: sts.evaluate_cosine_sts(_pairs("STS12", (300, 300), dim, ("MSRpar", "OnWN")))),
+    ]
+    for method in ("none", "zscore+l2"):
+        def inner(method=method):
+            ctx = _classification("CR", {"all": 600}, dim, build(kfold=5, classifier=small, normalize=method))
+            ctx.normalize = method
+            return classify.inner_kfold(ctx)
+        cases.append((f"inner_kfold CR senteval {method}", inner))
+
+    def diagnostics():
+        ctx = _pairs("STSBenchmark", (500, 100, 100), dim, ("train", "dev", "test"))
+        return geometry.diagnostics(ctx.table, ctx.data, ctx.rows, 1111)
+
+    cases.append(("geometry", diagnostics))
+    return cases
+
+
+def _counters():
+    """Call counts of the steps and rounds of each training loop, by wrapping them."""
+    from embeval.evaluate import relatedness, retrieval
+    from embeval.train import batched, lbfgs
+    from embeval.train.optimizers import BatchedOptimizer
+
+    calls = collections.Counter()
+    for owner, name, label in ((BatchedOptimizer, "step", "trainer steps"), (batched, "_accuracy", "trainer rounds"),
+                               (lbfgs, "_two_loop", "lbfgs iterations"),
+                               (relatedness.SoftmaxRegressor, "step", "regressor steps"),
+                               (relatedness, "dev_pearson", "regressor rounds"),
+                               (retrieval, "train_step", "ranker steps"), (retrieval, "evaluate_split", "ranker rounds")):
+        original = getattr(owner, name)
+
+        def counted(*args, _original=original, _label=label, **kwargs):
+            calls[_label] += 1
+            return _original(*args, **kwargs)
+
+        setattr(owner, name, counted)
+    return calls
+
+
+def audit_here(dim):
+    """{evaluator: figures} of the embeval importable here."""
+    import torch
+
+    torch.set_num_threads(1)
+    audit_module = _load_audit()
+    calls = _counters()
+    out = {}
+    for name, run in _cases(dim):
+        calls.clear()
+        started = time.perf_counter()
+        with audit_module.DeviceAudit("cpu") as audit:
+            run()
+        top = collections.Counter(audit.counts["sync"]).most_common(3)
+        out[name] = {"syncs": audit.total("sync"), "copies_to_device": audit.total("copy_to_device"),
+                     "cross_device": audit.total("cross_device"), "numpy_of_device": audit.total("numpy_of_device"),
+                     **dict(calls), "seconds_audited": round(time.perf_counter() - started, 1),
+                     "top_sync_lines": dict(top)}
+        print(f"{name:40s} syncs {out[name]['syncs']:6d}  copies {out[name]['copies_to_device']:5d}  "
+              f"{dict(calls)}", flush=True)
+    return out
+
+
+def time_on_gpu(data, dim, tasks):
+    """Seconds per task of `embeval score --device cuda` on random token vectors."""
+    import hashlib
+
+    import torch
+
+    from embeval.formats import sentences as export
+    from embeval.formats.vectors import write
+    from embeval.run.score import score
+    from embeval.tasks.registry import TASKS
+
+    cache = {}
+
+    def encode(sentences):
+        out = np.zeros((len(sentences), dim), dtype=np.float32)
+        for i, s in enumerate(sentences):
+            for token in s.split():
+                if token not in cache:
+                    seed = int.from_bytes(hashlib.sha256(token.encode()).digest()[:8], "little")
+                    cache[token] = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
+            if s.split():
+                out[i] = np.mean([cache[t] for t in s.split()], axis=0)
+        return out
+
+    names = [n for n in (tasks or TASKS) if not TASKS[n].missing_files(data)]
+    with tempfile.TemporaryDirectory() as tmp:
+        export.export([TASKS[n].load(data) for n in names], Path(tmp) / "sentences")
+        write(Path(tmp) / "v.h5", Path(tmp) / "sentences", encode, batch_size=4096, progress=False)
+        record = score(Path(tmp) / "v.h5", data, tasks=names, device="cuda", progress=False, log=lambda m: None)
+    return {"device": torch.cuda.get_device_name(0), "dim": dim,
+            "seconds": {n: record["tasks"][n]["seconds"] for n in names}}
+
+
+def _rate(fn, repeat):
+    """Seconds per call of fn, the best of three timings of `repeat` calls after one warm-up."""
+    fn()
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        for _ in range(repeat):
+            fn()
+        best = min(best, (time.perf_counter() - started) / repeat)
+    return best
+
+
+def roofline(dim=768):
+    """FLOPs, bytes moved and achieved rate per call of each hot loop, and this machine's GEMM rate."""
+    import torch
+
+    from embeval.evaluate import relatedness, retrieval
+    from embeval.train import batched, lbfgs
+    from embeval.train.features import DenseFeatures
+    from embeval.train.optimizers import BatchedOptimizer, parse
+
+    rng = np.random.default_rng(0)
+    cpu = torch.device("cpu")
+    n = 4096
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    gemm = 2 * n ** 3 / _rate(lambda: a @ b, 3) / 1e9
+    loops = {}
+
+    def record(name, fn, flops, nbytes, repeat):
+        seconds = _rate(fn, repeat)
+        loops[name] = {"us_per_call": round(seconds * 1e6, 1), "gflop_per_call": flops / 1e9,
+                       "mbytes_per_call": nbytes / 1e6, "gflops": round(flops / seconds / 1e9, 2),
+                       "floor_us_flops": round(flops / (gemm * 1e9) * 1e6, 1)}
+
+    x = torch.randn(20000, dim)
+    labels = torch.as_tensor(rng.integers(0, 2, 20000))
+    features = DenseFeatures(x)
+    for nhid, C in ((0, 2), (50, 2)):
+        R, B = 4, 64
+        params = batched._stack(batched.initial_params(1, dim, C, nhid, cpu), 1, R)
+        name, settings = parse("adam")
+        optimizer = BatchedOptimizer(name, params, torch.full((1, R), 1e-4), settings)
+        idx = torch.as_tensor(rng.integers(0, 20000, (1, B)))
+        target = torch.nn.functional.one_hot(labels[idx], C).float().transpose(1, 2) / B
+        weight = torch.full((1, B), 1.0 / B)
+        buffer = torch.empty(B, dim)
+
+        def step():
+            xb = features(idx, out=buffer)
+            optimizer.step(params, batched._gradients(params, xb, target, weight, nhid, None))
+
+        width = C if nhid == 0 else nhid
+        flops = 4 * R * width * dim * B + (4 * R * C * nhid * B if nhid else 0)
+        nbytes = B * dim * 4 + sum(p.numel() for p in params) * 4 * 7
+        record(f"trainer step (nhid {nhid}, 4 problems, batch 64)", step, flops, nbytes, 200)
+    pair = torch.randn(4000, 2 * dim)
+    model = relatedness.SoftmaxRegressor(2 * dim, 1, cpu)
+    target = torch.softmax(torch.randn(4000, 5), 1)
+    record("regressor step (batch 64)", lambda: model.step(pair[:64], target[:64]), 4 * 64 * 2 * dim * 5,
+           64 * 2 * dim * 4 + 2 * dim * 5 * 4 * 7, 500)
+    images = rng.standard_normal((1000, 2048)).astype(np.float32)
+    split = retrieval.CaptionSplit(torch.randn(5000, dim), np.arange(5000), np.repeat(np.arange(1000), 5), images, cpu)
+    ranker = retrieval.RankingModel(dim, 2048, 1)
+    adam = torch.optim.Adam(ranker.parameters())
+    batch = next(retrieval.epoch_batches(np.random.RandomState(1), 5000))
+    rows = 128 * (1 + retrieval.NCONTRAST)
+    coco_flops = 4 * rows * (2048 + dim) * retrieval.PROJ_DIM
+    coco_bytes = rows * (2048 + dim) * 4 + (2048 + dim) * retrieval.PROJ_DIM * 4 * 7
+    record("COCO ranker step (768-d captions, 2048-d images)", lambda: retrieval.train_step(ranker, adam, split, batch),
+           coco_flops, coco_bytes, 3)
+    N, P = 10000, 6
+    objective = lbfgs.Objective(DenseFeatures(x[:N]), labels[:N], 2, [np.arange(N)], np.ones((1, P)), cpu)
+    theta = torch.zeros((P, dim + 1, 1), dtype=torch.float64)
+    problems = torch.arange(P)
+    record("L-BFGS objective and gradient (10,000 x 768, 6 problems, float32)",
+           lambda: objective(theta, problems, torch.float32), 4 * N * dim * P, N * dim * 4, 20)
+    return {"threads": torch.get_num_threads(), "gemm_gflops": round(gemm, 1), "loops": loops}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--audit", action="store_true")
+    parser.add_argument("--before", help="another checkout of embeval to audit as the 'before' figures")
+    parser.add_argument("--dim", type=int, default=None)
+    parser.add_argument("--data")
+    parser.add_argument("--tasks")
+    parser.add_argument("--roofline", action="store_true")
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.roofline:
+        figures = roofline()
+        path = HERE / "results" / "roofline_cpu.json"
+        path.write_text(json.dumps(figures, indent=1) + "\n")
+        print(json.dumps(figures, indent=1))
+        return
+    if args.json:
+        print(json.dumps(audit_here(args.dim or 64)))
+        return
+    if args.audit:
+        dim = args.dim or 64
+        after = audit_here(dim)
+        result = {"dim": dim, "after": after}
+        if args.before:
+            env = dict(os.environ, PYTHONPATH=str(Path(args.before).resolve()))
+            proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--json", "--dim", str(dim)],
+                                  cwd=args.before, env=env, capture_output=True, text=True, check=True)
+            result["before"] = json.loads(proc.stdout.strip().splitlines()[-1])
+        path = HERE / "results" / "device_audit.json"
+        path.write_text(json.dumps(result, indent=1) + "\n")
+        print(f"wrote {path}")
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        sys.exit("no CUDA device: run with --audit on the CPU, or on a machine with a GPU")
+    figures = time_on_gpu(args.data, args.dim or 768, args.tasks.split(",") if args.tasks else None)
+    name = figures["device"].replace(" ", "_")
+    path = HERE / "results" / f"gpu_{name}.json"
+    path.write_text(json.dumps(figures, indent=1) + "\n")
+    print(json.dumps(figures, indent=1))
+
+
+if __name__ == "__main__":
+    main()

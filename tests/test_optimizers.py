@@ -1,0 +1,101 @@
+"""The optimizer string as SentEval reads it, and the batched optimizers step for step against torch.optim."""
+import numpy as np
+import pytest
+import torch
+
+from embeval.errors import EmbevalError
+from embeval.run.config import build
+from embeval.train.optimizers import CLASSES, BatchedOptimizer, parse
+
+
+@pytest.mark.parametrize("name", sorted(set(CLASSES) - {"sgd"}))
+def test_a_bare_name_takes_torchs_defaults(name):
+    got_name, settings = parse(name)
+    defaults = CLASSES[name]([torch.zeros(1, requires_grad=True)]).defaults
+    assert got_name == name
+    assert settings == {k: v for k, v in defaults.items()
+                        if k not in ("foreach", "fused", "capturable", "differentiable", "weight_decay")}
+
+
+def test_settings_use_torchs_keyword_names():
+    assert parse("sgd,lr=0.1,momentum=0.9,nesterov=1")[1] == {
+        "lr": 0.1, "momentum": 0.9, "dampening": 0, "nesterov": True, "maximize": False}
+    assert parse("adam,lr=.5,amsgrad=1,eps=0.001")[1]["lr"] == 0.5
+    assert parse("rmsprop,lr=-0,centered=1")[1]["centered"] is True
+    assert parse("adagrad,lr_decay=0.1,initial_accumulator_value=0.5")[1]["initial_accumulator_value"] == 0.5
+    assert parse("adam,weight_decay=0.5,foreach=0")[1] == parse("adam")[1]  # the grid's decay applies
+
+
+@pytest.mark.parametrize("text,message", [
+    ("sgd", "needs a learning rate"),
+    ("nadam", "unknown optimizer 'nadam'"),
+    ("adam,lr", "not key=value"),
+    ("adam,lr=0.1,", "not key=value"),
+    ("adam,lr=1e-3", "not a plain decimal"),
+    ("adam,lr=x", "not a plain decimal"),
+    ("adam,beta1=0.9", "takes no 'beta1'"),
+    ("adam, lr=0.1", "takes no ' lr'"),
+    ("adam,betas=0.9", "pair of numbers"),
+    ("adam,lr=-0.1", "refuses"),
+    ("sgd,lr=0.1,nesterov=1", "refuses"),
+    ("rprop,lr=0.1,momentum=0.9", "takes no 'momentum'"),
+])
+def test_strings_senteval_refuses_are_one_line_errors_naming_the_option(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse(text)
+    with pytest.raises(EmbevalError) as err:
+        build(classifier={"optim": text})
+    assert "--classifier" in str(err.value) and "\n" not in str(err.value) and message in str(err.value)
+
+
+CASES = [
+    "adam", "adam,lr=0.01", "adam,lr=0.01,amsgrad=1", "adam,lr=0.01,maximize=1",
+    "adam,lr=0.01,decoupled_weight_decay=1", "adamax,lr=0.01", "adadelta", "adadelta,lr=0.5,rho=0.8", "adagrad",
+    "adagrad,lr=0.1,lr_decay=0.01,initial_accumulator_value=0.1", "asgd,lr=0.05", "asgd,lr=0.05,t0=3,lambd=0.01",
+    "rmsprop", "rmsprop,lr=0.01,momentum=0.5,centered=1", "rprop", "rprop,lr=0.05", "sgd,lr=0.1",
+    "sgd,lr=0.1,momentum=0.5,dampening=0.2", "sgd,lr=0.1,momentum=0.9,nesterov=1",
+]
+
+
+@pytest.mark.parametrize("text", CASES)
+def test_batched_optimizer_equals_torch_optim_step_for_step(text):
+    """A 2 x 3 grid of problems, each with its own weight decay, 15 steps with some groups held still
+    (masked) at some steps: every problem's weights equal torch.optim's on that problem alone."""
+    name, settings = parse(text)
+    G, R, steps = 2, 3, 15
+    rng = np.random.default_rng(0)
+    regs = np.array([[0.0, 1e-3, 1e-1], [1e-2, 0.0, 0.5]])
+    start = rng.standard_normal((G, R, 4, 3)).astype(np.float32)
+    bias = rng.standard_normal((G, R, 4)).astype(np.float32)
+    grads = rng.standard_normal((steps, G, R, 4, 3)).astype(np.float32)
+    bias_grads = rng.standard_normal((steps, G, R, 4)).astype(np.float32)
+    moves = np.ones((steps, G), dtype=bool)
+    moves[[3, 4, 9], 0] = False
+    moves[[6], 1] = False
+    ours = [torch.tensor(start), torch.tensor(bias)]
+    optimizer = BatchedOptimizer(name, ours, torch.tensor(regs, dtype=torch.float32), settings)
+    references = {}
+    for g in range(G):
+        for r in range(R):
+            weights = [torch.nn.Parameter(torch.tensor(start[g, r])), torch.nn.Parameter(torch.tensor(bias[g, r]))]
+            decay = {} if name == "rprop" else {"weight_decay": regs[g, r]}  # Rprop has no weight decay
+            references[g, r] = (weights, CLASSES[name](weights, **dict(settings, **decay)))
+    for t in range(steps):
+        for g in range(G):
+            if moves[t, g]:
+                for r in range(R):
+                    weights, opt = references[g, r]
+                    weights[0].grad, weights[1].grad = torch.tensor(grads[t, g, r]), torch.tensor(bias_grads[t, g, r])
+                    opt.step()
+        step_grads = [torch.tensor(grads[t]), torch.tensor(bias_grads[t])]
+        if moves[t].all():
+            optimizer.step(ours, step_grads)
+        else:
+            mask = torch.tensor(moves[t])[:, None].expand(G, R)
+            optimizer.step(ours, step_grads, mask, moves[t])
+        for g in range(G):
+            for r in range(R):
+                weights, _ = references[g, r]
+                for mine, theirs in zip(ours, weights):
+                    torch.testing.assert_close(mine[g, r], theirs.detach(), rtol=2e-6, atol=2e-6,
+                                               msg=f"{text}: step {t}, problem {g, r}")
