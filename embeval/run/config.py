@@ -2,6 +2,7 @@
 import json
 
 from embeval.errors import EmbevalError
+from embeval.evaluate.normalize import METHODS
 from embeval.train import optimizers
 
 CLASSIFIER_DEFAULTS = {"nhid": 0, "optim": "adam", "batch_size": 64, "tenacity": 5, "epoch_size": 4,
@@ -18,7 +19,7 @@ SOLVERS = ("senteval", "lbfgs")
 DEVICES = ("auto", "cpu", "cuda")
 PROBING_CLASSIFIERS = ("configured", "logreg", "mlp", "both")
 CLASSIFIERS = ("logreg", "mlp")
-NORMALIZATIONS = ("none", "l2", "zscore", "zscore+l2", "tune")
+NORMALIZATIONS = METHODS + ("tune",)
 BOOTSTRAP_DEFAULT = 1000
 
 def parse_optim(text, source="--classifier"):
