@@ -22,7 +22,7 @@ import torch
 from embeval.errors import EmbevalError
 from embeval.evaluate.context import QUIET
 from embeval.evaluate.stack import Rendezvous
-from embeval.memory import available_memory
+from embeval.memory import available_memory, dense_budget, device_memory
 from embeval.run.config import build as build_config
 from embeval.run.execute import Workspace, execute, resolve_device, truncate
 from embeval.run.outputs import ResultsFiles
@@ -30,7 +30,7 @@ from embeval.run.plan import plan, table_fingerprint
 from embeval.run.resume import reusable_units
 from embeval.run.score import finish, new_record, place
 from embeval.tasks.registry import TASKS
-from embeval.train.features import DENSE_LIMIT_BYTES, feature_dim
+from embeval.train.features import feature_dim
 
 logger = logging.getLogger("embeval")
 
@@ -152,10 +152,11 @@ def unit_bytes(unit):
 
 
 def memory_budget(device):
-    """Bytes the stacked matrices of one group may take: the dense features' limit times four, within
-    half the memory free on the device."""
-    free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else available_memory()
-    limit = 4 * DENSE_LIMIT_BYTES
+    """Bytes the stacked matrices of one group may take: four times a dense feature matrix's budget on
+    the device, within half the memory free there."""
+    gpu = device_memory(device)
+    free = gpu[0] if gpu is not None else available_memory()
+    limit = 4 * dense_budget(device)
     return limit if free is None else min(limit, free // 2)
 
 
