@@ -297,6 +297,6 @@ def test_mrpc_from_the_installer(cli, tmp_path, monkeypatch):
 def test_fetch_help_documents_the_hint_users_are_given(cli):
     from embeval.errors import DATA_HINT
 
-    assert "embeval data fetch --dest DIR" in DATA_HINT
+    assert "embeval data fetch --data DIR" in DATA_HINT
     result = cli("data", "fetch", "--help")
-    assert result.exit_code == 0 and "--dest DIR" in result.stdout and "--mirror URL" in result.stdout
+    assert result.exit_code == 0 and "--data DIR" in result.stdout and "--mirror URL" in result.stdout

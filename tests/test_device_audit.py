@@ -277,7 +277,9 @@ def _coco_context(images=(60, 10, 10), dim=6, feat_dim=8, seed=0):
 
 
 def test_coco_ranker_passes_the_audit(monkeypatch):
-    """No sync or copy per ranker step; per epoch one copy of its batches and one of the dev ranks."""
+    """No sync or copy per ranker step; per epoch one copy of its batches and one of the dev ranks, and
+    per fold of an evaluation four syncs of SentEval's tie rule (the distinct images and captions, and
+    whether any relevant item ties, for each direction): a constant number per early-stopping round."""
     counts = Counts(monkeypatch)
     counts.watch(retrieval, "train_step", "steps")
     counts.watch(retrieval, "evaluate_split", "rounds")
@@ -285,7 +287,7 @@ def test_coco_ranker_passes_the_audit(monkeypatch):
     assert result["ntest"] == 50
     rounds = counts["rounds"]
     assert counts["steps"] >= 2 * rounds
-    assert audit.total("sync") <= rounds + 10, audit.report()["sync"]
+    assert audit.total("sync") <= (4 * retrieval.NFOLDS + 1) * rounds + 10, audit.report()["sync"]
     assert audit.total("copy_to_device") <= rounds + 20, audit.report()["copy_to_device"]
 
 
