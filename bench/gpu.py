@@ -172,7 +172,8 @@ def _counters():
                                (lbfgs, "_two_loop", "lbfgs iterations"),
                                (relatedness.SoftmaxRegressor, "step", "regressor steps"),
                                (relatedness, "dev_pearson", "regressor rounds"),
-                               (retrieval, "train_step", "ranker steps"), (retrieval, "evaluate_split", "ranker rounds")):
+                               (retrieval, "train_step", "ranker steps"),
+                               (retrieval, "evaluate_split", "ranker rounds")):
         original = getattr(owner, name)
 
         def counted(*args, _original=original, _label=label, **kwargs):
@@ -256,7 +257,6 @@ def roofline(dim=768):
     import torch
 
     from embeval.evaluate import relatedness, retrieval
-    from embeval.run.config import build
     from embeval.train import batched, lbfgs
     from embeval.train.features import DenseFeatures
     from embeval.train.optimizers import BatchedOptimizer, parse

@@ -20,6 +20,7 @@ from tqdm import tqdm
 from embeval.errors import DataFileError
 from embeval.evaluate import normalize, seeded
 from embeval.formats import predictions
+from embeval.train import rounds
 from embeval.train.features import to_device
 
 PROJ_DIM = 1000
@@ -208,22 +209,26 @@ def train_ranker(train, dev, seed, max_epoch=MAX_EPOCH, progress=False, log=None
     rng = np.random.RandomState(seed)
     model = RankingModel(train.table.shape[1], train.images.shape[1], seed).to(train.rows.device)
     optimizer = torch.optim.Adam(model.parameters())
-    best, best_model, bad_epochs, epochs = -1.0, None, 0, 0
     nbatches = -(-len(train) // BATCH_SIZE)
-    while epochs <= max_epoch:
-        with tqdm(total=nbatches, desc=f"COCO epoch {epochs + 1}", disable=not progress, leave=False) as bar:
+    kept, epochs = {}, [0]
+
+    def train_round(running):
+        with tqdm(total=nbatches, desc=f"COCO epoch {epochs[0] + 1}", disable=not progress, leave=False) as bar:
             train_epoch(model, optimizer, train, rng, bar)
-        epochs += 1
-        _, score = evaluate_split(model, dev)
+        epochs[0] += 1
+
+    def score():
+        _, value = evaluate_split(model, dev)
         if log:
-            log(epochs, score)
-        if score > best:
-            best, best_model = score, copy.deepcopy(model)
-        elif bad_epochs >= TENACITY:
-            break
-        else:
-            bad_epochs += 1
-    return best, best_model, epochs
+            log(epochs[0], value)
+        return value
+
+    def keep_best(improved, stopping):
+        if improved:
+            kept["model"] = copy.deepcopy(model)
+
+    stopping, epochs_run = rounds.run(train_round, score, keep_best, (), TENACITY, 1, max_epoch)
+    return float(stopping.best), kept.get("model"), epochs_run
 
 
 def caption_split(ctx, name, table=None):
