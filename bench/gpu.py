@@ -179,7 +179,8 @@ def _counters():
                                (lbfgs, "_two_loop", "lbfgs iterations"),
                                (relatedness.SoftmaxRegressor, "step", "regressor steps"),
                                (relatedness, "dev_pearson", "regressor rounds"),
-                               (retrieval, "train_step", "ranker steps"), (retrieval, "evaluate_split", "ranker rounds")):
+                               (retrieval, "train_step", "ranker steps"),
+                               (retrieval, "evaluate_split", "ranker rounds")):
         original = getattr(owner, name)
 
         def counted(*args, _original=original, _label=label, **kwargs):

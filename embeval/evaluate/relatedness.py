@@ -16,6 +16,7 @@ from embeval.errors import DataFileError
 from embeval.evaluate import mteb, normalize, seeded, sts
 from embeval.formats import predictions
 from embeval.tasks.samples import senteval_order
+from embeval.train import rounds
 from embeval.train.features import sample_features, to_device
 
 NCLASSES = 5
@@ -129,23 +130,23 @@ def train_regressor(train_x, train_target, dev_x, dev_scores, seed):
     rng = np.random.RandomState(seed)
     model = SoftmaxRegressor(train_x.shape[1], seed, train_x.device)
     n = len(train_x)
-    best, best_model, bad_rounds, passes = -1.0, None, 0, 0
+    kept = {}
+
+    def train_round(running):
+        orders, = to_device([np.stack([rng.permutation(n) for _ in range(PASSES_PER_ROUND)])], train_x.device)
+        for order in orders:
+            x, target = train_x[order], train_target[order]
+            for i in range(0, n, BATCH_SIZE):
+                model.step(x[i:i + BATCH_SIZE], target[i:i + BATCH_SIZE])
+
+    def keep_best(improved, stopping):
+        if improved:
+            kept["model"] = model.copy()
+
     with torch.no_grad(), one_cpu_thread(train_x.device):
-        while passes <= MAX_PASSES:
-            orders, = to_device([np.stack([rng.permutation(n) for _ in range(PASSES_PER_ROUND)])], train_x.device)
-            for order in orders:
-                x, target = train_x[order], train_target[order]
-                for i in range(0, n, BATCH_SIZE):
-                    model.step(x[i:i + BATCH_SIZE], target[i:i + BATCH_SIZE])
-            passes += PASSES_PER_ROUND
-            r = dev_pearson(model.predict(dev_x), dev_scores)
-            if r > best:
-                best, best_model = r, model.copy()
-            elif bad_rounds >= TENACITY:
-                break
-            else:
-                bad_rounds += 1
-    return best, best_model, passes
+        stopping, passes = rounds.run(train_round, lambda: dev_pearson(model.predict(dev_x), dev_scores), keep_best,
+                                      (), TENACITY, PASSES_PER_ROUND, MAX_PASSES)
+    return float(stopping.best), kept.get("model"), passes
 
 
 def _split_file(ctx, name):

@@ -20,6 +20,7 @@ from embeval.errors import DataFileError
 from embeval.evaluate import normalize, seeded
 from embeval.evaluate.context import QUIET
 from embeval.formats import predictions
+from embeval.train import rounds
 from embeval.train.features import to_device
 
 PROJ_DIM = 1000
@@ -240,22 +241,26 @@ def train_ranker(train, dev, seed, max_epoch=MAX_EPOCH, progress=QUIET, log=None
     rng = np.random.RandomState(seed)
     model = RankingModel(train.table.shape[1], train.images.shape[1], seed).to(train.rows.device)
     optimizer = torch.optim.Adam(model.parameters())
-    best, best_model, bad_epochs, epochs = -1.0, None, 0, 0
+    kept, epochs = {}, [0]
     progress.stage("training the ranker", total=max_epoch + 1, unit="epoch")
-    while epochs <= max_epoch:
+
+    def train_round(running):
         train_epoch(model, optimizer, train, rng)
-        epochs += 1
-        _, score = evaluate_split(model, dev)
-        progress.step(epochs, f"dev score {score:.2f}, best {max(best, score):.2f}")
+        epochs[0] += 1
+
+    def score():
+        _, value = evaluate_split(model, dev)
+        progress.step(epochs[0], f"dev score {value:.2f}")
         if log:
-            log(epochs, score)
-        if score > best:
-            best, best_model = score, copy.deepcopy(model)
-        elif bad_epochs >= TENACITY:
-            break
-        else:
-            bad_epochs += 1
-    return best, best_model, epochs
+            log(epochs[0], value)
+        return value
+
+    def keep_best(improved, stopping):
+        if improved:
+            kept["model"] = copy.deepcopy(model)
+
+    stopping, epochs_run = rounds.run(train_round, score, keep_best, (), TENACITY, 1, max_epoch)
+    return float(stopping.best), kept.get("model"), epochs_run
 
 
 def caption_split(ctx, name, table=None):

@@ -24,6 +24,7 @@ from typing import List, Optional
 import numpy as np
 import torch
 
+from embeval.train import rounds
 from embeval.train.features import to_device
 from embeval.train.optimizers import BatchedOptimizer, spec
 
@@ -236,13 +237,10 @@ def train(features, labels, nclasses, groups, regs, classifier, seed, device, dr
     onehot = torch.eye(nclasses, device=device)
     chunk = max(1, STEP_CHUNK_BYTES // (batch * features.dim * 4))
 
-    best_acc = np.full((G, R), -1.0)
-    counter = np.zeros((G, R), dtype=np.int64)
-    stopped = np.zeros((G, R), dtype=bool)
-    rounds = np.zeros((G, R), dtype=np.int64)
-    nepoch = 0
-    while not stopped.all() and nepoch <= max_epoch:
-        active = np.flatnonzero(~stopped.all(axis=1))
+    passes_done = [0]
+
+    def train_round(running):
+        active = np.flatnonzero(running.any(axis=1))
         passes = []
         for _ in range(epoch_size):
             for stream in {id(s): s for s in (stream_of[g] for g in active)}.values():
@@ -258,21 +256,20 @@ def train(features, labels, nclasses, groups, regs, classifier, seed, device, dr
             for full, trained in zip(params, sub):
                 full[part] = trained
             optimizer.put(part, active[lo:lo + chunk], sub_opt)
-        nepoch += epoch_size
-        acc = _accuracy(params, features, labels, eval_idx, eval_valid, nhid).cpu().numpy()
-        running = ~stopped
-        rounds += running
-        improved = running & (acc > best_acc)
-        best_acc = np.where(improved, acc, best_acc)
+        passes_done[0] += epoch_size
+
+    def score():
+        return _accuracy(params, features, labels, eval_idx, eval_valid, nhid).cpu().numpy()
+
+    def keep_best(improved, stopping):
         mask = torch.as_tensor(improved, device=device)
         for b, p, shape in zip(best, params, shapes):
             b.copy_(torch.where(mask.reshape(shape), p, b))
-        worse = running & ~improved
-        stopped |= worse & (counter >= tenacity)
-        counter += worse
         if progress:
-            progress(nepoch, int((~stopped).sum()), G * R)
-    return Trained(best, best_acc, rounds, nhid)
+            progress(passes_done[0], int(stopping.running.sum()), G * R)
+
+    stopping, _ = rounds.run(train_round, score, keep_best, (G, R), tenacity, epoch_size, max_epoch)
+    return Trained(best, stopping.best, stopping.rounds, nhid)
 
 
 class _RoundPlan:
