@@ -94,3 +94,13 @@ def test_a_unit_whose_worker_is_killed_is_retried(local_ray, swept, data_dir, tm
     assert [line for line in lines if "retrying once" in line and "TREC" in line]
     assert all(s["complete"] for s in summary["sources"])
     assert results(tmp_path / "ray") == results(local)
+
+
+def test_the_command_runs_with_ray(local_ray, swept, data_dir, tmp_path, cli):
+    paths, local = swept
+    result = cli("sweep", *paths, "--data", data_dir, "--tasks", "TREC,CR", "--config", "prototype", "--kfold", "3",
+                 "--bootstrap", "100", "--device", "cpu", "--dims", "4,8", "--out-dir", tmp_path / "cli", "--quiet",
+                 "--ray")
+    assert result.exit_code == 0, result.stderr
+    assert results(tmp_path / "cli") == results(local)
+    assert ray.is_initialized()  # the command used the Ray already running here and left it running

@@ -34,7 +34,7 @@ from embeval.train.features import feature_dim
 
 logger = logging.getLogger("embeval")
 
-STACKED_EVALUATORS = ("inner_kfold", "kfold", "split")
+STACKED_EVALUATORS = ("inner_kfold", "kfold", "split", "probing")  # those whose classifiers are fitted by ctx.fit
 SWEEP_FORMAT = "embeval-sweep"
 
 
