@@ -203,10 +203,10 @@ def test_progress_reaches_a_log_file(data_dir, tmp_path):
 # One writer per results file.
 
 def test_a_second_writer_of_the_same_results_file_stops_at_once(data_dir, tmp_path):
-    path = task_file(tmp_path / "v.h5", data_dir, ["SICKEntailment"], dim=64)
+    path = task_file(tmp_path / "v.h5", data_dir, ["MR", "SICKEntailment"], dim=64)
     out = tmp_path / "r.json"
     command = [sys.executable, "-m", "embeval", "score", str(path), "--data", str(data_dir), "--bootstrap", "0",
-               "--out", str(out)]
+               "--tasks", "SICKEntailment,MR", "--out", str(out)]
     env = dict(os.environ, PYTHONPATH=str(REPO))
     first = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lock = tmp_path / "r.json.lock"
@@ -224,7 +224,7 @@ def test_a_second_writer_of_the_same_results_file_stops_at_once(data_dir, tmp_pa
     stdout, stderr = first.communicate(timeout=600)
     assert first.returncode == 0, stderr
     record = json.loads(out.read_text())
-    assert list(record["tasks"]) == ["SICKEntailment"] and not lock.exists()
+    assert list(record["tasks"]) == ["SICKEntailment", "MR"] and not lock.exists()
 
 
 def test_a_lock_left_by_a_dead_process_is_taken_over(cli, sts16, data_dir, tmp_path):

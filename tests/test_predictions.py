@@ -126,7 +126,8 @@ def test_compare_two_encoders(runs, cli):
 
 def test_compare_needs_saved_predictions(runs, cli, data_dir, tmp_path):
     plain = tmp_path / "plain.json"
-    result = cli("score", runs["a"], "--data", data_dir, "--tasks", "STS16", "--out", plain, "--bootstrap", "0")
+    result = cli("score", runs["a"], "--data", data_dir, "--tasks", "STS16", "--out", plain, "--bootstrap", "0",
+                 "--no-save-predictions")
     assert result.exit_code == 0 and "ci" not in json.loads(plain.read_text())["tasks"]["STS16"]
     refused(cli("compare", runs["ra"][1], plain), plain, "no saved predictions", "--save-predictions")
     refused(cli("compare", runs["ra"][1]), "at least two")
@@ -189,7 +190,7 @@ def test_resume_reuses_saved_predictions(runs, cli, data_dir, tmp_path, monkeypa
 def test_resume_recomputes_tasks_without_saved_predictions(runs, cli, data_dir, tmp_path):
     out = tmp_path / "r.json"
     tasks = ["STS15", "STS16"]
-    run_score(cli, runs["a"], data_dir, out, tasks=tasks)
+    run_score(cli, runs["a"], data_dir, out, "--no-save-predictions", tasks=tasks)
     result = cli("score", runs["a"], "--data", data_dir, "--tasks", "STS15,STS16", "--out", out, *OPTIONS,
                  "--save-predictions", "--resume")
     assert result.exit_code == 0, result.stderr

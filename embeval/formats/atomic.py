@@ -141,9 +141,14 @@ class WriterLock:
                                    f"--out (if no such process runs, delete {self.lock.name})", file=self.path)
             except OSError as err:
                 raise EmbevalError(f"cannot write: {_describe(err)}", file=self.lock)
-            with os.fdopen(fd, "w") as f:
-                f.write(json.dumps(me))
             self.held = True
+            try:
+                os.write(fd, json.dumps(me).encode())
+            except OSError as err:
+                self.release()
+                raise EmbevalError(f"cannot write: {_describe(err)}", file=self.lock)
+            finally:
+                os.close(fd)
             return
         raise EmbevalError(f"cannot take the lock {self.lock.name}", file=self.path)
 
