@@ -20,7 +20,7 @@ setup(
     # that `embeval quickstart` finds them; the programs themselves never import embeval.
     packages=find_packages(include=["embeval", "embeval.*"]) + ["embeval._data", "embeval.exporters"],
     package_dir={"embeval._data": "data", "embeval.exporters": "exporters"},
-    package_data={"embeval._data": ["sources.json", "checksums.tsv"], "embeval.report": ["baselines.json"]},
+    package_data={"embeval._data": ["sources.json", "checksums.tsv"], "embeval.reports": ["baselines.json"]},
     include_package_data=True,
     install_requires=[
         "numpy>=1.21",

@@ -38,7 +38,7 @@ def score(vectors, data_dir, tasks=None, out=None, device="auto", config=None, *
 
 def report(results, fmt="markdown", labels=None, baselines=True, ci=True):
     """The paper-ready tables of one or more results files, as text in fmt (markdown, latex, csv)."""
-    from embeval.report import tables
+    from embeval.reports import tables
 
     built, _rows = tables.build([str(p) for p in results], labels=labels, baselines=baselines, ci=ci)
     return tables.render(built, fmt, ci=ci)
@@ -47,7 +47,7 @@ def report(results, fmt="markdown", labels=None, baselines=True, ci=True):
 def compare(results, labels=None, tasks=None, resamples=None, seed=None):
     """The paired comparison of results files (each against the first) on the same test items: per
     task and headline figure the difference, its 95% bootstrap interval and Holm-adjusted p-value."""
-    from embeval.report import compare as run
+    from embeval.reports import compare as run
 
     return run.compare([str(p) for p in results], labels=labels, tasks=tasks, resamples=resamples, seed=seed)
 

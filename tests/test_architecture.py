@@ -13,7 +13,7 @@ LAYERS = [
     ("embeval.train",),
     ("embeval.evaluate",),
     ("embeval.run",),
-    ("embeval.report",),
+    ("embeval.reports",),
     ("embeval.cli", "embeval.__main__", "embeval"),
 ]
 PURE = ("embeval.evaluate", "embeval.train")

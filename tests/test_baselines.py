@@ -7,8 +7,8 @@ import pytest
 from reliability_helpers import refused
 
 from embeval.errors import EmbevalError
-from embeval.report import baselines
-from embeval.report import tables as report
+from embeval.reports import baselines
+from embeval.reports import tables as report
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "example" / "results-minilm.json"
 STS = ("STS12", "STS13", "STS14", "STS15", "STS16")

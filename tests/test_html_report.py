@@ -34,7 +34,7 @@ def browser():
 def page(tmp_path_factory):
     if importlib.util.find_spec("matplotlib") is None:
         need("matplotlib", "pip install '.[report]'")
-    from embeval.report import html
+    from embeval.reports import html
 
     folder = tmp_path_factory.mktemp("html")
     for run in RUNS:  # the comparison reads each file's predictions beside it
@@ -89,7 +89,7 @@ def test_the_check_sees_console_errors_and_broken_images(browser, tmp_path):
 def test_comparison_needs_saved_predictions(tmp_path):
     if importlib.util.find_spec("matplotlib") is None:
         need("matplotlib", "pip install '.[report]'")
-    from embeval.report import html
+    from embeval.reports import html
 
     record = json.loads(RUNS[1].read_text())
     del record["predictions"]

@@ -9,7 +9,7 @@ import pytest
 from reliability_helpers import refused
 from report_helpers import need
 
-from embeval.report import mteb as export
+from embeval.reports import mteb as export
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "example" / "results-minilm.json"
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"

@@ -8,7 +8,7 @@ from coco_helpers import caption_encoder, write_coco
 from reliability_helpers import comparable, refused, task_file
 
 from embeval.formats import predictions
-from embeval.report import compare
+from embeval.reports import compare
 from embeval.tasks.figures import lookup
 from embeval.tasks.registry import TASKS
 

@@ -12,7 +12,7 @@ from reliability_helpers import refused
 
 from embeval.errors import EmbevalError
 from embeval.formats.results import FORMAT
-from embeval.report import tables as report
+from embeval.reports import tables as report
 
 STS = ("STS12", "STS13", "STS14", "STS15", "STS16")
 

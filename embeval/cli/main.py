@@ -16,8 +16,8 @@ from embeval.cli.common import (
 from embeval.cli.data import data as data_commands
 from embeval.cli.sweep import sweep as sweep_command
 from embeval.errors import EmbevalError
-from embeval.report.compare import FORMATS as COMPARE_FORMATS
-from embeval.report.tables import FORMATS as REPORT_FORMATS
+from embeval.reports.compare import FORMATS as COMPARE_FORMATS
+from embeval.reports.tables import FORMATS as REPORT_FORMATS
 from embeval.run.config import DEVICES, PRESETS, PROBING_CLASSIFIERS, SOLVERS
 from embeval.run.quickstart import ENCODERS
 
@@ -285,7 +285,7 @@ def compare(results, labels, tasks, resamples, seed, fmt, out, json_out):
     """
     from embeval.formats import atomic
     from embeval.formats.results import dumps
-    from embeval.report import compare as cmp
+    from embeval.reports import compare as cmp
     from embeval.tasks.registry import parse_task_list
 
     names = parse_task_list(tasks) if tasks is not None else None
@@ -326,15 +326,15 @@ def report(results, fmt, labels, out, plots, no_ci, no_baseline, published):
     metric and the aggregation.
     """
     from embeval.formats import atomic
-    from embeval.report import tables as rep
+    from embeval.reports import tables as rep
 
     names = None
     if published is not None:
-        from embeval.report.baselines import resolve
+        from embeval.reports.baselines import resolve
 
         names = resolve(published)
     if fmt == "html":
-        from embeval.report import html
+        from embeval.reports import html
 
         text = html.render(list(results), labels=list(labels) or None, baselines=not no_baseline, ci=not no_ci,
                            published=names)
@@ -365,7 +365,7 @@ def export_mteb(results, model, revision, out):
 
     A task whose MTEB-protocol figure is not in the results is left out with a note.
     """
-    from embeval.report import mteb
+    from embeval.reports import mteb
 
     folder, written, notes = mteb.export(results, model, out, revision=revision)
     for name, path, main_score, protocol in written:

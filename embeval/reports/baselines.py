@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Optional
 
 from embeval.errors import EmbevalError
-from embeval.report.cells import Cell
+from embeval.reports.cells import Cell
 
 DATA = Path(__file__).with_name("baselines.json")
 STS_YEARS = ("STS12", "STS13", "STS14", "STS15", "STS16")

@@ -13,8 +13,8 @@ import tempfile
 from pathlib import Path
 
 from embeval.errors import EmbevalError
-from embeval.report import compare as paired
-from embeval.report import tables as rep
+from embeval.reports import compare as paired
+from embeval.reports import tables as rep
 from embeval.tasks.registry import TASKS
 
 STS_YEARS = ("STS12", "STS13", "STS14", "STS15", "STS16")

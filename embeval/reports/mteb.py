@@ -23,7 +23,7 @@ from pathlib import Path
 from embeval._version import __version__
 from embeval.errors import EmbevalError
 from embeval.formats import atomic
-from embeval.report.tables import load
+from embeval.reports.tables import load
 from embeval.tasks.figures import POOLED
 from embeval.tasks.registry import TASKS
 

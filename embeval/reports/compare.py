@@ -15,8 +15,8 @@ import numpy as np
 from embeval import stats
 from embeval.errors import EmbevalError
 from embeval.formats import predictions
-from embeval.report.tables import FORMATS as TABLE_FORMATS
-from embeval.report.tables import Cell, Table, default_label, load, render
+from embeval.reports.tables import FORMATS as TABLE_FORMATS
+from embeval.reports.tables import Cell, Table, default_label, load, render
 from embeval.tasks.figures import variants
 from embeval.tasks.registry import TASKS
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from embeval.errors import EmbevalError
 from embeval.formats import atomic
 from embeval.formats.results import FORMAT, FORMAT_VERSION
-from embeval.report.cells import Cell, Table
+from embeval.reports.cells import Cell, Table
 from embeval.tasks.figures import lookup
 from embeval.tasks.registry import TASKS
 
@@ -334,7 +334,7 @@ def geometry_table(rows):
 
 def build(paths, labels=None, baselines=True, ci=True, published=None):
     """Every table of the report, in order, and the encoders (rows); ci: the captions explain the intervals;
-    published: names of published baselines (embeval.report.baselines) to add as rows."""
+    published: names of published baselines (embeval.reports.baselines) to add as rows."""
     records = [load(p) for p in paths]
     rows = encoders(records, paths, labels, baselines)
     settings = _settings(records, ci)
@@ -343,7 +343,7 @@ def build(paths, labels=None, baselines=True, ci=True, published=None):
     if not tables:
         raise EmbevalError("no scored task to report", file=str(paths[0]))
     if published:
-        from embeval.report import baselines as published_baselines
+        from embeval.reports import baselines as published_baselines
 
         published_baselines.add_rows(tables, published)
     return tables, rows
