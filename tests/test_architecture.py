@@ -7,7 +7,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "embeval"
 
 # Lowest first. A module may import its own layer and the layers before it.
 LAYERS = [
-    ("embeval._version", "embeval.errors", "embeval.memory", "embeval.stats"),
+    ("embeval._version", "embeval.errors", "embeval.memory", "embeval.stats", "embeval.audit"),
     ("embeval.tasks",),
     ("embeval.formats", "embeval.datasets"),
     ("embeval.train",),
@@ -58,16 +58,18 @@ def graph():
 
 
 def layer(name):
+    """The index of the layer a module belongs to (None: none)."""
     best = None
     for index, prefixes in enumerate(LAYERS):
         for prefix in prefixes:
             if name == prefix or name.startswith(prefix + "."):
                 if best is None or len(prefix) > best[1]:
                     best = (index, len(prefix))
-    return best[0]
+    return None if best is None else best[0]
 
 
 def test_every_module_belongs_to_a_layer_and_imports_only_lower_ones():
+    assert [name for name in graph() if layer(name) is None] == []
     upward = []
     for name, targets in graph().items():
         for target in targets:
