@@ -198,8 +198,10 @@ def build_view(source, view):
             target.symlink_to(path.resolve())
     raw = view / RAW_STSB
     if (source / RAW_STSB).is_dir():
-        raw.parent.mkdir(parents=True)
-        raw.symlink_to((source / RAW_STSB).resolve(), target_is_directory=True)
+        raw.mkdir(parents=True)
+        for path in sorted((source / RAW_STSB).iterdir()):
+            if path.is_file():
+                (raw / path.name).symlink_to(path.resolve())
     elif (source / STSB_ARCHIVE).is_file():
         raw.mkdir(parents=True)
         with tarfile.open(source / STSB_ARCHIVE) as archive:
