@@ -103,14 +103,15 @@ def score(vectors, data_dir, tasks=None, out=None, device="auto", config=None, p
     if resume and not out:
         raise EmbevalError("needs the results file to resume from (--out)", file="--resume")
     files = ResultsFiles(out, save_predictions) if out else None
+    workspace = Workspace()  # the task data plan() loads and fingerprints is reused by execute()
     try:
         previous = files.check() if files else []
-        work = plan(vectors, root, tasks, config, strict)
+        work = plan(vectors, root, tasks, config, strict, cache=workspace.data_cache(str(root)))
         check_device_tables(device_tables(work.units), device)
         record = new_record(vectors, root, config, device)
         record["skipped"] = work.skipped
         decisions = reusable_units(files, previous, record, work.units) if resume else {}
-        _run(work.units, decisions, record, files, device, progress, log)
+        _run(work.units, decisions, record, files, device, progress, log, workspace)
     except KeyboardInterrupt:
         raise Interrupted(files.saved if files else [], files.progress if files else None)
     except EmbevalError:
@@ -118,37 +119,34 @@ def score(vectors, data_dir, tasks=None, out=None, device="auto", config=None, p
             logger.info(files.kept())
         raise
     finally:
+        workspace.close()
         if files:
             files.release()
     return record
 
 
-def _run(units, decisions, record, files, device, progress, log):
+def _run(units, decisions, record, files, device, progress, log, workspace):
     kept = {}  # run -> task -> {"data_sha256", "vectors_sha256", "sets"}
     started = time.perf_counter()
-    workspace = Workspace()
-    try:
-        for i, unit in enumerate(units):
-            run = unit.source.run
-            entry, sets = decisions.get((run, unit.task), (None, None))
-            if entry is None:
-                name = unit.task + ("" if run == "encoder" else f" ({run})")
-                log(f"scoring {name} ({i + 1} of {len(units)}) ...")
-                reporter = TaskProgress(name) if progress else None
-                try:
-                    entry, sets = execute(unit, device, workspace, reporter or QUIET)
-                finally:
-                    if reporter:
-                        reporter.close()
-                log(f"  {name} done in {entry['seconds']:.1f} s")
-            place(record, unit, entry)
-            kept.setdefault(run, {})[unit.task] = {"data_sha256": unit.data_sha256,
-                                                   "vectors_sha256": entry["vectors"]["vectors_sha256"], "sets": sets}
-            finish(record, started)
-            if files and (i + 1 == len(units) or units[i + 1].task != unit.task):
-                files.task_done(record, kept)
-    finally:
-        workspace.close()
+    for i, unit in enumerate(units):
+        run = unit.source.run
+        entry, sets = decisions.get((run, unit.task), (None, None))
+        if entry is None:
+            name = unit.task + ("" if run == "encoder" else f" ({run})")
+            log(f"scoring {name} ({i + 1} of {len(units)}) ...")
+            reporter = TaskProgress(name) if progress else None
+            try:
+                entry, sets = execute(unit, device, workspace, reporter or QUIET)
+            finally:
+                if reporter:
+                    reporter.close()
+            log(f"  {name} done in {entry['seconds']:.1f} s")
+        place(record, unit, entry)
+        kept.setdefault(run, {})[unit.task] = {"data_sha256": unit.data_sha256,
+                                               "vectors_sha256": entry["vectors"]["vectors_sha256"], "sets": sets}
+        finish(record, started)
+        if files and (i + 1 == len(units) or units[i + 1].task != unit.task):
+            files.task_done(record, kept)
     finish(record, started)
     if files:
         files.complete(record, kept)
