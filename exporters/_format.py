@@ -114,11 +114,12 @@ def _read_list(folder, file, count, sha256, name):
 
 
 class Progress:
-    """A tqdm bar when tqdm is installed, else a progress line on stderr every few seconds."""
+    """A tqdm bar when tqdm is installed, else a progress line on stderr every few seconds. `done`:
+    sentences already done before this run (a resumed export); the rate counts this run's only."""
 
-    def __init__(self, total, label, quiet=False, every=5.0):
+    def __init__(self, total, label, quiet=False, every=5.0, done=0):
         self.total, self.label, self.quiet, self.every = total, label, quiet, every
-        self.done = 0
+        self.done = self.initial = done
         self.started = self.last = time.monotonic()
         self.bar = None
         if not quiet:
@@ -127,17 +128,20 @@ class Progress:
             except ImportError:
                 tqdm = None
             if tqdm is not None:
-                self.bar = tqdm(total=total, unit="sent", desc=label, file=sys.stderr)
+                self.bar = tqdm(total=total, initial=done, unit="sent", desc=label, file=sys.stderr)
 
-    def update(self, n):
+    def update(self, n, note=""):
+        """n more sentences done; note: what else to show (e.g. tokens sent)."""
         self.done += n
         if self.bar is not None:
+            if note:
+                self.bar.set_postfix_str(note, refresh=False)
             self.bar.update(n)
         elif not self.quiet and (time.monotonic() - self.last >= self.every or self.done == self.total):
             self.last = time.monotonic()
-            rate = self.done / max(self.last - self.started, 1e-9)
+            rate = (self.done - self.initial) / max(self.last - self.started, 1e-9)
             print(f"{self.label}: {self.done}/{self.total} sentences ({100 * self.done / max(self.total, 1):.0f}%,"
-                  f" {rate:.0f}/s)", file=sys.stderr, flush=True)
+                  f" {rate:.0f}/s{', ' + note if note else ''})", file=sys.stderr, flush=True)
 
     def close(self):
         if self.bar is not None:

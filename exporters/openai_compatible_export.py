@@ -385,36 +385,16 @@ class Partial:
         return rows.view("<f4").astype(np.float32).reshape(len(numbers), self.dim)
 
 
-class Progress:
-    """A tqdm bar (sentences/s and estimated tokens) or, without tqdm, a line every few seconds."""
+class Progress(_format.Progress):
+    """The exporters' progress (sentences/s), with an estimate of the tokens sent."""
 
     def __init__(self, total, done, quiet):
-        self.total, self.done, self.initial, self.quiet, self.tokens = total, done, done, quiet, 0
-        self.started = self.last = time.monotonic()
-        self.bar = None
-        if not quiet:
-            try:
-                from tqdm import tqdm
-            except ImportError:
-                tqdm = None
-            if tqdm is not None:
-                self.bar = tqdm(total=total, initial=done, unit="sent", desc=PROG, file=sys.stderr)
+        super().__init__(total, PROG, quiet, done=done)
+        self.tokens = 0
 
     def update(self, sentences, tokens):
-        self.done += sentences
         self.tokens += tokens
-        if self.bar is not None:
-            self.bar.set_postfix_str(f"~{self.tokens:,} tokens sent", refresh=False)
-            self.bar.update(sentences)
-        elif not self.quiet and (time.monotonic() - self.last >= 5 or self.done == self.total):
-            self.last = time.monotonic()
-            print(f"{PROG}: {self.done}/{self.total} sentences, "
-                  f"{(self.done - self.initial) / max(self.last - self.started, 1e-9):.0f}/s, "
-                  f"~{self.tokens:,} tokens sent", file=sys.stderr, flush=True)
-
-    def close(self):
-        if self.bar is not None:
-            self.bar.close()
+        super().update(sentences, f"~{self.tokens:,} tokens sent")
 
 
 class Embedder:
