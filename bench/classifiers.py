@@ -23,6 +23,14 @@ equal). Each measurement
 runs in a fresh process; peak memory is that process's maximum resident set size.
 Vectors: a deterministic bag of random token vectors (devbow's construction at the given dimension).
 Writes bench/results/classifiers.json and prints a table.
+
+    git worktree add --detach ../embeval-before <commit>
+    python bench/classifiers.py --dims 300 --solvers-only --against-tree ../embeval-before \
+        --out bench/results/classifiers_300d_solvers.json
+
+times embeval's two solvers only, in this checkout and in another one (an earlier commit), one after
+the other in the same run (--repeat times each, the fastest kept): seconds of each and whether the
+figures (dev and test accuracy) are equal.
 """
 import argparse
 import hashlib
@@ -245,6 +253,9 @@ def main():
     parser.add_argument("--tasks", default=",".join(TASKS))
     parser.add_argument("--sample", type=int, default=24, help="fits timed per baseline and task (0: all)")
     parser.add_argument("--out", default=str(HERE / "results" / "classifiers.json"))
+    parser.add_argument("--solvers-only", action="store_true", help="time embeval's two solvers, no baselines")
+    parser.add_argument("--against-tree", help="with --solvers-only: another checkout of embeval to time alongside")
+    parser.add_argument("--repeat", type=int, default=2, help="with --solvers-only: runs of each, the fastest kept")
     parser.add_argument("--child", dest="what", default=None)
     parser.add_argument("--vectors")
     parser.add_argument("--task")
@@ -253,6 +264,10 @@ def main():
     if args.what:
         return child(args)
     tasks = args.tasks.split(",")
+    if args.solvers_only:
+        if not args.against_tree:
+            parser.error("--solvers-only needs --against-tree")
+        return solvers_only(args, tasks)
     work = Path(tempfile.mkdtemp(prefix="embeval-bench-"))
     results = {"machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
                            "torch_threads": __import__("torch").get_num_threads(), "python": platform.python_version()},
@@ -302,6 +317,52 @@ def main():
     Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
     print(f"wrote {args.out}")
 
+
+def cli_solver(tree, vectors, data, task, solver):
+    """Seconds and figures of `embeval score` (the code in `tree`) on one task: a fresh process."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "r.json"
+        subprocess.run([sys.executable, "-m", "embeval", "score", str(vectors), "--data", str(data), "--tasks", task,
+                        "--solver", solver, "--device", "cpu", "--out", str(out), "--quiet"], check=True, cwd=tree,
+                       env=dict(os.environ, PYTHONPATH=str(tree)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        entry = json.loads(out.read_text())["tasks"][task]
+    return {"seconds": entry["seconds"], "devacc": entry["results"]["devacc"], "acc": entry["results"]["acc"]}
+
+
+def solvers_only(args, tasks):
+    """Both solvers per task and dimension, this checkout against another (--against-tree: e.g. a
+    worktree of an earlier commit), measured alternately in the same run, --repeat times each;
+    the fastest of each is kept, so a busy moment on a shared machine does not decide."""
+    trees = {"this": HERE.parent, "other": Path(args.against_tree).resolve()}
+    work = Path(tempfile.mkdtemp(prefix="embeval-bench-"))
+    results = {"machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+                           "torch_threads": __import__("torch").get_num_threads(), "python": platform.python_version()},
+               "against_tree": args.against_tree, "repeat": args.repeat, "runs": []}
+    print(f"{'task':16s}{'dim':>5s}{'solver':>10s}{'this':>9s}{'other':>9s}{'ratio':>8s}  same figures")
+    for dim in map(int, args.dims.split(",")):
+        vectors = make_vectors(args.data, tasks, dim, work)
+        for task in tasks:
+            for solver in ("senteval", "lbfgs"):
+                runs = {name: [] for name in trees}
+                for _ in range(args.repeat):
+                    for name, tree in trees.items():
+                        runs[name].append(cli_solver(tree, vectors, args.data, task, solver))
+                best = {name: min(r["seconds"] for r in rs) for name, rs in runs.items()}
+                same = all(r[k] == runs["this"][0][k] for rs in runs.values() for r in rs for k in ("devacc", "acc"))
+                run = {"task": task, "dim": dim, "solver": solver, "seconds": best,
+                       "all_seconds": {n: [r["seconds"] for r in rs] for n, rs in runs.items()},
+                       "devacc": runs["this"][0]["devacc"], "acc": runs["this"][0]["acc"], "same_figures": same}
+                results["runs"].append(run)
+                print(f"{task:16s}{dim:5d}{solver:>10s}{best['this']:9.1f}{best['other']:9.1f}"
+                      f"{best['this'] / best['other']:8.2f}  {same}", flush=True)
+    for solver in ("senteval", "lbfgs"):
+        totals = {n: sum(r["seconds"][n] for r in results["runs"] if r["solver"] == solver) for n in trees}
+        results[f"total_{solver}"] = totals
+        print(f"total {solver}: this {totals['this']:.1f} s, other {totals['other']:.1f} s "
+              f"({totals['this'] / totals['other']:.2f}x)")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
+    print(f"wrote {args.out}")
 
 if __name__ == "__main__":
     main()
