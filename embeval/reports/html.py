@@ -33,8 +33,8 @@ tr.published td { font-style: italic; color: #555; } tr.baseline td { color: #55
 span.ci { color: #777; font-size: 0.85em; } p.caption { font-size: 0.9em; color: #333; max-width: 72em; }
 p.note { font-size: 0.85em; color: #555; } figure { margin: 1em 0; } figcaption { font-size: 0.85em; color: #444; }
 img { max-width: 100%; height: auto; border: 1px solid #eee; }
-td.best { font-weight: bold; background: #eef6ee; }
 """
+SWEEP_STYLE = "td.best { font-weight: bold; background: #eef6ee; }\n"
 
 
 def _pyplot():
@@ -186,10 +186,10 @@ def comparison_plot(result, plt):
     return _png(fig, plt)
 
 
-def _head(title):
+def _head(title, style=STYLE):
     return ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
-            f"<title>{html.escape(title)}</title>", f"<style>{STYLE}</style></head><body>"]
+            f"<title>{html.escape(title)}</title>", f"<style>{style}</style></head><body>"]
 
 
 def sweep_table(summary, ci=True):
@@ -223,7 +223,8 @@ def render_sweep(path, ci=True):
     summary = sweep_report.load(path)
     folder = Path(path).resolve().parent.name
     tasks = summary["tasks"]
-    parts = _head(f"embeval sweep report: {folder}") + [f"<h1>embeval sweep report: {html.escape(folder)}</h1>"]
+    parts = _head(f"embeval sweep report: {folder}", STYLE + SWEEP_STYLE)
+    parts.append(f"<h1>embeval sweep report: {html.escape(folder)}</h1>")
     parts.append(f"<p>{len(summary['sources'])} sources scored on {len(tasks)} tasks by <code>embeval sweep</code>"
                  + (f" in {summary['seconds']:.0f} s" if isinstance(summary.get("seconds"), (int, float)) else "")
                  + ".</p>")
