@@ -115,22 +115,26 @@ def test_command_writes_the_page(cli, tmp_path):
 SWEEP_TASKS = ["STS12", "TREC"]  # cosine STS (no training, no dev figure) and a classifier (best on devacc)
 
 
-def sweep_of(cli, folder, data_dir, steps):
-    """A real sweep of three small vectors files (with a root attribute `step` each, when given)."""
+def sweep_of(cli, folder, data_dir, steps, broken=None):
+    """A real sweep of small vectors files (with a root attribute `step` each, when given); the file numbered
+    `broken` has a NaN, so the sweep leaves it out."""
     import h5py
+    import numpy as np
     from reliability_helpers import task_file
 
     folder.mkdir()
     for i, step in enumerate(steps):
         path = task_file(folder / f"ckpt{i}.h5", data_dir, SWEEP_TASKS, dim=8, seed=100 * i)
-        if step is not None:
-            with h5py.File(path, "a") as f:
+        with h5py.File(path, "a") as f:
+            if step is not None:
                 f.attrs["step"] = step
+            if i == broken:
+                f["TREC"][5, 1] = np.nan
     out = folder / "sweep"
     result = cli("sweep", *sorted(folder.glob("ckpt*.h5")), "--data", data_dir, "--tasks", ",".join(SWEEP_TASKS),
                  "--config", "prototype", "--kfold", "3", "--bootstrap", "100", "--device", "cpu", "--out-dir", out,
                  "--quiet")
-    assert result.exit_code == 0, result.stderr
+    assert result.exit_code == (0 if broken is None else 2), result.stderr
     return out
 
 
@@ -206,13 +210,16 @@ def test_sweep_json_or_its_folder_give_the_same_page(cli, sweep_page, tmp_path):
 
 
 def test_sweep_without_steps_has_no_curves_and_says_so(cli, data_dir, tmp_path, browser):
+    """No curves without steps; a file the sweep left out is named on the page with its error."""
     if importlib.util.find_spec("matplotlib") is None:
         need("matplotlib", "pip install '.[report]'")
-    out = sweep_of(cli, tmp_path / "plain", data_dir, (None, None, None))
+    out = sweep_of(cli, tmp_path / "plain", data_dir, (None, None, None, None), broken=3)
     page = tmp_path / "plain.html"
     assert cli("report", out, "--format", "html", "--out", page).exit_code == 0
     text = page.read_text(encoding="utf-8")
     assert "No curves: no file of this sweep carries a <code>step</code> attribute" in text
+    (left_out,) = re.findall(r'<p class="note">Left out: (.*?)</p>', text)
+    assert "ckpt3.h5" in left_out and "TREC" in left_out and "NaN" in left_out
     assert "<img" not in text and cells_of(text, "table-sweep")[0] == ["file", "STS12", "TREC"]
     seen = browser.check(page)
     assert seen["console"] == [] and seen["requests"] == [] and seen["images"] == []
@@ -235,7 +242,8 @@ def test_wrong_sweep_input_is_one_line(cli, sweep_page, tmp_path):
              "NOPE: not a valid sweep summary: unknown task"),
             ("figures.json", lambda r: r["tasks"]["TREC"]["values"]["ckpt1"].update(value="high"),
              "TREC: not a valid sweep summary: the figures of 'ckpt1' must be"),
-            ("sources.json", lambda r: r.update(sources={}), "'sources' must be a list")):
+            ("sources.json", lambda r: r.update(sources={}), "'sources' must be a list"),
+            ("left_out.json", lambda r: r.update(left_out=["x"]), "each item of 'left_out' needs its 'error'")):
         edited = json.loads(json.dumps(record))
         edit(edited)
         (tmp_path / name).write_text(json.dumps(edited))

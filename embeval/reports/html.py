@@ -241,7 +241,7 @@ def render_sweep(path, ci=True):
         parts.append(f"<li>{html.escape(source['label'])}: {html.escape(', '.join(details))}</li>")
     parts.append("</ul>")
     for item in summary.get("left_out", []):
-        parts.append(f'<p class="note">Left out: {html.escape(str(item.get("error", item)))}</p>')
+        parts.append(f'<p class="note">Left out: {html.escape(item["error"])}</p>')
     selected = sorted({f"{TASKS[t].label}: {c['selected_by']}" for t, c in tasks.items() if c["selected_by"]})
     parts.append('<h2 id="sweep">Files x tasks</h2>')
     parts.append('<p class="caption">Each task\'s headline figure (accuracies in %, correlations as fractions)'
@@ -255,7 +255,8 @@ def render_sweep(path, ci=True):
         parts.append('<p class="note">No curves: no file of this sweep carries a <code>step</code> attribute '
                      "(the x axis of the curves). Give each vectors file a numeric root attribute "
                      "<code>step</code> to plot each task's figure against it.</p>")
-    for task in tasks if sweep_report.stepped(summary) else ():
+        tasks = {}
+    for task in tasks:
         fig = sweep_report.curve(summary, task, plt)
         if fig is None:
             parts.append(f'<p class="note">{html.escape(TASKS[task].label)}: no file with a step has this '

@@ -207,9 +207,11 @@ def load(path):
     def bad(what, task=None):
         return EmbevalError(f"not a valid sweep summary: {what}", file=path, task=task)
 
-    sources, tasks = record.get("sources"), record.get("tasks")
-    if not isinstance(sources, list) or not isinstance(tasks, dict) or not isinstance(record.get("left_out", []), list):
+    sources, tasks, left_out = record.get("sources"), record.get("tasks"), record.setdefault("left_out", [])
+    if not isinstance(sources, list) or not isinstance(tasks, dict) or not isinstance(left_out, list):
         raise bad("'sources' must be a list, 'tasks' an object and 'left_out' a list")
+    if not all(isinstance(item, dict) and isinstance(item.get("error"), str) for item in left_out):
+        raise bad("each item of 'left_out' needs its 'error'")
     labels = []
     for i, source in enumerate(sources):
         if not isinstance(source, dict) or not isinstance(source.get("label"), str) or \
@@ -219,6 +221,8 @@ def load(path):
             raise bad(f"sources[{i}]: step {source['step']!r} is not a number")
         if source.get("dims") is not None and (not isinstance(source["dims"], int) or isinstance(source["dims"], bool)):
             raise bad(f"sources[{i}]: dims {source['dims']!r} is not a whole number")
+        if not isinstance(source.setdefault("failed", {}), dict):
+            raise bad(f"sources[{i}]: 'failed' must be an object (task: error)")
         source.setdefault("step", None)
         source.setdefault("dims", None)
         labels.append(source["label"])
