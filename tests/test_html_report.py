@@ -110,3 +110,143 @@ def test_command_writes_the_page(cli, tmp_path):
     text = out.read_text()
     assert text.startswith("<!DOCTYPE html>") and "SBERT-NLI-large [published]" in text
     assert "Paired comparison" not in text  # one file: nothing to compare
+
+
+SWEEP_TASKS = ["STS12", "TREC"]  # cosine STS (no training, no dev figure) and a classifier (best on devacc)
+
+
+def sweep_of(cli, folder, data_dir, steps, broken=None):
+    """A real sweep of small vectors files (with a root attribute `step` each, when given); the file numbered
+    `broken` has a NaN, so the sweep leaves it out."""
+    import h5py
+    import numpy as np
+    from reliability_helpers import task_file
+
+    folder.mkdir()
+    for i, step in enumerate(steps):
+        path = task_file(folder / f"ckpt{i}.h5", data_dir, SWEEP_TASKS, dim=8, seed=100 * i)
+        with h5py.File(path, "a") as f:
+            if step is not None:
+                f.attrs["step"] = step
+            if i == broken:
+                f["TREC"][5, 1] = np.nan
+    out = folder / "sweep"
+    result = cli("sweep", *sorted(folder.glob("ckpt*.h5")), "--data", data_dir, "--tasks", ",".join(SWEEP_TASKS),
+                 "--config", "prototype", "--kfold", "3", "--bootstrap", "100", "--device", "cpu", "--out-dir", out,
+                 "--quiet")
+    assert result.exit_code == (0 if broken is None else 2), result.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def sweep_page(tmp_path_factory, data_dir):
+    if importlib.util.find_spec("matplotlib") is None:
+        need("matplotlib", "pip install '.[report]'")
+    from click.testing import CliRunner
+
+    from embeval.cli.main import cli as command
+
+    def cli(*args):
+        return CliRunner().invoke(command, [str(a) for a in args], catch_exceptions=False)
+
+    root = tmp_path_factory.mktemp("sweep")
+    out = sweep_of(cli, root / "stepped", data_dir, (300, 100, 200))
+    page = root / "sweep.html"
+    result = cli("report", out, "--format", "html", "--out", page)
+    assert result.exit_code == 0, result.stderr
+    return out, page, page.read_text(encoding="utf-8")
+
+
+def cells_of(text, table_id):
+    """The cells of an HTML table of the page, row by row, tags stripped."""
+    body = text.split(f'<table id="{table_id}">', 1)[1].split("</table>", 1)[0]
+    return [[re.sub(r"<[^>]+>", "", cell) for cell in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row)]
+            for row in re.findall(r"<tr>(.*?)</tr>", body)]
+
+
+def test_sweep_page_shows_each_files_figures_and_the_best_on_dev(sweep_page):
+    """The table against the results files themselves: each file's headline figures and intervals, and the
+    file marked best on TREC is the one with the highest dev accuracy."""
+    out, _, text = sweep_page
+    assert "<script" not in text.lower() and "url(" not in text
+    assert all(s.startswith("data:image/png;base64,") for s in re.findall(r'(?:src|href)="([^"]*)"', text))
+    rows = cells_of(text, "table-sweep")
+    assert rows[0] == ["file", "step", "STS12", "TREC"]
+    assert [(r[0], r[1]) for r in rows[1:]] == [("ckpt0", "300"), ("ckpt1", "100"), ("ckpt2", "200")]
+    dev = {}
+    for row in rows[1:]:
+        record = json.loads((out / f"{row[0]}.results.json").read_text())
+        sts, trec = record["tasks"]["STS12"], record["tasks"]["TREC"]
+        ci = sts["ci"]["figures"]["all.spearman.pooled"]
+        assert row[2] == (f"{sts['results']['all']['spearman']['pooled']:.4f} "
+                          f"[{ci['low']:.4f}, {ci['high']:.4f}]")
+        ci = trec["ci"]["figures"]["acc"]
+        assert row[3].removesuffix(" *") == f"{trec['results']['acc']:.2f} [{ci['low']:.2f}, {ci['high']:.2f}]"
+        dev[row[0]] = trec["results"]["devacc"]
+    best = [row[0] for row in rows[1:] if row[3].endswith(" *")]
+    assert best == [max(dev, key=lambda label: (dev[label], -list(dev).index(label)))]
+    assert text.count('class="best"') == 1 and not any(row[2].endswith("*") for row in rows[1:])
+
+
+def test_sweep_page_renders_its_curves_in_chromium(browser, sweep_page):
+    _, page, text = sweep_page
+    seen = browser.check(page)
+    assert seen["console"] == [] and seen["requests"] == []
+    (table,) = seen["tables"]
+    assert table["id"] == "table-sweep" and table["rows"] == 4 and table["width"] > 100 and table["height"] > 40
+    assert [image["alt"] for image in seen["images"]] == ["STS12 against step", "TREC against step"]
+    for image in seen["images"]:
+        assert image["complete"] and image["natural_width"] > 200 and image["natural_height"] > 100, image["alt"]
+        assert image["width"] > 200 and image["height"] > 100, image["alt"]
+    assert text.count("band: its 95% bootstrap interval") == 2
+
+
+def test_sweep_json_or_its_folder_give_the_same_page(cli, sweep_page, tmp_path):
+    out, _, text = sweep_page
+    page = tmp_path / "again.html"
+    result = cli("report", out / "sweep.json", "--format", "html", "--out", page)
+    assert result.exit_code == 0, result.stderr
+    assert page.read_text(encoding="utf-8") == text
+
+
+def test_sweep_without_steps_has_no_curves_and_says_so(cli, data_dir, tmp_path, browser):
+    """No curves without steps; a file the sweep left out is named on the page with its error."""
+    if importlib.util.find_spec("matplotlib") is None:
+        need("matplotlib", "pip install '.[report]'")
+    out = sweep_of(cli, tmp_path / "plain", data_dir, (None, None, None, None), broken=3)
+    page = tmp_path / "plain.html"
+    assert cli("report", out, "--format", "html", "--out", page).exit_code == 0
+    text = page.read_text(encoding="utf-8")
+    assert "No curves: no file of this sweep carries a <code>step</code> attribute" in text
+    (left_out,) = re.findall(r'<p class="note">Left out: (.*?)</p>', text)
+    assert "ckpt3.h5" in left_out and "TREC" in left_out and "NaN" in left_out
+    assert "<img" not in text and cells_of(text, "table-sweep")[0] == ["file", "STS12", "TREC"]
+    seen = browser.check(page)
+    assert seen["console"] == [] and seen["requests"] == [] and seen["images"] == []
+    assert seen["tables"][0]["rows"] == 4
+
+
+def test_wrong_sweep_input_is_one_line(cli, sweep_page, tmp_path):
+    from reliability_helpers import refused
+
+    out, _, _ = sweep_page
+    refused(cli("report", tmp_path, "--format", "html"), str(tmp_path), "not a sweep's: it holds no sweep.json")
+    summary = out / "sweep.json"
+    refused(cli("report", out), str(summary), "a sweep's report is the HTML page (--format html)")
+    refused(cli("report", out, out / "ckpt0.results.json", "--format", "html"), "a sweep is reported on its own")
+    refused(cli("report", out, "--format", "html", "--baselines", "sbert"), "--baselines does not apply")
+    record = json.loads(summary.read_text())
+    for name, edit, problem in (
+            ("version.json", lambda r: r.update(format_version=7), "sweep format version 7; this embeval reads "),
+            ("task.json", lambda r: r["tasks"].update(NOPE=r["tasks"]["TREC"]),
+             "NOPE: not a valid sweep summary: unknown task"),
+            ("figures.json", lambda r: r["tasks"]["TREC"]["values"]["ckpt1"].update(value="high"),
+             "TREC: not a valid sweep summary: the figures of 'ckpt1' must be"),
+            ("sources.json", lambda r: r.update(sources={}), "'sources' must be a list"),
+            ("left_out.json", lambda r: r.update(left_out=["x"]), "each item of 'left_out' needs its 'error'")):
+        edited = json.loads(json.dumps(record))
+        edit(edited)
+        (tmp_path / name).write_text(json.dumps(edited))
+        refused(cli("report", tmp_path / name, "--format", "html", "--out", tmp_path / "x.html"),
+                str(tmp_path / name), problem)
+        assert not (tmp_path / "x.html").exists()

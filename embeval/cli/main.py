@@ -306,7 +306,8 @@ def compare(results, labels, tasks, resamples, seed, fmt, out, json_out):
               show_default=True,
               help="Output format. html: one self-contained page with the tables, figures with error bars, the "
                    "STS aggregations side by side and, for several files with saved predictions, the paired "
-                   "comparison (needs matplotlib).")
+                   "comparison (needs matplotlib); given a sweep's folder (or its sweep.json), the sweep's table "
+                   "and its curves against step.")
 @click.option("--label", "labels", multiple=True, metavar="NAME",
               help="A name for each results file, in order (default: the vectors file's name).")
 @click.option("--out", "out", metavar="PATH", default=None, help="Write the report there instead of stdout.")
@@ -323,17 +324,23 @@ def compare(results, labels, tasks, resamples, seed, fmt, out, json_out):
 def report(results, fmt, labels, out, plots, no_ci, no_baseline, published):
     """Paper-ready tables, one row per encoder: SentEval's transfer table, SimCSE's STS table, the
     probing table and the geometry table, each with a dimension column and a caption that names the
-    metric and the aggregation.
+    metric and the aggregation. With --format html, RESULTS may instead be one sweep (its --out-dir
+    folder, or its sweep.json).
     """
     from embeval.formats import atomic
     from embeval.reports import tables as rep
 
+    sweep = _sweep_of(results, fmt, labels, plots, published)
     names = None
     if published is not None:
         from embeval.reports.baselines import resolve
 
         names = resolve(published)
-    if fmt == "html":
+    if sweep is not None:
+        from embeval.reports import html
+
+        text = html.render_sweep(sweep, ci=not no_ci)
+    elif fmt == "html":
         from embeval.reports import html
 
         text = html.render(list(results), labels=list(labels) or None, baselines=not no_baseline, ci=not no_ci,
@@ -348,6 +355,27 @@ def report(results, fmt, labels, out, plots, no_ci, no_baseline, published):
         click.echo(f"wrote {out}")
     else:
         click.echo(text)
+
+
+def _sweep_of(results, fmt, labels, plots, published):
+    """The sweep.json that `embeval report` was given (a sweep's folder or its sweep.json), or None when
+    every argument is a results file."""
+    from embeval.run import sweep_report
+
+    found = [sweep_report.find(path) for path in results]
+    sweeps = [path for path in found if path is not None]
+    if not sweeps:
+        return None
+    if len(results) > 1:
+        raise EmbevalError("a sweep is reported on its own: give its folder (or sweep.json) alone; its results "
+                           "files can be reported together as usual", file=sweeps[0])
+    if fmt != "html":
+        raise EmbevalError("a sweep's report is the HTML page (--format html); `embeval sweep` prints its table",
+                           file=sweeps[0])
+    for given, option in ((labels, "--label"), (plots, "--plots"), (published, "--baselines")):
+        if given:
+            raise EmbevalError(f"{option} does not apply to a sweep's report", file=sweeps[0])
+    return sweeps[0]
 
 
 @cli.command("export-mteb")

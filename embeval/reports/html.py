@@ -5,6 +5,8 @@ inside the page (a data: URI). The page holds every table of the report (with pu
 when asked for), a figure per table with each encoder's 95% intervals as error bars, STS12-16's three
 aggregations (mean, weighted mean, pooled) side by side, and, for two or more results files scored
 with --save-predictions, the paired comparison of each file with the first and its forest plot.
+Given a sweep (render_sweep), the page holds the sweep's files x tasks table and, when the files carry
+a `step`, each task's headline figure against step with its interval band.
 """
 import base64
 import html
@@ -15,6 +17,7 @@ from pathlib import Path
 from embeval.errors import EmbevalError
 from embeval.reports import compare as paired
 from embeval.reports import tables as rep
+from embeval.run import sweep_report
 from embeval.tasks.registry import TASKS
 
 STS_YEARS = ("STS12", "STS13", "STS14", "STS15", "STS16")
@@ -31,6 +34,7 @@ span.ci { color: #777; font-size: 0.85em; } p.caption { font-size: 0.9em; color:
 p.note { font-size: 0.85em; color: #555; } figure { margin: 1em 0; } figcaption { font-size: 0.85em; color: #444; }
 img { max-width: 100%; height: auto; border: 1px solid #eee; }
 """
+SWEEP_STYLE = "td.best { font-weight: bold; background: #eef6ee; }\n"
 
 
 def _pyplot():
@@ -182,15 +186,97 @@ def comparison_plot(result, plt):
     return _png(fig, plt)
 
 
+def _head(title, style=STYLE):
+    return ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            f"<title>{html.escape(title)}</title>", f"<style>{style}</style></head><body>"]
+
+
+def sweep_table(summary, ci=True):
+    """The sweep's files x tasks table (sweep_report.grid), the best file on each task's dev figure in bold
+    and marked *."""
+    header, rows, _ = sweep_report.grid(summary)
+    steps = {s["label"]: s["step"] for s in summary["sources"]}
+    with_step = any(step is not None for step in steps.values())
+    percent = [TASKS[t].headline.percent for t in summary["tasks"]]
+    names = header[:1] + (["step"] if with_step else []) + header[1:]
+    out = ['<div class="scroll"><table id="table-sweep">',
+           "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in names) + "</tr>"]
+    for label, cells in rows:
+        line = [f"<td>{html.escape(label)}</td>"]
+        if with_step:
+            line.append(f"<td>{'–' if steps[label] is None else f'{steps[label]:g}'}</td>")
+        for (figures, best), pct in zip(cells, percent):
+            text = html.escape(sweep_report.cell_text(figures, pct, ci=False))
+            interval = sweep_report.interval_text(figures, pct) if ci and text != "-" else ""
+            if interval:
+                text += f' <span class="ci">{html.escape(interval)}</span>'
+            line.append(f'<td class="best">{text} *</td>' if best else f"<td>{text}</td>")
+        out.append("<tr>" + "".join(line) + "</tr>")
+    out.append("</table></div>")
+    return "\n".join(out)
+
+
+def render_sweep(path, ci=True):
+    """The HTML page of a sweep: `path` is its sweep.json (see sweep_report.find)."""
+    plt = _pyplot()
+    summary = sweep_report.load(path)
+    folder = Path(path).resolve().parent.name
+    tasks = summary["tasks"]
+    parts = _head(f"embeval sweep report: {folder}", STYLE + SWEEP_STYLE)
+    parts.append(f"<h1>embeval sweep report: {html.escape(folder)}</h1>")
+    parts.append(f"<p>{len(summary['sources'])} sources scored on {len(tasks)} tasks by <code>embeval sweep</code>"
+                 + (f" in {summary['seconds']:.0f} s" if isinstance(summary.get("seconds"), (int, float)) else "")
+                 + ".</p>")
+    parts.append("<ul>")
+    for source in summary["sources"]:
+        details = [Path(source["file"]).name]
+        if source["dims"]:
+            details.append(f"first {source['dims']} dimensions")
+        if source["step"] is not None:
+            details.append(f"step {source['step']:g}")
+        failed = source.get("failed") or {}
+        if failed:
+            details.append("not scored: " + ", ".join(failed))
+        parts.append(f"<li>{html.escape(source['label'])}: {html.escape(', '.join(details))}</li>")
+    parts.append("</ul>")
+    for item in summary.get("left_out", []):
+        parts.append(f'<p class="note">Left out: {html.escape(item["error"])}</p>')
+    selected = sorted({f"{TASKS[t].label}: {c['selected_by']}" for t, c in tasks.items() if c["selected_by"]})
+    parts.append('<h2 id="sweep">Files x tasks</h2>')
+    parts.append('<p class="caption">Each task\'s headline figure (accuracies in %, correlations as fractions)'
+                 + (" with its 95% bootstrap interval where one was computed" if ci else "")
+                 + ". In bold and marked *: the best file on the task's dev figure, never chosen on test"
+                 + (f" ({html.escape(', '.join(selected))})" if selected else "")
+                 + "; a task without a dev figure has no best file.</p>")
+    parts.append(sweep_table(summary, ci))
+    parts.append('<h2 id="curves">Curves against step</h2>')
+    if not sweep_report.stepped(summary):
+        parts.append('<p class="note">No curves: no file of this sweep carries a <code>step</code> attribute '
+                     "(the x axis of the curves). Give each vectors file a numeric root attribute "
+                     "<code>step</code> to plot each task's figure against it.</p>")
+        tasks = {}
+    for task in tasks:
+        fig = sweep_report.curve(summary, task, plt)
+        if fig is None:
+            parts.append(f'<p class="note">{html.escape(TASKS[task].label)}: no file with a step has this '
+                         "figure.</p>")
+            continue
+        banded = any(f["low"] is not None for f in tasks[task]["values"].values())
+        parts.append(_figure(_png(fig, plt), f"{TASKS[task].label} ({tasks[task]['label']}) against step"
+                             + ("; band: its 95% bootstrap interval." if banded else
+                                " (no interval: the sweep was run without bootstrap)."),
+                             f"{TASKS[task].label} against step"))
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
 def render(paths, labels=None, baselines=True, ci=True, published=None, compare_tasks=None, resamples=None):
     """The HTML page of the report of these results files (and the paired comparison when there are several)."""
     plt = _pyplot()
     tables, rows = rep.build(list(paths), labels=labels, baselines=baselines, ci=ci, published=published)
     names = labels or [rep.default_label(rep.load(p), p) for p in paths]
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             '<meta name="viewport" content="width=device-width, initial-scale=1">',
-             f"<title>embeval report: {html.escape(', '.join(names))}</title>",
-             f"<style>{STYLE}</style></head><body>", "<h1>embeval report</h1>", "<ul>"]
+    parts = _head(f"embeval report: {', '.join(names)}") + ["<h1>embeval report</h1>", "<ul>"]
     for name, path in zip(names, paths):
         record = rep.load(path)
         parts.append(f"<li>{html.escape(name)}: {html.escape(Path(str(path)).name)} (embeval "

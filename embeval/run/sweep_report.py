@@ -1,8 +1,10 @@
 """What a sweep reports: sweep.json, the files x tasks table, the best file per task (chosen on the
 task's dev figure, never on test) and, when the files carry a `step`, a plot per task."""
+import json
 import math
 from pathlib import Path
 
+from embeval.errors import EmbevalError
 from embeval.formats.results import write_json
 from embeval.tasks.figures import lookup
 from embeval.tasks.registry import TASKS
@@ -52,41 +54,96 @@ def summary(sources, left_out, out_dir, seconds):
             "tasks": tasks}
 
 
-def _cell(figures, percent):
+def _format(percent):
+    return "{:.2f}" if percent else "{:.4f}"
+
+
+def interval_text(figures, percent):
+    """A headline figure's 95% interval as "[low, high]", or "" when it has none."""
+    if figures is None or figures["low"] is None or figures["high"] is None:
+        return ""
+    fmt = _format(percent)
+    return f"[{fmt.format(figures['low'])}, {fmt.format(figures['high'])}]"
+
+
+def cell_text(figures, percent, ci=True):
+    """A headline figure as the sweep's table prints it: "-" when missing, its interval in brackets."""
     if figures is None or figures["value"] is None:
         return "-"
-    fmt = "{:.2f}" if percent else "{:.4f}"
-    text = fmt.format(figures["value"])
-    if figures["low"] is not None and figures["high"] is not None:
-        text += f" [{fmt.format(figures['low'])}, {fmt.format(figures['high'])}]"
-    return text
+    text = _format(percent).format(figures["value"])
+    interval = interval_text(figures, percent) if ci else ""
+    return f"{text} {interval}" if interval else text
 
 
-def table(summary):
-    """Files x tasks: each task's headline figure with its interval; * marks the best file on dev."""
+def grid(summary):
+    """The files x tasks table as data: (header, rows, note). A row: the file's label, then per task
+    (figures or None, is it the best file on the task's dev figure)."""
     tasks = list(summary["tasks"])
     header = ["file"] + [TASKS[t].label for t in tasks]
     rows = []
     for source in summary["sources"]:
-        row = [source["label"]]
+        cells = []
         for task in tasks:
             column = summary["tasks"][task]
-            cell = _cell(column["values"].get(source["label"]), TASKS[task].headline.percent)
-            row.append(cell + (" *" if column["best"] == source["label"] else ""))
-        rows.append(row)
+            cells.append((column["values"].get(source["label"]), column["best"] == source["label"]))
+        rows.append((source["label"], cells))
+    selected = sorted({f"{TASKS[t].label}: {summary['tasks'][t]['selected_by']}" for t in tasks
+                       if summary["tasks"][t]["selected_by"]})
+    note = "headline figure [95% interval]; * best file on the task's dev figure (" + ", ".join(selected) + ")"
+    return header, rows, note
+
+
+def table(summary):
+    """Files x tasks: each task's headline figure with its interval; * marks the best file on dev."""
+    header, found, note = grid(summary)
+    percent = [TASKS[t].headline.percent for t in summary["tasks"]]
+    rows = [[label] + [cell_text(figures, p) + (" *" if best else "") for (figures, best), p in zip(cells, percent)]
+            for label, cells in found]
     widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header] + rows]
-    note = "headline figure [95% interval]; * best file on the task's dev figure (" + \
-        ", ".join(sorted({f"{TASKS[t].label}: {summary['tasks'][t]['selected_by']}" for t in tasks
-                          if summary["tasks"][t]["selected_by"]})) + ")"
     return "\n".join(lines + [note])
 
 
+def stepped(summary):
+    """The sources that carry a `step` (the x axis of the curves)."""
+    return [s for s in summary["sources"] if s["step"] is not None]
+
+
+def curve(summary, task, plt):
+    """The figure of a task's headline figure against the files' `step`, with its interval band (one
+    line per truncation); None when no file with a step has that figure."""
+    column = summary["tasks"][task]
+    sources = stepped(summary)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    drawn = False
+    for dims in sorted({s["dims"] or 0 for s in sources}):
+        scored = [s for s in sources if (s["dims"] or 0) == dims
+                  and (column["values"].get(s["label"]) or {}).get("value") is not None]
+        points = sorted(((s["step"], column["values"][s["label"]]) for s in scored), key=lambda p: p[0])
+        if not points:
+            continue
+        drawn = True
+        x = [p[0] for p in points]
+        label = f"first {dims} dims" if dims else "all dims"
+        ax.plot(x, [p[1]["value"] for p in points], marker="o", label=label)
+        banded = [(p[0], p[1]["low"], p[1]["high"]) for p in points if p[1]["low"] is not None
+                  and p[1]["high"] is not None]
+        if banded:
+            ax.fill_between([b[0] for b in banded], [b[1] for b in banded], [b[2] for b in banded], alpha=0.2)
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set_xlabel("step")
+    ax.set_ylabel(column["label"])
+    ax.set_title(TASKS[task].label)
+    ax.legend()
+    return fig
+
+
 def plot(summary, out_dir, log):
-    """One PNG per task of the headline figure against the files' `step`, with its interval band (one
-    line per truncation). Returns the paths written ([] when no file has a step)."""
-    stepped = [s for s in summary["sources"] if s["step"] is not None]
-    if not stepped:
+    """One PNG per task of the headline figure against the files' `step` (see curve()). Returns the
+    paths written ([] when no file has a step)."""
+    if not stepped(summary):
         return []
     try:
         import matplotlib
@@ -99,29 +156,94 @@ def plot(summary, out_dir, log):
     folder = Path(out_dir) / "plots"
     folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for task, column in summary["tasks"].items():
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for dims in sorted({s["dims"] or 0 for s in stepped}):
-            scored = [s for s in stepped if (s["dims"] or 0) == dims
-                      and column["values"].get(s["label"], {}).get("value") is not None]
-            points = sorted(((s["step"], column["values"][s["label"]]) for s in scored), key=lambda p: p[0])
-            if not points:
-                continue
-            x = [p[0] for p in points]
-            label = f"first {dims} dims" if dims else "all dims"
-            ax.plot(x, [p[1]["value"] for p in points], marker="o", label=label)
-            banded = [(p[0], p[1]["low"], p[1]["high"]) for p in points if p[1]["low"] is not None]
-            if banded:
-                ax.fill_between([b[0] for b in banded], [b[1] for b in banded], [b[2] for b in banded], alpha=0.2)
-        ax.set_xlabel("step")
-        ax.set_ylabel(column["label"])
-        ax.set_title(TASKS[task].label)
-        ax.legend()
+    for task in summary["tasks"]:
+        fig = curve(summary, task, plt)
+        if fig is None:
+            continue
         path = folder / f"{task}.png"
         fig.savefig(path, dpi=100, bbox_inches="tight")
         plt.close(fig)
         written.append(path)
     return written
+
+
+def find(path):
+    """The sweep.json that `path` names (a sweep's folder, or its sweep.json), or None when `path` is not a
+    sweep (e.g. a results file). A folder without a sweep.json is an error."""
+    path = Path(path)
+    if path.is_dir():
+        if not (path / "sweep.json").is_file():
+            raise EmbevalError("a folder, but not a sweep's: it holds no sweep.json (embeval sweep --out-dir "
+                               "writes one)", file=path)
+        return path / "sweep.json"
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return path if isinstance(record, dict) and record.get("format") == SWEEP_FORMAT else None
+
+
+def _figures_ok(figures):
+    return isinstance(figures, dict) and set(figures) == {"value", "low", "high", "dev"} and \
+        all(v is None or _number(v) is not None for v in figures.values())
+
+
+def load(path):
+    """A sweep.json, checked: its summary, or a one-line error naming the file and what is wrong."""
+    try:
+        record = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise EmbevalError("sweep summary not found", file=path)
+    except ValueError:
+        raise EmbevalError("not a sweep summary (not JSON)", file=path)
+    except OSError as err:
+        raise EmbevalError(f"cannot read: {err.strerror}", file=path)
+    if not isinstance(record, dict) or record.get("format") != SWEEP_FORMAT:
+        raise EmbevalError("not an embeval sweep summary", file=path)
+    if record.get("format_version") != SWEEP_FORMAT_VERSION:
+        raise EmbevalError(f"sweep format version {record.get('format_version')!r}; this embeval reads version "
+                           f"{SWEEP_FORMAT_VERSION} (run the sweep again with this version)", file=path)
+
+    def bad(what, task=None):
+        return EmbevalError(f"not a valid sweep summary: {what}", file=path, task=task)
+
+    sources, tasks, left_out = record.get("sources"), record.get("tasks"), record.setdefault("left_out", [])
+    if not isinstance(sources, list) or not isinstance(tasks, dict) or not isinstance(left_out, list):
+        raise bad("'sources' must be a list, 'tasks' an object and 'left_out' a list")
+    if not all(isinstance(item, dict) and isinstance(item.get("error"), str) for item in left_out):
+        raise bad("each item of 'left_out' needs its 'error'")
+    labels = []
+    for i, source in enumerate(sources):
+        if not isinstance(source, dict) or not isinstance(source.get("label"), str) or \
+                not isinstance(source.get("file"), str):
+            raise bad(f"sources[{i}] needs a 'label' and a 'file'")
+        if source.get("step") is not None and _number(source["step"]) is None:
+            raise bad(f"sources[{i}]: step {source['step']!r} is not a number")
+        if source.get("dims") is not None and (not isinstance(source["dims"], int) or isinstance(source["dims"], bool)):
+            raise bad(f"sources[{i}]: dims {source['dims']!r} is not a whole number")
+        if not isinstance(source.setdefault("failed", {}), dict):
+            raise bad(f"sources[{i}]: 'failed' must be an object (task: error)")
+        source.setdefault("step", None)
+        source.setdefault("dims", None)
+        labels.append(source["label"])
+    if len(set(labels)) != len(labels):
+        raise bad("two sources have the same label")
+    for task, column in tasks.items():
+        if task not in TASKS:
+            raise bad("unknown task", task)
+        if not isinstance(column, dict) or not isinstance(column.get("values"), dict):
+            raise bad("the task's entry needs 'values'", task)
+        for label, figures in column["values"].items():
+            if label not in labels:
+                raise bad(f"'{label}' is not one of the sources", task)
+            if not _figures_ok(figures):
+                raise bad(f"the figures of '{label}' must be value, low, high and dev (numbers or null)", task)
+        if column.get("best") is not None and column["best"] not in column["values"]:
+            raise bad(f"best '{column['best']}' has no figures", task)
+        column.setdefault("best", None)
+        column.setdefault("selected_by", TASKS[task].selection)
+        column["label"] = TASKS[task].headline.label
+    return record
 
 
 def write(summary, out_dir, log):
