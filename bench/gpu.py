@@ -15,8 +15,10 @@ of them. `--before CHECKOUT` also audits another checkout of embeval (the audit 
 from this tree by path) and records both in bench/results/device_audit.json.
 
 `--roofline` times one call of each hot loop (trainer step, regressor step, COCO ranker step, L-BFGS
-objective evaluation) and records its FLOPs, bytes moved, achieved GFLOP/s and the time the
-machine's measured large-GEMM rate would need for its FLOPs, in bench/results/roofline_cpu.json.
+objective evaluation) and records its FLOPs, bytes moved, achieved GFLOP/s and its floor here: the
+same operations on problems of dimension 1 (the loop's per-operation overhead) plus the larger of
+its FLOPs at the machine's measured large-GEMM rate and its bytes at the measured copy bandwidth,
+in bench/results/roofline_cpu.json.
 """
 import argparse
 import collections
@@ -259,8 +261,9 @@ def _rate(fn, repeat):
     return best
 
 
-def roofline(dim=768):
-    """FLOPs, bytes moved and achieved rate per call of each hot loop, and this machine's GEMM rate."""
+def _loops(dim, batch, rows, nhid_width, cpu):
+    """The hot loops at one size: {name: (call, FLOPs, bytes moved)}. At dim 1 and batch 1 the same
+    operations run on problems too small for arithmetic to matter: their time is the loop's overhead."""
     import torch
 
     from embeval.evaluate import relatedness, retrieval
@@ -269,61 +272,87 @@ def roofline(dim=768):
     from embeval.train.optimizers import BatchedOptimizer, parse
 
     rng = np.random.default_rng(0)
-    cpu = torch.device("cpu")
-    n = 4096
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    gemm = 2 * n ** 3 / _rate(lambda: a @ b, 3) / 1e9
-    loops = {}
-
-    def record(name, fn, flops, nbytes, repeat):
-        seconds = _rate(fn, repeat)
-        loops[name] = {"us_per_call": round(seconds * 1e6, 1), "gflop_per_call": flops / 1e9,
-                       "mbytes_per_call": nbytes / 1e6, "gflops": round(flops / seconds / 1e9, 2),
-                       "floor_us_flops": round(flops / (gemm * 1e9) * 1e6, 1)}
-
-    x = torch.randn(20000, dim)
-    labels = torch.as_tensor(rng.integers(0, 2, 20000))
+    x = torch.randn(max(rows, 64), dim)
+    labels = torch.as_tensor(rng.integers(0, 2, len(x)))
     features = DenseFeatures(x)
-    for nhid, C in ((0, 2), (50, 2)):
-        R, B = 4, 64
+    loops = {}
+    for nhid, C in ((0, 2), (nhid_width, 2)):
+        R = 4
         params = batched._stack(batched.initial_params(1, dim, C, nhid, cpu), 1, R)
         name, settings = parse("adam")
         optimizer = BatchedOptimizer(name, params, torch.full((1, R), 1e-4), settings)
-        idx = torch.as_tensor(rng.integers(0, 20000, (1, B)))
-        target = torch.nn.functional.one_hot(labels[idx], C).float().transpose(1, 2) / B
-        weight = torch.full((1, B), 1.0 / B)
-        buffer = torch.empty(B, dim)
+        idx = torch.as_tensor(rng.integers(0, len(x), (1, batch)))
+        target = torch.nn.functional.one_hot(labels[idx], C).float().transpose(1, 2) / batch
+        weight = torch.full((1, batch), 1.0 / batch)
+        buffer = torch.empty(batch, dim)
 
-        def step():
+        def step(params=params, optimizer=optimizer, idx=idx, target=target, weight=weight, buffer=buffer, nhid=nhid):
             xb = features(idx, out=buffer)
             optimizer.step(params, batched._gradients(params, xb, target, weight, nhid, None))
 
         width = C if nhid == 0 else nhid
-        flops = 4 * R * width * dim * B + (4 * R * C * nhid * B if nhid else 0)
-        nbytes = B * dim * 4 + sum(p.numel() for p in params) * 4 * 7
-        record(f"trainer step (nhid {nhid}, 4 problems, batch 64)", step, flops, nbytes, 200)
-    pair = torch.randn(4000, 2 * dim)
+        flops = 4 * R * width * dim * batch + (4 * R * C * nhid * batch if nhid else 0)
+        nbytes = batch * dim * 4 + sum(p.numel() for p in params) * 4 * 7
+        loops[f"trainer step (nhid {50 if nhid else 0}, 4 problems, batch 64)"] = (step, flops, nbytes)
+    pair = torch.randn(max(rows, 64), 2 * dim)
     model = relatedness.SoftmaxRegressor(2 * dim, 1, cpu)
-    target = torch.softmax(torch.randn(4000, 5), 1)
-    record("regressor step (batch 64)", lambda: model.step(pair[:64], target[:64]), 4 * 64 * 2 * dim * 5,
-           64 * 2 * dim * 4 + 2 * dim * 5 * 4 * 7, 500)
-    images = rng.standard_normal((1000, 2048)).astype(np.float32)
+    target = torch.softmax(torch.randn(len(pair), 5), 1)
+    loops["regressor step (batch 64)"] = (lambda: model.step(pair[:batch], target[:batch]), 4 * batch * 2 * dim * 5,
+                                          batch * 2 * dim * 4 + 2 * dim * 5 * 4 * 7)
+    image_dim = 2048 if dim > 1 else 1
+    images = rng.standard_normal((1000, image_dim)).astype(np.float32)
     split = retrieval.CaptionSplit(torch.randn(5000, dim), np.arange(5000), np.repeat(np.arange(1000), 5), images, cpu)
-    ranker = retrieval.RankingModel(dim, 2048, 1)
+    ranker = retrieval.RankingModel(dim, image_dim, 1)
     adam = torch.optim.Adam(ranker.parameters())
-    batch = next(retrieval.epoch_batches(np.random.RandomState(1), 5000))
-    rows = 128 * (1 + retrieval.NCONTRAST)
-    coco_flops = 4 * rows * (2048 + dim) * retrieval.PROJ_DIM
-    coco_bytes = rows * (2048 + dim) * 4 + (2048 + dim) * retrieval.PROJ_DIM * 4 * 7
-    record("COCO ranker step (768-d captions, 2048-d images)", lambda: retrieval.train_step(ranker, adam, split, batch),
-           coco_flops, coco_bytes, 3)
-    N, P = 10000, 6
-    objective = lbfgs.Objective(DenseFeatures(x[:N]), labels[:N], 2, [np.arange(N)], np.ones((1, P)), cpu)
+    coco_batch = next(retrieval.epoch_batches(np.random.RandomState(1), 5000))
+    coco_rows = 128 * (1 + retrieval.NCONTRAST)
+    loops["COCO ranker step (768-d captions, 2048-d images)"] = (
+        lambda: retrieval.train_step(ranker, adam, split, coco_batch),
+        4 * coco_rows * (image_dim + dim) * retrieval.PROJ_DIM,
+        coco_rows * (image_dim + dim) * 4 + (image_dim + dim) * retrieval.PROJ_DIM * 4 * 7)
+    P = 6
+    objective = lbfgs.Objective(DenseFeatures(x[:rows]), labels[:rows], 2, [np.arange(rows)], np.ones((1, P)), cpu)
     theta = torch.zeros((P, dim + 1, 1), dtype=torch.float64)
     problems = torch.arange(P)
-    record("L-BFGS objective and gradient (10,000 x 768, 6 problems, float32)",
-           lambda: objective(theta, problems, torch.float32), 4 * N * dim * P, N * dim * 4, 20)
-    return {"threads": torch.get_num_threads(), "gemm_gflops": round(gemm, 1), "loops": loops}
+    loops["L-BFGS objective and gradient (10,000 x 768, 6 problems, float32)"] = (
+        lambda: objective(theta, problems, torch.float32), 4 * rows * dim * P, 2 * rows * dim * 4)
+    return loops
+
+
+REPEATS = {"trainer": 300, "regressor": 500, "COCO": 3, "L-BFGS": 20}
+
+
+def roofline(dim=768):
+    """Per call of each hot loop: its FLOPs and bytes, the time taken, and its floor on this machine:
+    the time of the same operations on problems of dimension 1 (per-operation overhead) plus the
+    larger of FLOPs at the measured large-GEMM rate and bytes at the measured copy bandwidth."""
+    import torch
+
+    cpu = torch.device("cpu")
+    n = 4096
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    gemm = 2 * n ** 3 / _rate(lambda: a @ b, 3) / 1e9
+    big = torch.randn(64 << 20 >> 2)
+    copy = torch.empty_like(big)
+    bandwidth = 2 * big.numel() * 4 / _rate(lambda: copy.copy_(big), 10) / 1e9
+    full = _loops(dim, 64, 10000, 50, cpu)
+    tiny = _loops(1, 1, 8, 1, cpu)
+    loops = {}
+    for name, (fn, flops, nbytes) in full.items():
+        repeat = next(r for key, r in REPEATS.items() if name.startswith(key))
+        seconds = _rate(fn, repeat)
+        overhead = _rate(tiny[name][0], repeat)
+        work = max(flops / (gemm * 1e9), nbytes / (bandwidth * 1e9))
+        floor = overhead + work
+        loops[name] = {"us_per_call": round(seconds * 1e6, 1), "gflop_per_call": flops / 1e9,
+                       "mbytes_per_call": nbytes / 1e6, "gflops": round(flops / seconds / 1e9, 2),
+                       "floor_us_flops": round(flops / (gemm * 1e9) * 1e6, 1),
+                       "floor_us_bytes": round(nbytes / (bandwidth * 1e9) * 1e6, 1),
+                       "overhead_us": round(overhead * 1e6, 1), "floor_us": round(floor * 1e6, 1),
+                       "time_over_floor": round(seconds / floor, 2)}
+    return {"threads": torch.get_num_threads(), "gemm_gflops": round(gemm, 1),
+            "copy_gbytes_per_s": round(bandwidth, 1), "load_average": [round(v, 1) for v in os.getloadavg()],
+            "loops": loops}
 
 
 def main():

@@ -99,3 +99,30 @@ def test_batched_optimizer_equals_torch_optim_step_for_step(text):
                 for mine, theirs in zip(ours, weights):
                     torch.testing.assert_close(mine[g, r], theirs.detach(), rtol=2e-6, atol=2e-6,
                                                msg=f"{text}: step {t}, problem {g, r}")
+
+
+def test_batched_adam_is_torch_optim_single_tensor_adam_bit_for_bit():
+    """Adam at a step count shared by every problem (the batched trainer's usual case) gives exactly
+    the weights of torch.optim.Adam's single-tensor path, which SentEval runs on the CPU."""
+    name, settings = parse("adam")
+    R, steps = 5, 60
+    rng = np.random.default_rng(1)
+    regs = np.array([[0.0, 1e-5, 1e-3, 1e-1, 0.5]])
+    start = rng.standard_normal((1, R, 2, 64)).astype(np.float32)
+    bias = rng.standard_normal((1, R, 2)).astype(np.float32)
+    ours = [torch.tensor(start), torch.tensor(bias)]
+    optimizer = BatchedOptimizer(name, ours, torch.tensor(regs, dtype=torch.float32), settings)
+    references = []
+    for r in range(R):
+        weights = [torch.nn.Parameter(torch.tensor(start[0, r])), torch.nn.Parameter(torch.tensor(bias[0, r]))]
+        references.append((weights, torch.optim.Adam(weights, weight_decay=float(np.float32(regs[0, r])),
+                                                     foreach=False, **settings)))
+    for _ in range(steps):
+        grads = [torch.tensor(rng.standard_normal(p.shape).astype(np.float32)) for p in ours]
+        for r, (weights, opt) in enumerate(references):
+            weights[0].grad, weights[1].grad = grads[0][0, r].clone(), grads[1][0, r].clone()
+            opt.step()
+        optimizer.step(ours, grads)
+    for r, (weights, _) in enumerate(references):
+        for mine, theirs in zip(ours, weights):
+            assert torch.equal(mine[0, r], theirs.detach()), f"problem {r}"
