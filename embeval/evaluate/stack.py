@@ -1,9 +1,8 @@
 """Several sources' classification problems trained together, with results per source identical to
 training each source alone.
 
-Each source's task runs its own protocol (embeval.evaluate.classify) in a thread of its own, one
-thread at a time; every protocol reaches the same sequence of `fit` calls. A Rendezvous collects one
-call of every source still running and fits them together: source v's sample i becomes sample
+Each source's task runs its own protocol (embeval.evaluate.classify); `run_together` collects one
+`fit` call of every source still running and fits them together: source v's sample i becomes sample
 offset_v + i of one stacked feature matrix (as FoldFeatures presents k fold-specific copies of the
 samples in one index space), its groups are appended after the previous source's, and the batched
 trainer (or lbfgs) trains every (source x fold x regularization) problem in one call. Each source
@@ -16,7 +15,6 @@ Classifiers with dropout draw their masks from one stream for all groups, so the
 by source, as are calls whose settings differ.
 """
 import json
-import threading
 
 import numpy as np
 import torch
@@ -131,62 +129,63 @@ FIT_PARAMETERS = ("solver", "samples", "nclasses", "train_sets", "valid_sets", "
                   "device", "progress", "label")
 
 
-class Rendezvous:
-    """Runs jobs in threads, one at a time, and fits the classifiers they ask for together.
+class _Unanswered(BaseException):
+    """Stops a job at a fit call whose answer is not known yet (a BaseException, so that a
+    protocol's own `except Exception` cannot swallow it)."""
 
-    A job's `fit` (classify.fit's signature) waits until every job still running has asked for one
-    (or finished), then all pending calls are fitted by fit_calls, in the jobs' order."""
 
-    def __init__(self):
-        self.turn = threading.Condition()
-        self.running = 0
-        self.pending = {}
-        self.answers = {}
+def run_together(jobs):
+    """Run jobs (callables taking a fit function with classify.fit's signature) on this thread,
+    fitting the classifiers they ask for together; returns [(result, exception)...] in job order.
 
-    def run(self, jobs):
-        """Run jobs (callables taking this job's fit function); returns [(result, exception)...]."""
-        outcomes = [(None, None)] * len(jobs)
-        self.running = len(jobs)
+    Each pass runs every unfinished job from its start: its fit calls already answered are answered
+    from the record, and its first new call is recorded and stops the job. The recorded calls of
+    all jobs are then fitted together by fit_calls, and the next pass begins. Protocols are
+    deterministic, so a job run again with the same answers reaches the same next call; a job asks
+    for one or two fits, so the repeated work is its preparation, not its training. Everything
+    runs on the calling thread: with jobs in threads of their own, torch's intra-op worker threads
+    belonging to the waiting jobs slowed the fitting thread's parallel work about twofold (measured
+    with two threads on two cores)."""
+    answers = [[] for _ in jobs]
+    outcomes = [(None, None)] * len(jobs)
+    unfinished = list(range(len(jobs)))
+    while unfinished:
+        asked = {}
+        for slot in unfinished:
+            try:
+                outcomes[slot] = (jobs[slot](_replaying(answers[slot], asked, slot)), None)
+            except _Unanswered:
+                pass
+            except Exception as err:  # noqa: BLE001 (reported to the caller with its job)
+                outcomes[slot] = (None, err)
+        slots = sorted(asked)
+        if not slots:
+            break
+        try:
+            fitted = [(f, None) for f in fit_calls([asked[s] for s in slots])]
+        except Exception as err:  # every job waiting on this fit fails with it
+            fitted = [(None, err)] * len(slots)
+        for slot, answer in zip(slots, fitted):
+            answers[slot].append(answer)
+        unfinished = slots
+    return outcomes
 
-        def body(slot, job):
-            with self.turn:
-                try:
-                    outcomes[slot] = (job(lambda *args, **kwargs: self._fit(slot, args, kwargs)), None)
-                except BaseException as err:  # noqa: BLE001 (reported to the caller with its job)
-                    outcomes[slot] = (None, err)
-                finally:
-                    self.running -= 1
-                    self._fit_pending()
 
-        threads = [threading.Thread(target=body, args=(slot, job), daemon=True) for slot, job in enumerate(jobs)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        return outcomes
+def _replaying(answers, asked, slot):
+    """A job's fit function for one pass: recorded answers in order, then record the next call."""
+    position = [0]
 
-    def _fit(self, slot, args, kwargs):
+    def fit(*args, **kwargs):
+        if position[0] < len(answers):
+            fitted, err = answers[position[0]]
+            position[0] += 1
+            if err is not None:
+                raise err
+            return fitted
         call = dict(zip(FIT_PARAMETERS, args))
         call.update(kwargs)
         call.pop("progress", None)
-        self.pending[slot] = {"args": call}
-        self._fit_pending()
-        while slot not in self.answers:
-            self.turn.wait()
-        fitted, err = self.answers.pop(slot)
-        if err is not None:
-            raise err
-        return fitted
+        asked[slot] = {"args": call}
+        raise _Unanswered()
 
-    def _fit_pending(self):
-        if not self.pending or len(self.pending) < self.running:
-            return
-        slots = sorted(self.pending)
-        calls = [self.pending.pop(s) for s in slots]
-        try:
-            for slot, fitted in zip(slots, fit_calls(calls)):
-                self.answers[slot] = (fitted, None)
-        except Exception as err:  # every job waiting on this fit fails with it
-            for slot in slots:
-                self.answers[slot] = (None, err)
-        self.turn.notify_all()
+    return fit

@@ -4,6 +4,7 @@ A unit carries paths and names only; the vectors file and the task data are open
 Workspace that keeps them between the units one process executes), so a unit can run in this
 process or in a worker. Only data and vectors are read: no user code runs.
 """
+import contextlib
 import platform
 import time
 from dataclasses import replace
@@ -48,6 +49,7 @@ class Workspace:
 
     def __init__(self):
         self._files, self._caches, self._unions = {}, {}, {}
+        self._held = None
         self._baseline = (None, None)
 
     def vectors_file(self, path):
@@ -68,9 +70,26 @@ class Workspace:
             self._unions[key] = UnionRows(vf, cache)
         return Located(unit.task, vf, self._unions[key], cache)
 
+    @contextlib.contextmanager
+    def holding_tables(self):
+        """Within the block, each unit's table is read once and kept (for work that runs a unit again)."""
+        self._held = {}
+        try:
+            yield
+        finally:
+            self._held = None
+
     def table(self, unit, located):
         """The unit's float32 table (read from the file, or the baseline's bag of words), truncated to
         its first `source.dims` columns when the source says so."""
+        if self._held is not None:
+            key = (unit.source, unit.task)
+            if key not in self._held:
+                self._held[key] = self._read_table(unit, located)
+            return self._held[key]
+        return self._read_table(unit, located)
+
+    def _read_table(self, unit, located):
         if unit.source.bow_dim is None:
             return truncate(located.read(self.vectors_file(unit.source.path)), unit.source.dims)
         key = (unit.task, unit.data_dir, unit.source.bow_dim)

@@ -21,7 +21,7 @@ import torch
 
 from embeval.errors import EmbevalError
 from embeval.evaluate.context import QUIET
-from embeval.evaluate.stack import Rendezvous
+from embeval.evaluate.stack import run_together
 from embeval.memory import available_memory, dense_budget, device_memory
 from embeval.run.config import build as build_config
 from embeval.run.execute import Workspace, execute, resolve_device, truncate
@@ -185,7 +185,11 @@ def execute_group(units, device="cpu", workspace=None):
     device = torch.device(device)
     try:
         jobs = [lambda fit, unit=unit: execute(unit, device, workspace, QUIET, fit) for unit in units]
-        outcomes = Rendezvous().run(jobs) if len(units) > 1 else [_alone(jobs[0])]
+        if len(units) > 1:
+            with workspace.holding_tables():  # each job is run once per fit it asks for
+                outcomes = run_together(jobs)
+        else:
+            outcomes = [_alone(jobs[0])]
     finally:
         if own:
             workspace.close()
