@@ -104,3 +104,21 @@ def test_the_command_runs_with_ray(local_ray, swept, data_dir, tmp_path, cli):
     assert result.exit_code == 0, result.stderr
     assert results(tmp_path / "cli") == results(local)
     assert ray.is_initialized()  # the command used the Ray already running here and left it running
+
+
+def test_a_ray_task_runs_torch_on_the_cpus_it_was_granted():
+    from types import SimpleNamespace
+
+    from embeval.run import sweep_ray
+
+    def fake(resources):
+        return SimpleNamespace(get_runtime_context=lambda: SimpleNamespace(get_assigned_resources=lambda: resources))
+
+    assert sweep_ray._granted_cpus(fake({"CPU": 1.0})) == 1
+    assert sweep_ray._granted_cpus(fake({"CPU": 4.0, "GPU": 0.25})) == 4
+    assert sweep_ray._granted_cpus(fake({"GPU": 0.5})) == 1
+
+    def outside():
+        raise RuntimeError("not in a Ray task")
+
+    assert sweep_ray._granted_cpus(SimpleNamespace(get_runtime_context=outside)) == 1
