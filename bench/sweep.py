@@ -1,7 +1,7 @@
 """One `embeval sweep` of several files against one `embeval score` per file, and through a local Ray.
 
     python bench/sweep.py --data ../shared/senteval_data [--files 8] [--dim 384] [--tasks CR,MR,...]
-        [--solvers senteval,lbfgs] [--config prototype] [--threads 1]
+        [--solvers senteval,lbfgs] [--config prototype] [--threads N]
 
 Files: --files deterministic encoders (encoder i: the mean of random token vectors seeded by the
 token and i), each with a root attribute `step`. Per solver, each arm runs as its own process(es)
@@ -112,7 +112,7 @@ def main():
     parser.add_argument("--solvers", default="senteval,lbfgs")
     parser.add_argument("--config", default="prototype")
     parser.add_argument("--bootstrap", type=int, default=1000)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads per process (default: torch's own, one per core)")
     parser.add_argument("--arms", default="separate,sweep,ray")
     parser.add_argument("--out", default=str(HERE / "results" / "sweep.json"))
     parser.add_argument("--arm", help=argparse.SUPPRESS)
