@@ -112,7 +112,8 @@ def main():
     parser.add_argument("--solvers", default="senteval,lbfgs")
     parser.add_argument("--config", default="prototype")
     parser.add_argument("--bootstrap", type=int, default=1000)
-    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads per process (default: torch's own, one per core)")
+    parser.add_argument("--threads", type=int, default=os.cpu_count(),
+                        help="torch threads per process (default: one per core, as torch's own)")
     parser.add_argument("--arms", default="separate,sweep,ray")
     parser.add_argument("--out", default=str(HERE / "results" / "sweep.json"))
     parser.add_argument("--arm", help=argparse.SUPPRESS)
