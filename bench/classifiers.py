@@ -255,6 +255,7 @@ def main():
     parser.add_argument("--out", default=str(HERE / "results" / "classifiers.json"))
     parser.add_argument("--solvers-only", action="store_true", help="time embeval's two solvers, no baselines")
     parser.add_argument("--against-tree", help="with --solvers-only: another checkout of embeval to time alongside")
+    parser.add_argument("--solvers", default="senteval,lbfgs", help="with --solvers-only: which solvers")
     parser.add_argument("--repeat", type=int, default=2, help="with --solvers-only: runs of each, the fastest kept")
     parser.add_argument("--child", dest="what", default=None)
     parser.add_argument("--vectors")
@@ -342,7 +343,7 @@ def solvers_only(args, tasks):
     for dim in map(int, args.dims.split(",")):
         vectors = make_vectors(args.data, tasks, dim, work)
         for task in tasks:
-            for solver in ("senteval", "lbfgs"):
+            for solver in args.solvers.split(","):
                 runs = {name: [] for name in trees}
                 for _ in range(args.repeat):
                     for name, tree in trees.items():
@@ -355,7 +356,7 @@ def solvers_only(args, tasks):
                 results["runs"].append(run)
                 print(f"{task:16s}{dim:5d}{solver:>10s}{best['this']:9.1f}{best['other']:9.1f}"
                       f"{best['this'] / best['other']:8.2f}  {same}", flush=True)
-    for solver in ("senteval", "lbfgs"):
+    for solver in args.solvers.split(","):
         totals = {n: sum(r["seconds"][n] for r in results["runs"] if r["solver"] == solver) for n in trees}
         results[f"total_{solver}"] = totals
         print(f"total {solver}: this {totals['this']:.1f} s, other {totals['other']:.1f} s "
