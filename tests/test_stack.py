@@ -55,3 +55,23 @@ def test_a_protocol_catching_exceptions_cannot_swallow_the_pause(monkeypatch):
             pytest.fail("the pause at an unanswered fit reached the protocol's handler")
 
     assert stack.run_together([careful, careful]) == [("answer", None), ("answer", None)]
+
+
+def test_held_tables_are_read_once_and_handed_out_as_copies(monkeypatch):
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from embeval.run.execute import Workspace
+
+    reads = []
+    monkeypatch.setattr(Workspace, "_read_table", lambda self, unit, located: reads.append(unit) or np.arange(4.0))
+    workspace = Workspace()
+    unit = SimpleNamespace(source="enc0.h5", task="CR")
+    with workspace.holding_tables():
+        first = workspace.table(unit, None)
+        first[:] = -1  # a run that normalizes its table in place
+        second = workspace.table(unit, None)
+    assert len(reads) == 1 and second.tolist() == [0.0, 1.0, 2.0, 3.0]
+    workspace.table(unit, None)
+    assert len(reads) == 2  # outside the block every call reads afresh

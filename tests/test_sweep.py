@@ -16,8 +16,8 @@ from embeval.run.sweep import LocalRunner, sweep
 TASKS = ["CR", "TREC", "SICKEntailment"]  # inner k-fold, k-fold (6 classes), split (pair features)
 
 
-def config(solver="senteval"):
-    return build("prototype", solver=solver, kfold=3, bootstrap=100)
+def config(solver="senteval", normalize="none"):
+    return build("prototype", solver=solver, kfold=3, bootstrap=100, normalize=normalize)
 
 
 def comparable(entry):
@@ -33,8 +33,10 @@ def quiet(message):
     pass
 
 
-@pytest.mark.parametrize("solver", ["senteval", "lbfgs"])
-def test_stacked_files_score_exactly_as_each_alone(tmp_path, data_dir, solver, monkeypatch):
+@pytest.mark.parametrize("solver, normalize", [("senteval", "none"), ("lbfgs", "none"), ("senteval", "zscore+l2")])
+def test_stacked_files_score_exactly_as_each_alone(tmp_path, data_dir, solver, normalize, monkeypatch):
+    """Each file's job runs once per fit it asks for (run_together): a normalization of its table on
+    the way must not leak from one run into the next."""
     paths = files(tmp_path, data_dir, TASKS)
     stacked = []
 
@@ -43,12 +45,13 @@ def test_stacked_files_score_exactly_as_each_alone(tmp_path, data_dir, solver, m
         return fit_together(calls)
 
     monkeypatch.setattr(stack, "fit_together", spy)
-    summary = sweep([str(p) for p in paths], data_dir, TASKS, tmp_path / "sweep", "cpu", config(solver), log=quiet)
+    summary = sweep([str(p) for p in paths], data_dir, TASKS, tmp_path / "sweep", "cpu", config(solver, normalize),
+                    log=quiet)
     assert stacked == [3] * 5  # two stages of CR and of TREC, one of SICK-E: every fit of the three files together
     assert [s["label"] for s in summary["sources"]] == ["enc0", "enc1", "enc2"] and not summary["left_out"]
     for path in paths:
         alone = score(path, data_dir, TASKS, out=tmp_path / f"{path.stem}.alone.json", device="cpu",
-                      config=config(solver), progress=False, log=quiet)
+                      config=config(solver, normalize), progress=False, log=quiet)
         swept = json.loads((tmp_path / "sweep" / f"{path.stem}.results.json").read_text())
         assert list(swept["tasks"]) == TASKS
         for task in TASKS:

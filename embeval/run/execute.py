@@ -72,7 +72,8 @@ class Workspace:
 
     @contextlib.contextmanager
     def holding_tables(self):
-        """Within the block, each unit's table is read once and kept (for work that runs a unit again)."""
+        """Within the block, each unit's table is read once and kept (for work that runs a unit again);
+        each call gets a copy of its own, as a fresh read would give, so no run sees another's changes."""
         self._held = {}
         try:
             yield
@@ -86,7 +87,7 @@ class Workspace:
             key = (unit.source, unit.task)
             if key not in self._held:
                 self._held[key] = self._read_table(unit, located)
-            return self._held[key]
+            return self._held[key].copy()
         return self._read_table(unit, located)
 
     def _read_table(self, unit, located):
