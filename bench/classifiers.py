@@ -50,12 +50,14 @@ HERE = Path(__file__).resolve().parent
 TASKS = ["CR", "MR", "SUBJ", "MPQA", "TREC", "MRPC", "SST2", "SST5", "SICKEntailment"]
 
 
-def encoder(dim):
+def encoder(dim, salt=""):
+    """The mean of random token vectors, each seeded by sha256(salt + token): devbow's construction;
+    a different salt gives a different deterministic encoder."""
     cache = {}
 
     def vector(token):
         if token not in cache:
-            seed = int.from_bytes(hashlib.sha256(token.encode("utf-8")).digest()[:8], "little")
+            seed = int.from_bytes(hashlib.sha256((salt + token).encode("utf-8")).digest()[:8], "little")
             cache[token] = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
         return cache[token]
 
@@ -290,7 +292,8 @@ def main():
             exact = measure(vectors, args.data, task, "check-lbfgs", timed=sk["timed"])
             run = {"task": task, "dim": dim, "senteval": s, "single": single, "lbfgs": lb, "sklearn": sk,
                    "sklearn_converged": conv,
-                   "single_equals_batched": (single["outcomes"], single["rounds"]) == (check["outcomes"], check["rounds"]),
+                   "single_equals_batched":
+                       (single["outcomes"], single["rounds"]) == (check["outcomes"], check["rounds"]),
                    "sklearn_vs_lbfgs_heldout_points": heldout_gaps(sk, exact),
                    "sklearn_converged_vs_lbfgs_heldout_points": heldout_gaps(conv, exact),
                    "speedup_senteval_vs_single": single["seconds"] / s["seconds"],

@@ -12,7 +12,6 @@ memory of the largest process, and checks that every file's results are the same
 Writes bench/results/sweep.json and prints a table.
 """
 import argparse
-import hashlib
 import json
 import os
 import platform
@@ -24,30 +23,9 @@ import time
 from pathlib import Path
 
 import h5py
-import numpy as np
+from classifiers import TASKS, encoder
 
 HERE = Path(__file__).resolve().parent
-TASKS = ["CR", "MR", "SUBJ", "MPQA", "TREC", "MRPC", "SST2", "SST5", "SICKEntailment"]
-
-
-def encoder(index, dim):
-    cache = {}
-
-    def vector(token):
-        if token not in cache:
-            seed = int.from_bytes(hashlib.sha256(f"{index}\0{token}".encode()).digest()[:8], "little")
-            cache[token] = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
-        return cache[token]
-
-    def encode(sentences):
-        out = np.zeros((len(sentences), dim), dtype=np.float32)
-        for i, s in enumerate(sentences):
-            tokens = s.split()
-            if tokens:
-                out[i] = np.mean([vector(t) for t in tokens], axis=0)
-        return out
-
-    return encode
 
 
 def make_files(data, tasks, dim, count, work):
@@ -59,7 +37,7 @@ def make_files(data, tasks, dim, count, work):
     paths = []
     for i in range(count):
         path = work / f"enc{i}.h5"
-        write(path, work / "sent", encoder(i, dim), batch_size=8192, progress=False)
+        write(path, work / "sent", encoder(dim, salt=f"{i}\0"), batch_size=8192, progress=False)
         with h5py.File(path, "a") as f:
             f.attrs["step"] = 1000 * (i + 1)
         paths.append(path)
