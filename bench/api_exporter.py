@@ -23,8 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import h5py
 import numpy as np
+
+from exporters import table
 
 HERE = Path(__file__).resolve().parent
 EXPORTER = HERE.parent / "exporters" / "openai_compatible_export.py"
@@ -87,11 +88,6 @@ def make_export(data, tasks, limit, work):
             break
     (folder / "manifest.json").write_text(json.dumps(dict(manifest, tasks=entries)))
     return folder
-
-
-def table(path):
-    with h5py.File(path, "r") as h5:
-        return np.concatenate([np.asarray(h5[name][...]) for name in sorted(h5)])
 
 
 def main():
