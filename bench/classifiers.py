@@ -32,6 +32,7 @@ times embeval's two solvers only, in this checkout and in another one (an earlie
 the other in the same run (--repeat times each, the fastest kept): seconds of each and whether the
 figures (dev and test accuracy) are equal.
 """
+
 import argparse
 import hashlib
 import json
@@ -116,7 +117,7 @@ def stage_problems(ctx, solver):
     fits = []
     if protocol == "inner_kfold":
         y = samples.y("all")
-        for train, test, inner in classify.inner_kfold_folds(y, k):
+        for train, _test, inner in classify.inner_kfold_folds(y, k):
             fits += [(a, b, reg, "select") for a, b in inner for reg in regs]
             fits.append((train, None, regs[0], "final"))
     elif protocol == "kfold":
@@ -162,14 +163,28 @@ def run_baseline(vectors, data, task, which, sample):
             clf = LogisticRegression(C=reg, random_state=1111, **settings[which]).fit(x[train], y[train])
             outcomes.append(float(clf.score(x[valid], y[valid])) if valid is not None else None)
         else:
-            trained = batched.train(samples.features, samples.labels, nclasses, [batched.Group(train, valid)],
-                                    [reg], ctx.config["classifier"], 1111, torch.device("cpu"))
+            trained = batched.train(
+                samples.features,
+                samples.labels,
+                nclasses,
+                [batched.Group(train, valid)],
+                [reg],
+                ctx.config["classifier"],
+                1111,
+                torch.device("cpu"),
+            )
             outcomes.append(float(trained.best_accuracy[0, 0]))
             rounds.append(int(trained.rounds[0, 0]))
     seconds = time.perf_counter() - start
     per_fit = seconds / max(len(chosen), 1)
-    out = {"seconds": per_fit * len(fits), "measured_seconds": seconds, "fits_total": len(fits),
-           "fits_timed": len(chosen), "timed": list(chosen), "outcomes": outcomes}
+    out = {
+        "seconds": per_fit * len(fits),
+        "measured_seconds": seconds,
+        "fits_total": len(fits),
+        "fits_timed": len(chosen),
+        "timed": list(chosen),
+        "outcomes": outcomes,
+    }
     if rounds:
         out["rounds"] = rounds
         out["sample_passes"] = sum(r * len(fits[i][0]) for r, i in zip(rounds, chosen))
@@ -190,9 +205,16 @@ def every_fit_batched(samples, fits, nclasses, classifier):
     accuracy, rounds = [None] * len(fits), [None] * len(fits)
     for width in sorted({len(members) for members in groups.values()}):
         chosen = [m for m in groups.values() if len(m) == width]
-        trained = batched.train(samples.features, samples.labels, nclasses,
-                                [batched.Group(fits[m[0]][0], fits[m[0]][1]) for m in chosen],
-                                [[fits[i][2] for i in m] for m in chosen], classifier, 1111, torch.device("cpu"))
+        trained = batched.train(
+            samples.features,
+            samples.labels,
+            nclasses,
+            [batched.Group(fits[m[0]][0], fits[m[0]][1]) for m in chosen],
+            [[fits[i][2] for i in m] for m in chosen],
+            classifier,
+            1111,
+            torch.device("cpu"),
+        )
         for g, members in enumerate(chosen):
             for r, i in enumerate(members):
                 accuracy[i], rounds[i] = float(trained.best_accuracy[g, r]), int(trained.rounds[g, r])
@@ -213,11 +235,23 @@ def run_batched_check(vectors, data, task, timed, solver):
     nclasses = classify.class_count(ctx)
     if solver == "senteval":
         accuracy, rounds = every_fit_batched(samples, fits, nclasses, ctx.config["classifier"])
-        return {"outcomes": [accuracy[i] for i in timed], "rounds": [rounds[i] for i in timed],
-                "all_passes": sum(r * len(f[0]) for r, f in zip(rounds, fits))}
+        return {
+            "outcomes": [accuracy[i] for i in timed],
+            "rounds": [rounds[i] for i in timed],
+            "all_passes": sum(r * len(f[0]) for r, f in zip(rounds, fits)),
+        }
     chosen = [fits[i] for i in timed]
-    fitted = classify.fit("lbfgs", samples, nclasses, [t for t, _, _, _ in chosen], [v for _, v, _, _ in chosen],
-                          [[r] for _, _, r, _ in chosen], None, 1111, torch.device("cpu"))
+    fitted = classify.fit(
+        "lbfgs",
+        samples,
+        nclasses,
+        [t for t, _, _, _ in chosen],
+        [v for _, v, _, _ in chosen],
+        [[r] for _, _, r, _ in chosen],
+        None,
+        1111,
+        torch.device("cpu"),
+    )
     return {"outcomes": [None if np.isnan(a) else float(a) for a in fitted.selection_accuracy[:, 0]]}
 
 
@@ -240,8 +274,20 @@ def child(args):
 
 
 def measure(vectors, data, task, what, sample=0, timed=None):
-    cmd = [sys.executable, __file__, "--child", what, "--vectors", str(vectors), "--data", str(data),
-           "--task", task, "--sample", str(sample)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        what,
+        "--vectors",
+        str(vectors),
+        "--data",
+        str(data),
+        "--task",
+        task,
+        "--sample",
+        str(sample),
+    ]
     if timed is not None:
         cmd += ["--timed", json.dumps(timed)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
@@ -272,12 +318,21 @@ def main():
             parser.error("--solvers-only needs --against-tree")
         return solvers_only(args, tasks)
     work = Path(tempfile.mkdtemp(prefix="embeval-bench-"))
-    results = {"machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-                           "torch_threads": __import__("torch").get_num_threads(), "python": platform.python_version()},
-               "sample": args.sample, "runs": []}
-    print(f"{'task':16s}{'dim':>5s}{'senteval':>10s}{'(b) 1-by-1':>12s}{'ratio':>8s}{'lbfgs':>9s}{'(a) sklearn':>12s}"
-          f"{'ratio':>8s}{'(a1) conv.':>12s}{'ratio':>8s}  acc senteval/lbfgs  |(a)-lbfgs| |(a1)-lbfgs| pts"
-          f"  peak MiB s/l")
+    results = {
+        "machine": {
+            "cpu": platform.processor() or platform.machine(),
+            "cores": os.cpu_count(),
+            "torch_threads": __import__("torch").get_num_threads(),
+            "python": platform.python_version(),
+        },
+        "sample": args.sample,
+        "runs": [],
+    }
+    print(
+        f"{'task':16s}{'dim':>5s}{'senteval':>10s}{'(b) 1-by-1':>12s}{'ratio':>8s}{'lbfgs':>9s}{'(a) sklearn':>12s}"
+        f"{'ratio':>8s}{'(a1) conv.':>12s}{'ratio':>8s}  acc senteval/lbfgs  |(a)-lbfgs| |(a1)-lbfgs| pts"
+        f"  peak MiB s/l"
+    )
     for dim in map(int, args.dims.split(",")):
         vectors = make_vectors(args.data, tasks, dim, work)
         for task in tasks:
@@ -290,33 +345,46 @@ def main():
             sk = measure(vectors, args.data, task, "sklearn", args.sample)
             conv = measure(vectors, args.data, task, "sklearn-converged", args.sample)
             exact = measure(vectors, args.data, task, "check-lbfgs", timed=sk["timed"])
-            run = {"task": task, "dim": dim, "senteval": s, "single": single, "lbfgs": lb, "sklearn": sk,
-                   "sklearn_converged": conv,
-                   "single_equals_batched":
-                       (single["outcomes"], single["rounds"]) == (check["outcomes"], check["rounds"]),
-                   "sklearn_vs_lbfgs_heldout_points": heldout_gaps(sk, exact),
-                   "sklearn_converged_vs_lbfgs_heldout_points": heldout_gaps(conv, exact),
-                   "speedup_senteval_vs_single": single["seconds"] / s["seconds"],
-                   "speedup_lbfgs_vs_sklearn": sk["seconds"] / lb["seconds"],
-                   "speedup_lbfgs_vs_sklearn_converged": conv["seconds"] / lb["seconds"]}
+            run = {
+                "task": task,
+                "dim": dim,
+                "senteval": s,
+                "single": single,
+                "lbfgs": lb,
+                "sklearn": sk,
+                "sklearn_converged": conv,
+                "single_equals_batched": (single["outcomes"], single["rounds"]) == (check["outcomes"], check["rounds"]),
+                "sklearn_vs_lbfgs_heldout_points": heldout_gaps(sk, exact),
+                "sklearn_converged_vs_lbfgs_heldout_points": heldout_gaps(conv, exact),
+                "speedup_senteval_vs_single": single["seconds"] / s["seconds"],
+                "speedup_lbfgs_vs_sklearn": sk["seconds"] / lb["seconds"],
+                "speedup_lbfgs_vs_sklearn_converged": conv["seconds"] / lb["seconds"],
+            }
             results["runs"].append(run)
-            print(f"{task:16s}{dim:5d}{s['seconds']:10.1f}{single['seconds']:12.1f}"
-                  f"{run['speedup_senteval_vs_single']:8.1f}{lb['seconds']:9.1f}{sk['seconds']:12.1f}"
-                  f"{run['speedup_lbfgs_vs_sklearn']:8.1f}{conv['seconds']:12.1f}"
-                  f"{run['speedup_lbfgs_vs_sklearn_converged']:8.1f}  {s['acc']:.2f}/{lb['acc']:.2f}"
-                  f"   {run['sklearn_vs_lbfgs_heldout_points']['max'] or 0:.2f}"
-                  f"   {run['sklearn_converged_vs_lbfgs_heldout_points']['max'] or 0:.2f}"
-                  f"   {s['peak_rss_mib']:.0f}/{lb['peak_rss_mib']:.0f}"
-                  f"{'' if run['single_equals_batched'] else '  (b) DIFFERS'}", flush=True)
+            print(
+                f"{task:16s}{dim:5d}{s['seconds']:10.1f}{single['seconds']:12.1f}"
+                f"{run['speedup_senteval_vs_single']:8.1f}{lb['seconds']:9.1f}{sk['seconds']:12.1f}"
+                f"{run['speedup_lbfgs_vs_sklearn']:8.1f}{conv['seconds']:12.1f}"
+                f"{run['speedup_lbfgs_vs_sklearn_converged']:8.1f}  {s['acc']:.2f}/{lb['acc']:.2f}"
+                f"   {run['sklearn_vs_lbfgs_heldout_points']['max'] or 0:.2f}"
+                f"   {run['sklearn_converged_vs_lbfgs_heldout_points']['max'] or 0:.2f}"
+                f"   {s['peak_rss_mib']:.0f}/{lb['peak_rss_mib']:.0f}"
+                f"{'' if run['single_equals_batched'] else '  (b) DIFFERS'}",
+                flush=True,
+            )
     for dim in map(int, args.dims.split(",")):
         runs = [r for r in results["runs"] if r["dim"] == dim]
-        totals = {k: sum(r[k]["seconds"] for r in runs)
-                  for k in ("senteval", "single", "lbfgs", "sklearn", "sklearn_converged")}
+        totals = {
+            k: sum(r[k]["seconds"] for r in runs)
+            for k in ("senteval", "single", "lbfgs", "sklearn", "sklearn_converged")
+        }
         results[f"total_{dim}"] = totals
-        print(f"total {dim}-d: senteval {totals['senteval']:.0f} s vs (b) {totals['single']:.0f} s "
-              f"({totals['single'] / totals['senteval']:.1f}x); lbfgs {totals['lbfgs']:.0f} s vs (a) "
-              f"{totals['sklearn']:.0f} s ({totals['sklearn'] / totals['lbfgs']:.1f}x), vs (a') "
-              f"{totals['sklearn_converged']:.0f} s ({totals['sklearn_converged'] / totals['lbfgs']:.1f}x)")
+        print(
+            f"total {dim}-d: senteval {totals['senteval']:.0f} s vs (b) {totals['single']:.0f} s "
+            f"({totals['single'] / totals['senteval']:.1f}x); lbfgs {totals['lbfgs']:.0f} s vs (a) "
+            f"{totals['sklearn']:.0f} s ({totals['sklearn'] / totals['lbfgs']:.1f}x), vs (a') "
+            f"{totals['sklearn_converged']:.0f} s ({totals['sklearn_converged'] / totals['lbfgs']:.1f}x)"
+        )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
     print(f"wrote {args.out}")
@@ -326,9 +394,31 @@ def cli_solver(tree, vectors, data, task, solver):
     """Seconds and figures of `embeval score` (the code in `tree`) on one task: a fresh process."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "r.json"
-        subprocess.run([sys.executable, "-m", "embeval", "score", str(vectors), "--data", str(data), "--tasks", task,
-                        "--solver", solver, "--device", "cpu", "--out", str(out), "--quiet"], check=True, cwd=tree,
-                       env=dict(os.environ, PYTHONPATH=str(tree)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "embeval",
+                "score",
+                str(vectors),
+                "--data",
+                str(data),
+                "--tasks",
+                task,
+                "--solver",
+                solver,
+                "--device",
+                "cpu",
+                "--out",
+                str(out),
+                "--quiet",
+            ],
+            check=True,
+            cwd=tree,
+            env=dict(os.environ, PYTHONPATH=str(tree)),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         entry = json.loads(out.read_text())["tasks"][task]
     return {"seconds": entry["seconds"], "devacc": entry["results"]["devacc"], "acc": entry["results"]["acc"]}
 
@@ -339,9 +429,17 @@ def solvers_only(args, tasks):
     the fastest of each is kept, so a busy moment on a shared machine does not decide."""
     trees = {"this": HERE.parent, "other": Path(args.against_tree).resolve()}
     work = Path(tempfile.mkdtemp(prefix="embeval-bench-"))
-    results = {"machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-                           "torch_threads": __import__("torch").get_num_threads(), "python": platform.python_version()},
-               "against_tree": args.against_tree, "repeat": args.repeat, "runs": []}
+    results = {
+        "machine": {
+            "cpu": platform.processor() or platform.machine(),
+            "cores": os.cpu_count(),
+            "torch_threads": __import__("torch").get_num_threads(),
+            "python": platform.python_version(),
+        },
+        "against_tree": args.against_tree,
+        "repeat": args.repeat,
+        "runs": [],
+    }
     print(f"{'task':16s}{'dim':>5s}{'solver':>10s}{'this':>9s}{'other':>9s}{'ratio':>8s}  same figures")
     for dim in map(int, args.dims.split(",")):
         vectors = make_vectors(args.data, tasks, dim, work)
@@ -353,20 +451,33 @@ def solvers_only(args, tasks):
                         runs[name].append(cli_solver(tree, vectors, args.data, task, solver))
                 best = {name: min(r["seconds"] for r in rs) for name, rs in runs.items()}
                 same = all(r[k] == runs["this"][0][k] for rs in runs.values() for r in rs for k in ("devacc", "acc"))
-                run = {"task": task, "dim": dim, "solver": solver, "seconds": best,
-                       "all_seconds": {n: [r["seconds"] for r in rs] for n, rs in runs.items()},
-                       "devacc": runs["this"][0]["devacc"], "acc": runs["this"][0]["acc"], "same_figures": same}
+                run = {
+                    "task": task,
+                    "dim": dim,
+                    "solver": solver,
+                    "seconds": best,
+                    "all_seconds": {n: [r["seconds"] for r in rs] for n, rs in runs.items()},
+                    "devacc": runs["this"][0]["devacc"],
+                    "acc": runs["this"][0]["acc"],
+                    "same_figures": same,
+                }
                 results["runs"].append(run)
-                print(f"{task:16s}{dim:5d}{solver:>10s}{best['this']:9.1f}{best['other']:9.1f}"
-                      f"{best['this'] / best['other']:8.2f}  {same}", flush=True)
+                print(
+                    f"{task:16s}{dim:5d}{solver:>10s}{best['this']:9.1f}{best['other']:9.1f}"
+                    f"{best['this'] / best['other']:8.2f}  {same}",
+                    flush=True,
+                )
     for solver in args.solvers.split(","):
         totals = {n: sum(r["seconds"][n] for r in results["runs"] if r["solver"] == solver) for n in trees}
         results[f"total_{solver}"] = totals
-        print(f"total {solver}: this {totals['this']:.1f} s, other {totals['other']:.1f} s "
-              f"({totals['this'] / totals['other']:.2f}x)")
+        print(
+            f"total {solver}: this {totals['this']:.1f} s, other {totals['other']:.1f} s "
+            f"({totals['this'] / totals['other']:.2f}x)"
+        )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
     print(f"wrote {args.out}")
+
 
 if __name__ == "__main__":
     main()

@@ -13,6 +13,7 @@ An epoch has 4,426 batches; on a small CPU that is tens of minutes, so by defaul
     python bench/coco.py                       # CPU, 60 batches, writes bench/results/coco_cpu.json
     python bench/coco.py --device cuda --batches 0 --epochs 2
 """
+
 import argparse
 import itertools
 import json
@@ -40,14 +41,16 @@ def rss_mb():
 def synthetic(n_train, n_eval, sent_dim, img_dim, seed=0):
     """Image features per split and one caption table (train, dev, test captions in that order)."""
     rng = np.random.default_rng(seed)
-    images = {name: rng.standard_normal((n, img_dim), dtype=np.float32)
-              for name, n in (("train", n_train), ("dev", n_eval), ("test", n_eval))}
+    images = {
+        name: rng.standard_normal((n, img_dim), dtype=np.float32)
+        for name, n in (("train", n_train), ("dev", n_eval), ("test", n_eval))
+    }
     n_captions = 5 * (n_train + 2 * n_eval)
     table = np.empty((n_captions, sent_dim), dtype=np.float32)
     offset, rows = 0, {}
     for name, feats in images.items():
         n = 5 * len(feats)
-        block = table[offset:offset + n]
+        block = table[offset : offset + n]
         rng.standard_normal(out=block, dtype=np.float32)
         block *= 2.0
         block.reshape(len(feats), 5, sent_dim)[...] += feats[:, None, :sent_dim]  # in place, no temporary
@@ -61,7 +64,7 @@ def senteval_draw_seconds(n, batches, rng):
     permutation = list(rng.permutation(n))
     start = time.perf_counter()
     for i in range(0, batches * retrieval.BATCH_SIZE, retrieval.BATCH_SIZE):
-        complement = permutation[:i] + permutation[i + retrieval.BATCH_SIZE:]
+        complement = permutation[:i] + permutation[i + retrieval.BATCH_SIZE :]
         rng.choice(complement, retrieval.NCONTRAST * retrieval.BATCH_SIZE)
         rng.choice(complement, retrieval.NCONTRAST * retrieval.BATCH_SIZE)
     return (time.perf_counter() - start) / batches
@@ -97,8 +100,12 @@ def main():
     build_seconds = time.perf_counter() - t0
     rss_data = rss_mb()
     table = torch.from_numpy(table_np).to(device)
-    splits = {name: retrieval.CaptionSplit(table, rows[name], np.repeat(np.arange(len(images[name])), 5),
-                                           images[name], device) for name in images}
+    splits = {
+        name: retrieval.CaptionSplit(
+            table, rows[name], np.repeat(np.arange(len(images[name])), 5), images[name], device
+        )
+        for name in images
+    }
     train, dev = splits["train"], splits["dev"]
     shared = device.type == "cpu" and train.images.data_ptr() == images["train"].ctypes.data
     nbatches_epoch = -(-len(train) // retrieval.BATCH_SIZE)
@@ -123,15 +130,24 @@ def main():
         sync(device)
         eval_seconds = time.perf_counter() - start
         per_epoch = train_seconds * nbatches_epoch / timed
-        epochs.append({"batches": timed, "train_seconds": round(train_seconds, 2),
-                       "seconds_per_batch": round(train_seconds / timed, 4),
-                       "epoch_seconds": round(per_epoch, 1), "dev_eval_seconds": round(eval_seconds, 2),
-                       "dev_score": round(score, 2), "dev_i2t_r10": round(acc["i2t"]["r10"], 2),
-                       "dev_t2i_r10": round(acc["t2i"]["r10"], 2)})
-        print(f"epoch {epoch + 1}: {timed} batches in {train_seconds:.1f} s "
-              f"({train_seconds / timed:.3f} s/batch) -> {per_epoch:.0f} s per epoch of {nbatches_epoch} batches"
-              f"{'' if timed == nbatches_epoch else ' (extrapolated)'}; dev evaluation {eval_seconds:.1f} s, "
-              f"dev score {score:.1f}")
+        epochs.append(
+            {
+                "batches": timed,
+                "train_seconds": round(train_seconds, 2),
+                "seconds_per_batch": round(train_seconds / timed, 4),
+                "epoch_seconds": round(per_epoch, 1),
+                "dev_eval_seconds": round(eval_seconds, 2),
+                "dev_score": round(score, 2),
+                "dev_i2t_r10": round(acc["i2t"]["r10"], 2),
+                "dev_t2i_r10": round(acc["t2i"]["r10"], 2),
+            }
+        )
+        print(
+            f"epoch {epoch + 1}: {timed} batches in {train_seconds:.1f} s "
+            f"({train_seconds / timed:.3f} s/batch) -> {per_epoch:.0f} s per epoch of {nbatches_epoch} batches"
+            f"{'' if timed == nbatches_epoch else ' (extrapolated)'}; dev evaluation {eval_seconds:.1f} s, "
+            f"dev score {score:.1f}"
+        )
 
     draw_batches = 20
     senteval_draw = senteval_draw_seconds(len(train), draw_batches, np.random.RandomState(0))
@@ -139,26 +155,45 @@ def main():
     per_epoch = float(np.mean([e["epoch_seconds"] for e in epochs]))
     eval_seconds = float(np.mean([e["dev_eval_seconds"] for e in epochs]))
     record = {
-        "benchmark": "coco", "device": str(device),
-        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine(),
-        "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
-        "sizes": {"train_images": args.train_images, "train_captions": len(train), "eval_images": args.eval_images,
-                  "sentence_dim": args.sentence_dim, "image_dim": args.image_dim, "batches_per_epoch": nbatches_epoch},
+        "benchmark": "coco",
+        "device": str(device),
+        "device_name": torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else platform.processor() or platform.machine(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "sizes": {
+            "train_images": args.train_images,
+            "train_captions": len(train),
+            "eval_images": args.eval_images,
+            "sentence_dim": args.sentence_dim,
+            "image_dim": args.image_dim,
+            "batches_per_epoch": nbatches_epoch,
+        },
         "extrapolated": timed < nbatches_epoch,
         "epochs": epochs,
         "seconds_per_epoch": round(per_epoch, 1),
         "dev_eval_seconds": round(eval_seconds, 2),
-        "total_seconds_estimate": {"5_epochs": round(5 * (per_epoch + eval_seconds) + eval_seconds, 1),
-                                   "21_epochs": round(21 * (per_epoch + eval_seconds) + eval_seconds, 1)},
-        "contrastive_draw_seconds_per_epoch": {"senteval_list_choice": round(senteval_draw * nbatches_epoch, 1),
-                                               "embeval": round(embeval_draw * nbatches_epoch, 2)},
-        "memory": {"data_mib": round((table_np.nbytes + sum(a.nbytes for a in images.values())) / 2**20, 1),
-                   "train_images_mib": round(images["train"].nbytes / 2**20, 1),
-                   "peak_rss_after_data_mib": round(rss_data, 1), "peak_rss_mib": round(rss_mb(), 1),
-                   "train_images_shared_not_copied": bool(shared)},
+        "total_seconds_estimate": {
+            "5_epochs": round(5 * (per_epoch + eval_seconds) + eval_seconds, 1),
+            "21_epochs": round(21 * (per_epoch + eval_seconds) + eval_seconds, 1),
+        },
+        "contrastive_draw_seconds_per_epoch": {
+            "senteval_list_choice": round(senteval_draw * nbatches_epoch, 1),
+            "embeval": round(embeval_draw * nbatches_epoch, 2),
+        },
+        "memory": {
+            "data_mib": round((table_np.nbytes + sum(a.nbytes for a in images.values())) / 2**20, 1),
+            "train_images_mib": round(images["train"].nbytes / 2**20, 1),
+            "peak_rss_after_data_mib": round(rss_data, 1),
+            "peak_rss_mib": round(rss_mb(), 1),
+            "train_images_shared_not_copied": bool(shared),
+        },
         "data_build_seconds": round(build_seconds, 1),
-        "note": ("5 epochs is the fewest SentEval can run (best at epoch 1, then 4 non-improving), 21 the most; "
-                 "each epoch is followed by a dev evaluation, and the test evaluation costs one more."),
+        "note": (
+            "5 epochs is the fewest SentEval can run (best at epoch 1, then 4 non-improving), 21 the most; "
+            "each epoch is followed by a dev evaluation, and the test evaluation costs one more."
+        ),
     }
     if device.type == "cuda":
         record["memory"]["gpu_peak_allocated_mib"] = round(torch.cuda.max_memory_allocated(device) / 2**20, 1)

@@ -9,6 +9,7 @@ records the wall time of each, plus the number of STS Benchmark lines that the M
 
 Prints a table and writes bench/results/data_fetch.json.
 """
+
 import json
 import platform
 import sys
@@ -47,14 +48,21 @@ def main():
         differing += sum(a != b for a, b in zip(ours, theirs))
         lines += len(theirs) - 1
     tokenize_s = time.perf_counter() - start
-    result = {"machine": platform.machine(), "python": platform.python_version(), "fetch": rows,
-              "stsb_lines": lines, "stsb_differing_lines_without_erratum": differing,
-              "stsb_tokenize_seconds": round(tokenize_s, 3)}
+    result = {
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "fetch": rows,
+        "stsb_lines": lines,
+        "stsb_differing_lines_without_erratum": differing,
+        "stsb_tokenize_seconds": round(tokenize_s, 3),
+    }
     print(f"{'task':24s} {'fetch s':>8s}")
     for row in rows:
         print(f"{row['task']:24s} {row['seconds']:8.2f}")
-    print(f"STS Benchmark: {differing} of {lines} lines differ from SentEval's (Moses rules alone), "
-          f"tokenized in {tokenize_s:.2f} s")
+    print(
+        f"STS Benchmark: {differing} of {lines} lines differ from SentEval's (Moses rules alone), "
+        f"tokenized in {tokenize_s:.2f} s"
+    )
     out = Path(__file__).resolve().parent / "results" / "data_fetch.json"
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {out}")

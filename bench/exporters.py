@@ -7,6 +7,7 @@ Each exporter runs as its own process, exactly as a user runs it (start-up and m
 included). Exporters whose dependencies are missing are listed as skipped. Writes
 bench/results/exporters.json.
 """
+
 import argparse
 import importlib.util
 import json
@@ -46,8 +47,23 @@ def main():
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="embeval-bench-exporters-"))
     export = work / "sentences"
-    subprocess.run([sys.executable, "-m", "embeval", "export-sentences", "--data", args.data, "--out", export,
-                    "--tasks", args.tasks], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "embeval",
+            "export-sentences",
+            "--data",
+            args.data,
+            "--out",
+            export,
+            "--tasks",
+            args.tasks,
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     manifest = json.loads((export / "manifest.json").read_text())
     sentences = sum(e["count"] for e in manifest["tasks"].values())
     rows, skipped, outputs = [], [], {}
@@ -68,7 +84,9 @@ def main():
         subprocess.run(command + ["--export", str(export), "--out", str(out), "--quiet"], check=True)
         seconds = time.perf_counter() - start
         outputs[name] = out
-        rows.append({"exporter": name, "seconds": round(seconds, 2), "sentences_per_second": round(sentences / seconds, 1)})
+        rows.append(
+            {"exporter": name, "seconds": round(seconds, 2), "sentences_per_second": round(sentences / seconds, 1)}
+        )
         print(f"{name:24s} {seconds:8.2f} s  {sentences / seconds:10.1f} sentences/s", flush=True)
     agreement = {}
     if "bow_numpy" in outputs and "cpp" in outputs:
@@ -86,9 +104,18 @@ def main():
         print(f"{key}: {value}")
     for line in skipped:
         print(f"skipped: {line}")
-    record = {"tasks": args.tasks, "sentences": sentences, "exporters": rows, "agreement": agreement,
-              "skipped": skipped, "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
-                                              "load_average_1min": os.getloadavg()[0]}}
+    record = {
+        "tasks": args.tasks,
+        "sentences": sentences,
+        "exporters": rows,
+        "agreement": agreement,
+        "skipped": skipped,
+        "machine": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "load_average_1min": os.getloadavg()[0],
+        },
+    }
     (HERE / "results").mkdir(exist_ok=True)
     (HERE / "results" / "exporters.json").write_text(json.dumps(record, indent=1) + "\n")
     print(f"wrote {HERE / 'results' / 'exporters.json'}")

@@ -20,6 +20,7 @@ same operations on problems of dimension 1 (the loop's per-operation overhead) p
 its FLOPs at the machine's measured large-GEMM rate and its bytes at the measured copy bandwidth,
 in bench/results/roofline_cpu.json.
 """
+
 import argparse
 import collections
 import importlib.util
@@ -56,8 +57,12 @@ def _classification(task, splits, dim, config, seed=0):
     data_splits, rows, vectors, start = {}, {}, [], 0
     for name, n in splits.items():
         labels = rng.integers(0, 3 if task != "MRPC" and task != "CR" else 2, n)
-        data_splits[name] = Split(name, [f"{name} a{i}" + " x" * (i % 3) for i in range(n)], labels,
-                                  b=[f"{name} b{i}" for i in range(n)] if pair else None)
+        data_splits[name] = Split(
+            name,
+            [f"{name} a{i}" + " x" * (i % 3) for i in range(n)],
+            labels,
+            b=[f"{name} b{i}" for i in range(n)] if pair else None,
+        )
         centre = np.eye(dim)[labels] * 1.5
         vectors.append(centre + rng.normal(size=(n, dim)))
         if pair:
@@ -70,8 +75,9 @@ def _classification(task, splits, dim, config, seed=0):
     classes = sorted({int(y) for s in data_splits.values() for y in s.y})
     device = torch.device("cpu")
     table = torch.as_tensor(np.concatenate(vectors).astype(np.float32), device=device)
-    return Context(TASKS[task], TaskData(task, data_splits, [str(c) for c in classes]), table, rows, device, config,
-                   config["seed"])
+    return Context(
+        TASKS[task], TaskData(task, data_splits, [str(c) for c in classes]), table, rows, device, config, config["seed"]
+    )
 
 
 def _pairs(task, sizes, dim, names, seed=0):
@@ -109,8 +115,7 @@ def _coco(images, dim, feat_dim, seed=0):
     for name, m in zip(("train", "dev", "test"), images):
         features = rng.normal(size=(m, feat_dim)).astype(np.float32)
         captions = np.repeat(features @ mix, 5, axis=0) + rng.normal(size=(5 * m, dim)) * 3
-        splits[name] = Split(name, [f"{name} {i}" for i in range(5 * m)], np.repeat(np.arange(m), 5),
-                             images=features)
+        splits[name] = Split(name, [f"{name} {i}" for i in range(5 * m)], np.repeat(np.arange(m), 5), images=features)
         tables.append(captions)
         rows[name] = (np.arange(offset, offset + 5 * m), None)
         offset += 5 * m
@@ -138,28 +143,52 @@ def _cases(dim):
     cases = [
         ("split SST5 senteval", lambda: classify.split(_classification("SST5", split, dim, build(classifier=small)))),
         ("split SST5 lbfgs", lambda: classify.split(_classification("SST5", split, dim, build(solver="lbfgs")))),
-        ("split SST5 mlp dropout", lambda: classify.split(_classification(
-            "SST5", split, dim, build(classifier=dict(small, nhid=50, dropout=0.1))))),
-        ("kfold TREC senteval", lambda: classify.kfold(_classification("TREC", kfold, dim, build(kfold=5,
-                                                                                                 classifier=small)))),
-        ("kfold MRPC (pair) lbfgs", lambda: classify.kfold(_classification("MRPC", kfold, dim, build(kfold=5,
-                                                                                                     solver="lbfgs")))),
-        ("split SICKEntailment (pair) senteval", lambda: classify.split(_classification(
-            "SICKEntailment", split, dim, build(classifier=small)))),
-        ("split SNLI (snli) senteval", lambda: classify.split(_classification("SNLI", split, dim,
-                                                                               build(classifier=small)))),
-        ("probing Length mlp grid", lambda: probing.evaluate_probing(_classification(
-            "Length", split, dim, build(classifier=dict(small, max_epoch=8), probing_classifier="mlp")))),
-        ("relatedness STSBenchmark", lambda: relatedness.evaluate_relatedness(
-            _pairs("STSBenchmark", (1000, 200, 200), dim, ("train", "dev", "test")))),
+        (
+            "split SST5 mlp dropout",
+            lambda: classify.split(
+                _classification("SST5", split, dim, build(classifier=dict(small, nhid=50, dropout=0.1)))
+            ),
+        ),
+        (
+            "kfold TREC senteval",
+            lambda: classify.kfold(_classification("TREC", kfold, dim, build(kfold=5, classifier=small))),
+        ),
+        (
+            "kfold MRPC (pair) lbfgs",
+            lambda: classify.kfold(_classification("MRPC", kfold, dim, build(kfold=5, solver="lbfgs"))),
+        ),
+        (
+            "split SICKEntailment (pair) senteval",
+            lambda: classify.split(_classification("SICKEntailment", split, dim, build(classifier=small))),
+        ),
+        (
+            "split SNLI (snli) senteval",
+            lambda: classify.split(_classification("SNLI", split, dim, build(classifier=small))),
+        ),
+        (
+            "probing Length mlp grid",
+            lambda: probing.evaluate_probing(
+                _classification(
+                    "Length", split, dim, build(classifier=dict(small, max_epoch=8), probing_classifier="mlp")
+                )
+            ),
+        ),
+        (
+            "relatedness STSBenchmark",
+            lambda: relatedness.evaluate_relatedness(
+                _pairs("STSBenchmark", (1000, 200, 200), dim, ("train", "dev", "test"))
+            ),
+        ),
         ("retrieval COCO", lambda: retrieval.evaluate_retrieval(_coco((200, 25, 25), dim, 64))),
         ("cosine STS12", lambda: sts.evaluate_cosine_sts(_pairs("STS12", (300, 300), dim, ("MSRpar", "OnWN")))),
     ]
     for method in ("none", "zscore+l2"):
+
         def inner(method=method):
             ctx = _classification("CR", {"all": 600}, dim, build(kfold=5, classifier=small, normalize=method))
             ctx.normalize = method
             return classify.inner_kfold(ctx)
+
         cases.append((f"inner_kfold CR senteval {method}", inner))
 
     def diagnostics():
@@ -177,12 +206,15 @@ def _counters():
     from embeval.train.optimizers import BatchedOptimizer
 
     calls = collections.Counter()
-    for owner, name, label in ((BatchedOptimizer, "step", "trainer steps"), (batched, "_accuracy", "trainer rounds"),
-                               (lbfgs, "_two_loop", "lbfgs iterations"),
-                               (relatedness.SoftmaxRegressor, "step", "regressor steps"),
-                               (relatedness, "dev_pearson", "regressor rounds"),
-                               (retrieval, "train_step", "ranker steps"),
-                               (retrieval, "evaluate_split", "ranker rounds")):
+    for owner, name, label in (
+        (BatchedOptimizer, "step", "trainer steps"),
+        (batched, "_accuracy", "trainer rounds"),
+        (lbfgs, "_two_loop", "lbfgs iterations"),
+        (relatedness.SoftmaxRegressor, "step", "regressor steps"),
+        (relatedness, "dev_pearson", "regressor rounds"),
+        (retrieval, "train_step", "ranker steps"),
+        (retrieval, "evaluate_split", "ranker rounds"),
+    ):
         original = getattr(owner, name)
 
         def counted(*args, _original=original, _label=label, **kwargs):
@@ -207,12 +239,19 @@ def audit_here(dim):
         with audit_module.DeviceAudit("cpu") as audit:
             run()
         top = collections.Counter(audit.counts["sync"]).most_common(3)
-        out[name] = {"syncs": audit.total("sync"), "copies_to_device": audit.total("copy_to_device"),
-                     "cross_device": audit.total("cross_device"), "numpy_of_device": audit.total("numpy_of_device"),
-                     **dict(calls), "seconds_audited": round(time.perf_counter() - started, 1),
-                     "top_sync_lines": dict(top)}
-        print(f"{name:40s} syncs {out[name]['syncs']:6d}  copies {out[name]['copies_to_device']:5d}  "
-              f"{dict(calls)}", flush=True)
+        out[name] = {
+            "syncs": audit.total("sync"),
+            "copies_to_device": audit.total("copy_to_device"),
+            "cross_device": audit.total("cross_device"),
+            "numpy_of_device": audit.total("numpy_of_device"),
+            **dict(calls),
+            "seconds_audited": round(time.perf_counter() - started, 1),
+            "top_sync_lines": dict(top),
+        }
+        print(
+            f"{name:40s} syncs {out[name]['syncs']:6d}  copies {out[name]['copies_to_device']:5d}  {dict(calls)}",
+            flush=True,
+        )
     return out
 
 
@@ -245,8 +284,11 @@ def time_on_gpu(data, dim, tasks):
         export.export([TASKS[n].load(data) for n in names], Path(tmp) / "sentences")
         write(Path(tmp) / "v.h5", Path(tmp) / "sentences", encode, batch_size=4096, progress=False)
         record = score(Path(tmp) / "v.h5", data, tasks=names, device="cuda", progress=False, log=lambda m: None)
-    return {"device": torch.cuda.get_device_name(0), "dim": dim,
-            "seconds": {n: record["tasks"][n]["seconds"] for n in names}}
+    return {
+        "device": torch.cuda.get_device_name(0),
+        "dim": dim,
+        "seconds": {n: record["tasks"][n]["seconds"] for n in names},
+    }
 
 
 def _rate(fn, repeat):
@@ -297,8 +339,11 @@ def _loops(dim, batch, rows, nhid_width, cpu):
     pair = torch.randn(max(rows, 64), 2 * dim)
     model = relatedness.SoftmaxRegressor(2 * dim, 1, cpu)
     target = torch.softmax(torch.randn(len(pair), 5), 1)
-    loops["regressor step (batch 64)"] = (lambda: model.step(pair[:batch], target[:batch]), 4 * batch * 2 * dim * 5,
-                                          batch * 2 * dim * 4 + 2 * dim * 5 * 4 * 7)
+    loops["regressor step (batch 64)"] = (
+        lambda: model.step(pair[:batch], target[:batch]),
+        4 * batch * 2 * dim * 5,
+        batch * 2 * dim * 4 + 2 * dim * 5 * 4 * 7,
+    )
     image_dim = 2048 if dim > 1 else 1
     images = rng.standard_normal((1000, image_dim)).astype(np.float32)
     split = retrieval.CaptionSplit(torch.randn(5000, dim), np.arange(5000), np.repeat(np.arange(1000), 5), images, cpu)
@@ -309,13 +354,17 @@ def _loops(dim, batch, rows, nhid_width, cpu):
     loops["COCO ranker step (768-d captions, 2048-d images)"] = (
         lambda: retrieval.train_step(ranker, adam, split, coco_batch),
         4 * coco_rows * (image_dim + dim) * retrieval.PROJ_DIM,
-        coco_rows * (image_dim + dim) * 4 + (image_dim + dim) * retrieval.PROJ_DIM * 4 * 7)
+        coco_rows * (image_dim + dim) * 4 + (image_dim + dim) * retrieval.PROJ_DIM * 4 * 7,
+    )
     P = 6
     objective = lbfgs.Objective(DenseFeatures(x[:rows]), labels[:rows], 2, [np.arange(rows)], np.ones((1, P)), cpu)
     theta = torch.zeros((P, dim + 1, 1), dtype=torch.float64)
     problems = torch.arange(P)
     loops["L-BFGS objective and gradient (10,000 x 768, 6 problems, float32)"] = (
-        lambda: objective(theta, problems, torch.float32), 4 * rows * dim * P, 2 * rows * dim * 4)
+        lambda: objective(theta, problems, torch.float32),
+        4 * rows * dim * P,
+        2 * rows * dim * 4,
+    )
     return loops
 
 
@@ -331,7 +380,7 @@ def roofline(dim=768):
     cpu = torch.device("cpu")
     n = 4096
     a, b = torch.randn(n, n), torch.randn(n, n)
-    gemm = 2 * n ** 3 / _rate(lambda: a @ b, 3) / 1e9
+    gemm = 2 * n**3 / _rate(lambda: a @ b, 3) / 1e9
     big = torch.randn(64 << 20 >> 2)
     copy = torch.empty_like(big)
     bandwidth = 2 * big.numel() * 4 / _rate(lambda: copy.copy_(big), 10) / 1e9
@@ -344,15 +393,24 @@ def roofline(dim=768):
         overhead = _rate(tiny[name][0], repeat)
         work = max(flops / (gemm * 1e9), nbytes / (bandwidth * 1e9))
         floor = overhead + work
-        loops[name] = {"us_per_call": round(seconds * 1e6, 1), "gflop_per_call": flops / 1e9,
-                       "mbytes_per_call": nbytes / 1e6, "gflops": round(flops / seconds / 1e9, 2),
-                       "floor_us_flops": round(flops / (gemm * 1e9) * 1e6, 1),
-                       "floor_us_bytes": round(nbytes / (bandwidth * 1e9) * 1e6, 1),
-                       "overhead_us": round(overhead * 1e6, 1), "floor_us": round(floor * 1e6, 1),
-                       "time_over_floor": round(seconds / floor, 2)}
-    return {"threads": torch.get_num_threads(), "gemm_gflops": round(gemm, 1),
-            "copy_gbytes_per_s": round(bandwidth, 1), "load_average": [round(v, 1) for v in os.getloadavg()],
-            "loops": loops}
+        loops[name] = {
+            "us_per_call": round(seconds * 1e6, 1),
+            "gflop_per_call": flops / 1e9,
+            "mbytes_per_call": nbytes / 1e6,
+            "gflops": round(flops / seconds / 1e9, 2),
+            "floor_us_flops": round(flops / (gemm * 1e9) * 1e6, 1),
+            "floor_us_bytes": round(nbytes / (bandwidth * 1e9) * 1e6, 1),
+            "overhead_us": round(overhead * 1e6, 1),
+            "floor_us": round(floor * 1e6, 1),
+            "time_over_floor": round(seconds / floor, 2),
+        }
+    return {
+        "threads": torch.get_num_threads(),
+        "gemm_gflops": round(gemm, 1),
+        "copy_gbytes_per_s": round(bandwidth, 1),
+        "load_average": [round(v, 1) for v in os.getloadavg()],
+        "loops": loops,
+    }
 
 
 def main():
@@ -380,8 +438,14 @@ def main():
         result = {"dim": dim, "after": after}
         if args.before:
             env = dict(os.environ, PYTHONPATH=str(Path(args.before).resolve()))
-            proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--json", "--dim", str(dim)],
-                                  cwd=args.before, env=env, capture_output=True, text=True, check=True)
+            proc = subprocess.run(
+                [sys.executable, str(Path(__file__).resolve()), "--json", "--dim", str(dim)],
+                cwd=args.before,
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             result["before"] = json.loads(proc.stdout.strip().splitlines()[-1])
         path = HERE / "results" / "device_audit.json"
         path.write_text(json.dumps(result, indent=1) + "\n")

@@ -10,6 +10,7 @@ The pre-flight's extra cost over an unchecked run is about guard + values.
 
     python bench/preflight.py [--data DIR] [--dim 768]   (default data: $EMBEVAL_SHARED or ../shared)
 """
+
 import argparse
 import json
 import os
@@ -45,8 +46,9 @@ def write_file(path, texts, dim, compression):
         for name, sentences in texts.items():
             values = rng.standard_normal((len(sentences), dim), dtype=np.float32)
             if compression:
-                f.create_dataset(name, data=values, chunks=(min(len(values), 1024), dim), compression="gzip",
-                                 compression_opts=1)
+                f.create_dataset(
+                    name, data=values, chunks=(min(len(values), 1024), dim), compression="gzip", compression_opts=1
+                )
             else:
                 f.create_dataset(name, data=values)
             f[name].attrs["sha256"] = export.fingerprint(sentences)
@@ -71,8 +73,12 @@ def measure(path, data_dir, names):
         located_s, located = timed(locate)
         values_s, _ = timed(lambda: [table_fingerprint(loc.read(vf)) for loc in located])
         read_s, _ = timed(lambda: [vf.read_rows(loc.dataset, loc.name) for loc in located])
-    return {"guard_s": round(guard, 3), "plan_and_data_s": round(located_s, 3), "values_s": round(values_s, 3),
-            "read_s": round(read_s, 3)}
+    return {
+        "guard_s": round(guard, 3),
+        "plan_and_data_s": round(located_s, 3),
+        "values_s": round(values_s, 3),
+        "read_s": round(read_s, 3),
+    }
 
 
 def main():
@@ -85,8 +91,13 @@ def main():
     names = [n for n in TASKS if not TASKS[n].missing_files(data_dir)]
     texts = {n: export.task_sentences(TASKS[n].load(data_dir)) for n in names}
     rows = sum(len(t) for t in texts.values())
-    results = {"tasks": len(names), "sentences": rows, "dim": args.dim,
-               "table_gib": round(rows * args.dim * 4 / 2**30, 3), "layouts": {}}
+    results = {
+        "tasks": len(names),
+        "sentences": rows,
+        "dim": args.dim,
+        "table_gib": round(rows * args.dim * 4 / 2**30, 3),
+        "layouts": {},
+    }
     with tempfile.TemporaryDirectory() as tmp:
         for layout, compression in (("contiguous", None), ("gzip", "gzip")):
             path = Path(tmp) / f"{layout}.h5"
@@ -95,9 +106,13 @@ def main():
             results["layouts"][layout] = measure(path, data_dir, names)
             results["layouts"][layout]["file_mib"] = round(path.stat().st_size / 2**20, 1)
             path.unlink()
-    results["machine"] = {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-                          "python": platform.python_version(), "h5py": h5py.__version__,
-                          "hdf5": h5py.version.hdf5_version}
+    results["machine"] = {
+        "cpu": platform.processor() or platform.machine(),
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "h5py": h5py.__version__,
+        "hdf5": h5py.version.hdf5_version,
+    }
     print(f"{len(names)} tasks, {rows} sentences x {args.dim} float32 ({results['table_gib']} GiB)")
     print(f"{'layout':12s}{'guard s':>10s}{'plan+data s':>13s}{'values s':>10s}{'read s':>10s}")
     for layout, r in results["layouts"].items():

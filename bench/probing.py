@@ -10,6 +10,7 @@ in three batched calls) is compute-bound on a CPU (every problem does its own ma
 with --mlp-max-epoch it is capped at that many passes, and the table reports seconds per pass so
 the full run can be estimated. Writes bench/results/probing_{dim}d.json.
 """
+
 import argparse
 import json
 import resource
@@ -23,8 +24,18 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-CLASSES = {"Length": 6, "WordContent": 1000, "Depth": 7, "TopConstituents": 20, "BigramShift": 2, "Tense": 2,
-           "SubjNumber": 2, "ObjNumber": 2, "OddManOut": 2, "CoordinationInversion": 2}
+CLASSES = {
+    "Length": 6,
+    "WordContent": 1000,
+    "Depth": 7,
+    "TopConstituents": 20,
+    "BigramShift": 2,
+    "Tense": 2,
+    "SubjNumber": 2,
+    "ObjNumber": 2,
+    "OddManOut": 2,
+    "CoordinationInversion": 2,
+}
 SIZES = {"tr": 100000, "va": 10000, "te": 10000}
 
 
@@ -34,9 +45,8 @@ def make_task(root, name, encode, rng, vocab):
 
     total = sum(SIZES.values())
     lengths = rng.integers(5, 21, total)
-    sentences = [" ".join(vocab[rng.integers(0, len(vocab), n)]) + f" {name.lower()}{i}"
-                 for i, n in enumerate(lengths)]
-    vectors = np.concatenate([encode(sentences[i:i + 20000]) for i in range(0, total, 20000)])
+    sentences = [" ".join(vocab[rng.integers(0, len(vocab), n)]) + f" {name.lower()}{i}" for i, n in enumerate(lengths)]
+    vectors = np.concatenate([encode(sentences[i : i + 20000]) for i in range(0, total, 20000)])
     k = CLASSES[name]
     scores = vectors @ rng.standard_normal((vectors.shape[1], k)) + rng.gumbel(size=(total, k)) * 2
     labels = scores.argmax(axis=1)
@@ -53,8 +63,12 @@ def main():
     parser.add_argument("--dim", type=int, default=768)
     parser.add_argument("--tasks", default=",".join(CLASSES))
     parser.add_argument("--mlp-max-epoch", type=int, default=4)
-    parser.add_argument("--mlp-epoch-size", type=int, default=4,
-                        help="passes per round of the capped MLP run (SentEval's 4; 1 with --mlp-max-epoch 0 times one pass)")
+    parser.add_argument(
+        "--mlp-epoch-size",
+        type=int,
+        default=4,
+        help="passes per round of the capped MLP run (SentEval's 4; 1 with --mlp-max-epoch 0 times one pass)",
+    )
     parser.add_argument("--mlp-tasks", default=None, help="tasks that also run the MLP grid (default: --tasks)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
@@ -77,23 +91,31 @@ def main():
     export.export([TASKS[t].load(work / "data") for t in tasks], work / "sent")
     embeval.vectors.write(work / "v.h5", work / "sent", encode, batch_size=20000, progress=False)
     print(f"data and vectors: {time.perf_counter() - start:.0f} s", flush=True)
-    results = {"dim": args.dim, "sizes": SIZES, "mlp_max_epoch": args.mlp_max_epoch,
-               "mlp_epoch_size": args.mlp_epoch_size, "tasks": {}}
+    results = {
+        "dim": args.dim,
+        "sizes": SIZES,
+        "mlp_max_epoch": args.mlp_max_epoch,
+        "mlp_epoch_size": args.mlp_epoch_size,
+        "tasks": {},
+    }
     logreg = build(probing_classifier="logreg")
-    mlp = build(probing_classifier="mlp", classifier={"max_epoch": args.mlp_max_epoch,
-                                                      "epoch_size": args.mlp_epoch_size})
-    print(f"{'task':24s}{'classes':>8s}{'logreg s':>10s}{'acc':>7s}{'mlp s (capped)':>16s}"
-          f"{'s/pass':>8s}{'acc':>7s}", flush=True)
+    mlp = build(
+        probing_classifier="mlp", classifier={"max_epoch": args.mlp_max_epoch, "epoch_size": args.mlp_epoch_size}
+    )
+    print(
+        f"{'task':24s}{'classes':>8s}{'logreg s':>10s}{'acc':>7s}{'mlp s (capped)':>16s}{'s/pass':>8s}{'acc':>7s}",
+        flush=True,
+    )
     for name in tasks:
         row = {}
         for label, config in (("logreg", logreg), ("mlp", mlp)):
             if label == "mlp" and (TASKS[name].params.get("logreg_only") or name not in mlp_tasks):
                 continue
-            record = embeval.score(work / "v.h5", work / "data", tasks=[name], config=config, progress=False,
-                           log=lambda m: None)
+            record = embeval.score(
+                work / "v.h5", work / "data", tasks=[name], config=config, progress=False, log=lambda m: None
+            )
             entry = record["tasks"][name]
-            row[label] = {"seconds": entry["seconds"], **{k: entry["results"][label][k]
-                                                            for k in ("devacc", "acc")}}
+            row[label] = {"seconds": entry["seconds"], **{k: entry["results"][label][k] for k in ("devacc", "acc")}}
         if "mlp" in row:
             epoch_size = mlp["classifier"]["epoch_size"]
             passes = (args.mlp_max_epoch // epoch_size + 1) * epoch_size  # rounds run while passes <= cap
@@ -101,9 +123,12 @@ def main():
             row["mlp"]["seconds_per_pass"] = row["mlp"]["seconds"] / max(passes, 1)
         results["tasks"][name] = row
         m = row.get("mlp", {})
-        print(f"{name:24s}{CLASSES[name]:8d}{row['logreg']['seconds']:10.1f}{row['logreg']['acc']:7.2f}"
-              f"{m.get('seconds', float('nan')):16.1f}{m.get('seconds_per_pass', float('nan')):8.1f}"
-              f"{m.get('acc', float('nan')):7.2f}", flush=True)
+        print(
+            f"{name:24s}{CLASSES[name]:8d}{row['logreg']['seconds']:10.1f}{row['logreg']['acc']:7.2f}"
+            f"{m.get('seconds', float('nan')):16.1f}{m.get('seconds_per_pass', float('nan')):8.1f}"
+            f"{m.get('acc', float('nan')):7.2f}",
+            flush=True,
+        )
     results["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out = Path(args.out or HERE / "results" / f"probing_{args.dim}d.json")
     out.write_text(json.dumps(results, indent=1) + "\n")

@@ -9,6 +9,7 @@ seconds), and the load average of the machine around the run: on a shared machin
 is longer than on an idle one, the CPU time much less so. Writes the run's results file to
 bench/results/quickstart_ENCODER.json and the timings to bench/results/quickstart_ENCODER_timing.json.
 """
+
 import argparse
 import json
 import os
@@ -32,15 +33,28 @@ def children_cpu_seconds():
 def run_quickstart(data, encoder, device, workdir):
     """Run the command; return (stderr lines with their arrival second, stdout, wall s, CPU s)."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO))
-    command = [sys.executable, "-m", "embeval", "quickstart", "--data", str(data), "--workdir", str(workdir),
-               "--encoder", encoder, "--device", device]
+    command = [
+        sys.executable,
+        "-m",
+        "embeval",
+        "quickstart",
+        "--data",
+        str(data),
+        "--workdir",
+        str(workdir),
+        "--encoder",
+        encoder,
+        "--device",
+        device,
+    ]
     cpu_before, start = children_cpu_seconds(), time.monotonic()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                               cwd=workdir.parent)
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=workdir.parent
+    )
     lines = [(round(time.monotonic() - start, 2), line.rstrip("\n")) for line in process.stderr]
     stdout = process.stdout.read()
     if process.wait() != 0:
-        sys.exit(f"quickstart failed (exit code {process.returncode}):\n" + "\n".join(l for _, l in lines))
+        sys.exit(f"quickstart failed (exit code {process.returncode}):\n" + "\n".join(line for _, line in lines))
     return lines, stdout, time.monotonic() - start, children_cpu_seconds() - cpu_before
 
 
@@ -79,11 +93,16 @@ def main():
             "score": round(scoring, 1),
         },
         "task_seconds": {name: entry["seconds"] for name, entry in record["tasks"].items()},
-        "headline": {name: entry["results"].get("all", entry["results"].get("cosine", {})).get("spearman")
-                     for name, entry in record["tasks"].items()},
-        "machine": {"cpus": os.cpu_count(), "load_average_1min_before": round(load_before[0], 2),
-                    "load_average_1min_after": round(load_after[0], 2),
-                    "load_average_15min_after": round(load_after[2], 2)},
+        "headline": {
+            name: entry["results"].get("all", entry["results"].get("cosine", {})).get("spearman")
+            for name, entry in record["tasks"].items()
+        },
+        "machine": {
+            "cpus": os.cpu_count(),
+            "load_average_1min_before": round(load_before[0], 2),
+            "load_average_1min_after": round(load_after[0], 2),
+            "load_average_15min_after": round(load_after[2], 2),
+        },
     }
     out = RESULTS / f"quickstart_{args.encoder}_timing.json"
     out.write_text(json.dumps(timing, indent=1) + "\n")

@@ -8,6 +8,7 @@ results next to the figures recorded from SentEval itself.
 
     python bench/relatedness.py [--data DIR] [--reference DIR]   (default: $EMBEVAL_SHARED or ../shared)
 """
+
 import argparse
 import importlib.util
 import json
@@ -52,8 +53,9 @@ def context(name, data_dir, encode):
     sentences = task_sentences(data)
     table = torch.from_numpy(encode(sentences))
     row_of = {s: i for i, s in enumerate(sentences)}
-    return Context(TASKS[name], data, table, {k: split_rows(s, row_of) for k, s in data.splits.items()},
-                   torch.device("cpu"))
+    return Context(
+        TASKS[name], data, table, {k: split_rows(s, row_of) for k, s in data.splits.items()}, torch.device("cpu")
+    )
 
 
 def main():
@@ -64,8 +66,14 @@ def main():
     args = parser.parse_args()
     devbow = load_devbow(args.reference)
     recorded = json.loads((Path(args.reference) / "senteval_devbow_sklearn.json").read_text())["tasks"]
-    record = {"benchmark": "relatedness", "device": "cpu", "cpu": platform.processor() or platform.machine(),
-              "torch_threads": torch.get_num_threads(), "torch": torch.__version__, "tasks": {}}
+    record = {
+        "benchmark": "relatedness",
+        "device": "cpu",
+        "cpu": platform.processor() or platform.machine(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "tasks": {},
+    }
     for name in TASK_NAMES:
         ctx = context(name, args.data, devbow.encode)
         start = time.perf_counter()
@@ -74,8 +82,9 @@ def main():
         (train_x, train_y, _), (dev_x, dev_y, _), (test_x, test_y, _) = (split_features(ctx, s) for s in SPLITS)
         start = time.perf_counter()
         with one_cpu_thread(ctx.device):  # as embeval's regressor runs, and as SentEval's figures were recorded
-            dev, yhat, passes = senteval_style_fit(train_x.numpy(), train_y, dev_x.numpy(), dev_y, test_x.numpy(),
-                                                   seed=ctx.seed)
+            dev, yhat, passes = senteval_style_fit(
+                train_x.numpy(), train_y, dev_x.numpy(), dev_y, test_x.numpy(), seed=ctx.seed
+            )
         loop_seconds = time.perf_counter() - start
         reference = recorded[name]["results"]
         record["tasks"][name] = {
@@ -85,18 +94,31 @@ def main():
             "senteval_recorded_seconds": recorded[name]["seconds"],
             "passes": passes,
             "embeval": {k: ours[k] for k in ("devpearson", "pearson", "spearman", "mse")},
-            "senteval_style_loop": {"devpearson": float(dev), "pearson": float(np.corrcoef(yhat, test_y)[0, 1]),
-                                    "mse": float(np.mean((yhat - test_y) ** 2))},
+            "senteval_style_loop": {
+                "devpearson": float(dev),
+                "pearson": float(np.corrcoef(yhat, test_y)[0, 1]),
+                "mse": float(np.mean((yhat - test_y) ** 2)),
+            },
             "senteval_recorded": {k: reference[k] for k in ("devpearson", "pearson", "spearman", "mse")},
-            "max_abs_diff_vs_recorded": max(abs(ours[k] - reference[k]) for k in ("devpearson", "pearson", "spearman", "mse")),
+            "max_abs_diff_vs_recorded": max(
+                abs(ours[k] - reference[k]) for k in ("devpearson", "pearson", "spearman", "mse")
+            ),
         }
-    print(f"{'task':17s}{'embeval s':>10s}{'loop s':>9s}{'SentEval s':>11s}  {'test Pearson':>12s}  max |diff| vs SentEval")
+    print(
+        f"{'task':17s}{'embeval s':>10s}{'loop s':>9s}{'SentEval s':>11s}  {'test Pearson':>12s}  "
+        "max |diff| vs SentEval"
+    )
     for name, r in record["tasks"].items():
-        print(f"{name:17s}{r['embeval_seconds']:10.2f}{r['senteval_style_loop_seconds']:9.2f}"
-              f"{r['senteval_recorded_seconds']:11.2f}  {r['embeval']['pearson']:12.6f}  {r['max_abs_diff_vs_recorded']:.2e}")
-    print("(embeval s includes feature building, training, prediction and the cosine figures; loop s is the "
-          "training and prediction of the SentEval-style loop alone; both run on one CPU thread, as SentEval's "
-          "own figures (SentEval s) were recorded)")
+        print(
+            f"{name:17s}{r['embeval_seconds']:10.2f}{r['senteval_style_loop_seconds']:9.2f}"
+            f"{r['senteval_recorded_seconds']:11.2f}  {r['embeval']['pearson']:12.6f}  "
+            f"{r['max_abs_diff_vs_recorded']:.2e}"
+        )
+    print(
+        "(embeval s includes feature building, training, prediction and the cosine figures; loop s is the "
+        "training and prediction of the SentEval-style loop alone; both run on one CPU thread, as SentEval's "
+        "own figures (SentEval s) were recorded)"
+    )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
     print(f"wrote {args.out}")

@@ -10,6 +10,7 @@ built batch by batch from the table, never materialized. The run is capped at --
 (SentEval runs up to 16 for SNLI) and reports seconds per pass and the peak resident memory of the
 scoring process, next to the size of the sentence table. Writes bench/results/snli_{dim}d.json.
 """
+
 import argparse
 import json
 import os
@@ -37,9 +38,11 @@ def make_data(source, root, rng):
             shutil.copy(Path(source) / "downstream" / "SNLI" / f"{f}.{split}", folder / f"{f}.{split}")
     vocab = np.array([f"w{i}" for i in range(30000)])
     premise_of = np.sort(rng.integers(0, PREMISES, PAIRS))
-    with open(folder / "s1.train", "w", encoding="latin-1") as s1, \
-            open(folder / "s2.train", "w", encoding="latin-1") as s2, \
-            open(folder / "labels.train", "w", encoding="utf-8") as labels:
+    with (
+        open(folder / "s1.train", "w", encoding="latin-1") as s1,
+        open(folder / "s2.train", "w", encoding="latin-1") as s2,
+        open(folder / "labels.train", "w", encoding="utf-8") as labels,
+    ):
         for i, p in enumerate(premise_of):
             prng = np.random.default_rng(int(p))
             s1.write(" ".join(vocab[prng.integers(0, 30000, 12)]) + " .\n")
@@ -59,7 +62,7 @@ def write_vectors(root, dim, rng):
         ds = f.create_dataset("SNLI", (entry["count"], dim), dtype="float32")
         for start in range(0, entry["count"], 20000):
             n = min(20000, entry["count"] - start)
-            ds[start:start + n] = rng.standard_normal((n, dim), dtype=np.float32)
+            ds[start : start + n] = rng.standard_normal((n, dim), dtype=np.float32)
         ds.attrs["sha256"] = entry["sha256"]
     return entry["count"]
 
@@ -98,10 +101,18 @@ def child(args):
     start = time.perf_counter()
     record = embeval.score(args.vectors, args.data, tasks=["SNLI"], progress=False, log=lambda m: None)
     entry = record["tasks"]["SNLI"]
-    print(json.dumps({"seconds": time.perf_counter() - start, "task_seconds": entry["seconds"],
-                      "results": entry["results"],
-                      "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                      "peak_anon_mib": peak["anon"], "peak_file_mib": peak["file"]}))
+    print(
+        json.dumps(
+            {
+                "seconds": time.perf_counter() - start,
+                "task_seconds": entry["seconds"],
+                "results": entry["results"],
+                "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "peak_anon_mib": peak["anon"],
+                "peak_file_mib": peak["file"],
+            }
+        )
+    )
 
 
 def main():
@@ -130,25 +141,50 @@ def main():
         count = write_vectors(work, args.dim, rng)
     prepared = time.perf_counter() - start
     table_gib = count * args.dim * 4 / 2**30
-    print(f"{count} distinct sentences x {args.dim} = {table_gib:.1f} GiB as float32 (prepared in {prepared:.0f} s)",
-          flush=True)
-    out = subprocess.run([sys.executable, __file__, "--child", "--vectors", str(work / "v.h5"), "--data",
-                          str(work / "data"), "--max-epoch", str(args.max_epoch)],
-                         check=True, stdout=subprocess.PIPE, text=True)
+    print(
+        f"{count} distinct sentences x {args.dim} = {table_gib:.1f} GiB as float32 (prepared in {prepared:.0f} s)",
+        flush=True,
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            "--vectors",
+            str(work / "v.h5"),
+            "--data",
+            str(work / "data"),
+            "--max-epoch",
+            str(args.max_epoch),
+        ],
+        check=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     result = json.loads(out.stdout.strip().splitlines()[-1])
     passes = args.max_epoch + 1  # rounds run while passes <= max_epoch (epoch_size 1 for SNLI)
-    record = {"dim": args.dim, "pairs_train": PAIRS, "sentences": count, "table_gib": table_gib,
-              "max_epoch": args.max_epoch, "passes": passes, "seconds": result["seconds"],
-              "seconds_per_pass": result["task_seconds"] / passes, "peak_rss_gib": result["peak_rss_mib"] / 1024,
-              "peak_anonymous_gib": result["peak_anon_mib"] / 1024,
-              "peak_file_backed_gib": result["peak_file_mib"] / 1024,
-              "machine_memory_gib": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30,
-              "results": result["results"]}
-    print(f"SNLI {args.dim}-d: {passes} passes in {result['task_seconds']:.0f} s "
-          f"({record['seconds_per_pass']:.0f} s per pass), peak RSS {record['peak_rss_gib']:.1f} GiB of "
-          f"{record['machine_memory_gib']:.0f} GiB: anonymous {record['peak_anonymous_gib']:.1f} GiB, "
-          f"file-backed (the memory-mapped table, reclaimable page cache) {record['peak_file_backed_gib']:.1f} GiB "
-          f"(table {table_gib:.1f} GiB)")
+    record = {
+        "dim": args.dim,
+        "pairs_train": PAIRS,
+        "sentences": count,
+        "table_gib": table_gib,
+        "max_epoch": args.max_epoch,
+        "passes": passes,
+        "seconds": result["seconds"],
+        "seconds_per_pass": result["task_seconds"] / passes,
+        "peak_rss_gib": result["peak_rss_mib"] / 1024,
+        "peak_anonymous_gib": result["peak_anon_mib"] / 1024,
+        "peak_file_backed_gib": result["peak_file_mib"] / 1024,
+        "machine_memory_gib": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30,
+        "results": result["results"],
+    }
+    print(
+        f"SNLI {args.dim}-d: {passes} passes in {result['task_seconds']:.0f} s "
+        f"({record['seconds_per_pass']:.0f} s per pass), peak RSS {record['peak_rss_gib']:.1f} GiB of "
+        f"{record['machine_memory_gib']:.0f} GiB: anonymous {record['peak_anonymous_gib']:.1f} GiB, "
+        f"file-backed (the memory-mapped table, reclaimable page cache) {record['peak_file_backed_gib']:.1f} GiB "
+        f"(table {table_gib:.1f} GiB)"
+    )
     path = HERE / "results" / f"snli_{args.dim}d.json"
     path.write_text(json.dumps(record, indent=1) + "\n")
     if not args.keep:

@@ -11,6 +11,7 @@ sweep with --ray (a local Ray started by the command). Reports wall seconds, the
 memory of the largest process, and checks that every file's results are the same in all arms.
 Writes bench/results/sweep.json and prints a table.
 """
+
 import argparse
 import json
 import os
@@ -54,7 +55,7 @@ def timed(command, env):
 
 def figures(path):
     record = json.loads(Path(path).read_text())
-    return {t: {k: v for k, v in e["results"].items()} for t, e in record["tasks"].items()}
+    return {t: dict(e["results"].items()) for t, e in record["tasks"].items()}
 
 
 def run_arm(kind, paths, data, tasks, options, out, env):
@@ -62,21 +63,39 @@ def run_arm(kind, paths, data, tasks, options, out, env):
     if kind == "separate":
         total, peak = 0.0, 0.0
         for path in paths:
-            seconds, peak = timed(base + ["score", str(path), "--data", str(data), "--tasks", ",".join(tasks),
-                                          "--out", str(out / f"{path.stem}.results.json"), "--quiet"] + options, env)
+            seconds, peak = timed(
+                base
+                + [
+                    "score",
+                    str(path),
+                    "--data",
+                    str(data),
+                    "--tasks",
+                    ",".join(tasks),
+                    "--out",
+                    str(out / f"{path.stem}.results.json"),
+                    "--quiet",
+                ]
+                + options,
+                env,
+            )
             total += seconds
         return total, peak
     extra = ["--ray"] if kind == "ray" else []
-    return timed(base + ["sweep", *map(str, paths), "--data", str(data), "--tasks", ",".join(tasks),
-                         "--out-dir", str(out), "--quiet"] + options + extra, env)
+    return timed(
+        base
+        + ["sweep", *map(str, paths), "--data", str(data), "--tasks", ",".join(tasks), "--out-dir", str(out), "--quiet"]
+        + options
+        + extra,
+        env,
+    )
 
 
 def arm_child(args):
     """Each arm in a fresh process of its own, so the peak memory is that arm's."""
     paths = [Path(p) for p in args.paths.split(",")]
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
-    options = ["--config", args.config, "--solver", args.solver, "--device", "cpu", "--bootstrap",
-               str(args.bootstrap)]
+    options = ["--config", args.config, "--solver", args.solver, "--device", "cpu", "--bootstrap", str(args.bootstrap)]
     seconds, peak = run_arm(args.arm, paths, args.data, args.tasks.split(","), options, Path(args.out), env)
     print(json.dumps({"seconds": round(seconds, 1), "peak_mib": round(peak)}))
 
@@ -90,8 +109,12 @@ def main():
     parser.add_argument("--solvers", default="senteval,lbfgs")
     parser.add_argument("--config", default="prototype")
     parser.add_argument("--bootstrap", type=int, default=1000)
-    parser.add_argument("--threads", type=int, default=os.cpu_count(),
-                        help="torch threads per process (default: one per core, as torch's own)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=os.cpu_count(),
+        help="torch threads per process (default: one per core, as torch's own)",
+    )
     parser.add_argument("--arms", default="separate,sweep,ray")
     parser.add_argument("--out", default=str(HERE / "results" / "sweep.json"))
     parser.add_argument("--arm", help=argparse.SUPPRESS)
@@ -110,19 +133,44 @@ def main():
             for arm in args.arms.split(","):
                 out = work / f"{solver}-{arm}"
                 out.mkdir()
-                command = [sys.executable, __file__, "--arm", arm, "--paths", ",".join(map(str, paths)),
-                           "--solver", solver, "--data", args.data, "--tasks", args.tasks, "--config", args.config,
-                           "--bootstrap", str(args.bootstrap), "--threads", str(args.threads), "--out", str(out)]
+                command = [
+                    sys.executable,
+                    __file__,
+                    "--arm",
+                    arm,
+                    "--paths",
+                    ",".join(map(str, paths)),
+                    "--solver",
+                    solver,
+                    "--data",
+                    args.data,
+                    "--tasks",
+                    args.tasks,
+                    "--config",
+                    args.config,
+                    "--bootstrap",
+                    str(args.bootstrap),
+                    "--threads",
+                    str(args.threads),
+                    "--out",
+                    str(out),
+                ]
                 result = subprocess.run(command, check=True, capture_output=True, text=True)
                 runs[solver][arm] = json.loads(result.stdout.strip().splitlines()[-1])
-                print(f"{solver:9s} {arm:9s} {runs[solver][arm]['seconds']:8.1f} s  "
-                      f"peak {runs[solver][arm]['peak_mib']:6d} MiB", flush=True)
+                print(
+                    f"{solver:9s} {arm:9s} {runs[solver][arm]['seconds']:8.1f} s  "
+                    f"peak {runs[solver][arm]['peak_mib']:6d} MiB",
+                    flush=True,
+                )
                 write(args, tasks, runs)
-            reference = {p.stem: figures(work / f"{solver}-{args.arms.split(',')[0]}" / f"{p.stem}.results.json")
-                         for p in paths}
+            reference = {
+                p.stem: figures(work / f"{solver}-{args.arms.split(',')[0]}" / f"{p.stem}.results.json") for p in paths
+            }
             runs[solver]["identical"] = all(
                 figures(work / f"{solver}-{arm}" / f"{p.stem}.results.json") == reference[p.stem]
-                for arm in args.arms.split(",") for p in paths)
+                for arm in args.arms.split(",")
+                for p in paths
+            )
             arms = runs[solver]
             if "separate" in arms and "sweep" in arms:
                 arms["speedup"] = round(arms["separate"]["seconds"] / arms["sweep"]["seconds"], 2)
@@ -134,11 +182,20 @@ def main():
 
 def write(args, tasks, runs):
     """The results so far (after every arm, so a long run that is stopped keeps what it measured)."""
-    result = {"files": args.files, "dim": args.dim, "tasks": tasks, "config": args.config,
-              "bootstrap": args.bootstrap, "torch_threads": args.threads,
-              "machine": {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
-                          "load_average": [round(x, 1) for x in os.getloadavg()]},
-              "runs": runs}
+    result = {
+        "files": args.files,
+        "dim": args.dim,
+        "tasks": tasks,
+        "config": args.config,
+        "bootstrap": args.bootstrap,
+        "torch_threads": args.threads,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "processor": platform.processor() or platform.machine(),
+            "load_average": [round(x, 1) for x in os.getloadavg()],
+        },
+        "runs": runs,
+    }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
 

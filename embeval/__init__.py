@@ -13,6 +13,7 @@ The Python API mirrors the command line::
 Bad input raises embeval.errors.EmbevalError, whose text is one line naming the file, the task and
 what is wrong. Modules are imported on first use, so `import embeval` is cheap.
 """
+
 from embeval._version import __version__
 
 __all__ = ["__version__", "export_sentences", "vectors", "score", "report", "compare"]

@@ -20,6 +20,7 @@ The audit counts, per source line outside torch (file:line), four kinds of event
 It uses torch's public overrides API (TorchFunctionMode); the deep copy of a parameter, which
 that API does not see, is wrapped for the duration of the audit so the copy keeps its place.
 """
+
 import collections
 import os
 import sys
@@ -32,16 +33,60 @@ from torch.utils.weak import WeakIdKeyDictionary
 KINDS = ("cross_device", "numpy_of_device", "sync", "copy_to_device")
 HOST, DEVICE = "host", "device"
 
-_FACTORIES = {"zeros", "ones", "empty", "full", "arange", "range", "linspace", "logspace", "eye", "rand",
-              "randn", "randint", "randperm", "empty_strided", "scalar_tensor", "tensor", "as_tensor",
-              "asarray"}
+_FACTORIES = {
+    "zeros",
+    "ones",
+    "empty",
+    "full",
+    "arange",
+    "range",
+    "linspace",
+    "logspace",
+    "eye",
+    "rand",
+    "randn",
+    "randint",
+    "randperm",
+    "empty_strided",
+    "scalar_tensor",
+    "tensor",
+    "as_tensor",
+    "asarray",
+}
 _LIKE = {"zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "randint_like"}
 _NEW = {"new_zeros", "new_ones", "new_empty", "new_full", "new_tensor", "new_empty_strided"}
 _SYNC_METHODS = {"item", "tolist", "__bool__", "__float__", "__int__", "__index__", "__complex__"}
-_DATA_DEPENDENT = {"nonzero", "argwhere", "masked_select", "unique", "unique_consecutive", "bincount", "equal",
-                   "allclose", "linalg_eigh", "eigh", "eigvalsh", "cholesky", "inv", "solve", "lstsq"}
-_METADATA = {"_has_compatible_shallow_copy_type", "is_floating_point", "is_complex", "dim", "size", "numel",
-             "stride", "is_contiguous", "data_ptr", "element_size", "__len__", "get_device"}
+_DATA_DEPENDENT = {
+    "nonzero",
+    "argwhere",
+    "masked_select",
+    "unique",
+    "unique_consecutive",
+    "bincount",
+    "equal",
+    "allclose",
+    "linalg_eigh",
+    "eigh",
+    "eigvalsh",
+    "cholesky",
+    "inv",
+    "solve",
+    "lstsq",
+}
+_METADATA = {
+    "_has_compatible_shallow_copy_type",
+    "is_floating_point",
+    "is_complex",
+    "dim",
+    "size",
+    "numel",
+    "stride",
+    "is_contiguous",
+    "data_ptr",
+    "element_size",
+    "__len__",
+    "get_device",
+}
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _SKIP_FILES = (_TORCH_DIR, os.path.abspath(__file__), os.path.dirname(collections.__file__) + os.sep + "contextlib")
 
@@ -71,7 +116,7 @@ def _location():
         return "?"
     path = frame.f_code.co_filename
     here = os.getcwd() + os.sep
-    path = path[len(here):] if path.startswith(here) else path
+    path = path[len(here) :] if path.startswith(here) else path
     return f"{path}:{frame.f_lineno}"
 
 
@@ -147,8 +192,12 @@ class DeviceAudit(TorchFunctionMode):
         self._check(name, args, kwargs, inputs, on_device)
         result = func(*args, **kwargs)
         place = self._result_place(name, args, kwargs, inputs, on_device)
-        if inputs and result is inputs[0] and name in ("cpu", "to", "cuda", "as_tensor", "asarray") \
-                and place != self._where(result):
+        if (
+            inputs
+            and result is inputs[0]
+            and name in ("cpu", "to", "cuda", "as_tensor", "asarray")
+            and place != self._where(result)
+        ):
             result = result.clone()  # separate memory, as a real move between host and device gives
         for out in _tensors(result):
             self.place[out] = place
@@ -156,8 +205,11 @@ class DeviceAudit(TorchFunctionMode):
 
     def _attribute(self, func, attribute, args, kwargs):
         result = func(*args, **kwargs)
-        if func.__name__ == "__get__" and attribute in ("grad", "data", "T", "mT", "H", "real", "imag") \
-                and isinstance(result, torch.Tensor):
+        if (
+            func.__name__ == "__get__"
+            and attribute in ("grad", "data", "T", "mT", "H", "real", "imag")
+            and isinstance(result, torch.Tensor)
+        ):
             self.place[result] = self._where(args[0])
         elif func.__name__ == "__set__" and attribute == "data" and isinstance(args[1], torch.Tensor):
             self.place[args[0]] = self._where(args[1])
@@ -180,9 +232,15 @@ class DeviceAudit(TorchFunctionMode):
             if name == "copy_" and first_on_device and len(args) > 1 and self._where(args[1]) == HOST:
                 self._record("copy_to_device")
             return
-        if name in _DATA_DEPENDENT or (name == "where" and len(args) + len(kwargs) == 1) or \
-                (name == "repeat_interleave" and isinstance(args[1] if len(args) > 1 else kwargs.get("repeats"),
-                                                            torch.Tensor) and kwargs.get("output_size") is None):
+        if (
+            name in _DATA_DEPENDENT
+            or (name == "where" and len(args) + len(kwargs) == 1)
+            or (
+                name == "repeat_interleave"
+                and isinstance(args[1] if len(args) > 1 else kwargs.get("repeats"), torch.Tensor)
+                and kwargs.get("output_size") is None
+            )
+        ):
             self._record("sync")
         if name in ("__getitem__", "__setitem__", "index_put_", "index_put") and first_on_device:
             self._indexing(name, args)
@@ -205,8 +263,12 @@ class DeviceAudit(TorchFunctionMode):
                     scalar_fill = name == "__setitem__" and (not isinstance(value, torch.Tensor) or value.numel() == 1)
                     if not scalar_fill:
                         self._record("sync")
-        if name == "__setitem__" and isinstance(args[2], torch.Tensor) and self._where(args[2]) == HOST \
-                and args[2].numel() > 1:
+        if (
+            name == "__setitem__"
+            and isinstance(args[2], torch.Tensor)
+            and self._where(args[2]) == HOST
+            and args[2].numel() > 1
+        ):
             self._record("copy_to_device")
 
     def _result_place(self, name, args, kwargs, inputs, on_device):
@@ -228,7 +290,8 @@ class DeviceAudit(TorchFunctionMode):
             if explicit:
                 data = args[0] if args else kwargs.get("data")
                 if name in ("tensor", "as_tensor", "asarray") and not (
-                        isinstance(data, torch.Tensor) and self._where(data) == DEVICE):
+                    isinstance(data, torch.Tensor) and self._where(data) == DEVICE
+                ):
                     self._record("copy_to_device")
                 return DEVICE
             if explicit is None and name in ("as_tensor", "asarray") and isinstance(args[0], torch.Tensor):

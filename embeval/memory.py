@@ -6,6 +6,7 @@ Dense feature matrices may take half of it; the sentence table of a task must fi
 leaving the rest for features, models and their gradients. Pre-flight refuses a table that does
 not, before anything is allocated, with one line naming the task, the sizes and `--device cpu`.
 """
+
 import os
 
 from embeval.errors import EmbevalError
@@ -65,4 +66,6 @@ def check_device_tables(tables, device):
                 f"{rows} x {dim} vectors take {need / 2**30:.2f} GiB as float32; with its features and models "
                 f"they need about {TABLE_SHARE * need / 2**30:.2f} GiB of {device}, which has "
                 f"{free / 2**30:.2f} GiB free of {total / 2**30:.2f} GiB; score this task with --device cpu",
-                file="--device", task=name)
+                file="--device",
+                task=name,
+            )

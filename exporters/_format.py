@@ -6,6 +6,7 @@ with attribute `sha256`, or /ALL with attributes `sha256` and `tasks` (comma-sep
 module deliberately does not import embeval: the exporters show that the format can be
 implemented from its description alone.
 """
+
 import argparse
 import hashlib
 import json
@@ -40,8 +41,12 @@ class Job:
 def arguments(description, prog=None):
     """The options every exporter takes; callers add their own."""
     parser = argparse.ArgumentParser(prog=prog, description=description)
-    parser.add_argument("--export", required=True, metavar="DIR",
-                        help="export folder written by `embeval export-sentences` (per-task or --union)")
+    parser.add_argument(
+        "--export",
+        required=True,
+        metavar="DIR",
+        help="export folder written by `embeval export-sentences` (per-task or --union)",
+    )
     parser.add_argument("--out", required=True, metavar="FILE", help="vectors file (HDF5) to write")
     parser.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -63,8 +68,10 @@ def read_export(export_dir):
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise ExportError(f"{path}: not an {FORMAT} manifest")
     if manifest.get("format_version") != FORMAT_VERSION:
-        raise ExportError(f"{path}: format_version {manifest.get('format_version')} is not supported "
-                          f"(this exporter reads {FORMAT_VERSION})")
+        raise ExportError(
+            f"{path}: format_version {manifest.get('format_version')} is not supported "
+            f"(this exporter reads {FORMAT_VERSION})"
+        )
     if "union" in manifest:
         entry = _entry(manifest["union"], path, UNION)
         tasks = manifest["union"].get("tasks")
@@ -84,8 +91,12 @@ def read_export(export_dir):
 
 
 def _entry(raw, path, name):
-    if not isinstance(raw, dict) or not isinstance(raw.get("file"), str) or \
-            not isinstance(raw.get("count"), int) or not isinstance(raw.get("sha256"), str):
+    if (
+        not isinstance(raw, dict)
+        or not isinstance(raw.get("file"), str)
+        or not isinstance(raw.get("count"), int)
+        or not isinstance(raw.get("sha256"), str)
+    ):
         raise ExportError(f"{path}: {name}: entry needs file, count and sha256")
     if "/" in raw["file"] or "\\" in raw["file"] or raw["file"] in ("", ".", ".."):
         raise ExportError(f"{path}: {name}: file {raw['file']!r} is not a plain file name")
@@ -140,8 +151,12 @@ class Progress:
         elif not self.quiet and (time.monotonic() - self.last >= self.every or self.done == self.total):
             self.last = time.monotonic()
             rate = (self.done - self.initial) / max(self.last - self.started, 1e-9)
-            print(f"{self.label}: {self.done}/{self.total} sentences ({100 * self.done / max(self.total, 1):.0f}%,"
-                  f" {rate:.0f}/s{', ' + note if note else ''})", file=sys.stderr, flush=True)
+            print(
+                f"{self.label}: {self.done}/{self.total} sentences ({100 * self.done / max(self.total, 1):.0f}%,"
+                f" {rate:.0f}/s{', ' + note if note else ''})",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def close(self):
         if self.bar is not None:
@@ -178,12 +193,14 @@ def write_vectors(out, jobs, dim, encode, batch_size, label, quiet=False, attrs=
             for job in jobs:
                 ds = h5.create_dataset(job.name, (len(job.sentences), dim), dtype="float32")
                 for start in range(0, len(job.sentences), batch_size):
-                    batch = job.sentences[start:start + batch_size]
+                    batch = job.sentences[start : start + batch_size]
                     vectors = np.asarray(encode(batch), dtype=np.float32)
                     if vectors.shape != (len(batch), dim) or not np.isfinite(vectors).all():
-                        raise ExportError(f"{job.name}: the encoder returned shape {vectors.shape} or "
-                                          f"non-finite values for sentences {start}..{start + len(batch) - 1}")
-                    ds[start:start + len(batch)] = vectors
+                        raise ExportError(
+                            f"{job.name}: the encoder returned shape {vectors.shape} or "
+                            f"non-finite values for sentences {start}..{start + len(batch) - 1}"
+                        )
+                    ds[start : start + len(batch)] = vectors
                     progress.update(len(batch))
                 ds.attrs["sha256"] = job.sha256
                 if job.tasks is not None:

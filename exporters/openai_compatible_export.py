@@ -15,6 +15,7 @@ is sent as a single space (the API refuses empty strings). The API key is read f
 environment variable named by --api-key-env and is never written, logged or shown in an error.
 Standard library HTTP, numpy and h5py only.
 """
+
 import base64
 import binascii
 import email.utils
@@ -70,11 +71,14 @@ class Endpoint:
     def __init__(self, url):
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise _format.ExportError(f"--url {url!r}: expected http(s)://HOST[:PORT]/PATH, e.g. "
-                                      "http://127.0.0.1:7997/v1")
+            raise _format.ExportError(
+                f"--url {url!r}: expected http(s)://HOST[:PORT]/PATH, e.g. http://127.0.0.1:7997/v1"
+            )
         if parts.username or parts.password:
-            raise _format.ExportError("--url must not contain credentials; put the API key in an "
-                                      "environment variable and pass --api-key-env VAR")
+            raise _format.ExportError(
+                "--url must not contain credentials; put the API key in an "
+                "environment variable and pass --api-key-env VAR"
+            )
         try:
             self.port = parts.port or (443 if parts.scheme == "https" else 80)
         except ValueError:
@@ -89,8 +93,9 @@ class Endpoint:
 
     def connect(self, timeout):
         if self.scheme == "https":
-            return http.client.HTTPSConnection(self.hostname, self.port, timeout=timeout,
-                                               context=ssl.create_default_context())
+            return http.client.HTTPSConnection(
+                self.hostname, self.port, timeout=timeout, context=ssl.create_default_context()
+            )
         return http.client.HTTPConnection(self.hostname, self.port, timeout=timeout)
 
 
@@ -148,8 +153,7 @@ class Client:
         self.local = threading.local()
 
     def _headers(self):
-        headers = {"Content-Type": "application/json", "Accept": "application/json",
-                   "User-Agent": f"embeval-{PROG}"}
+        headers = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": f"embeval-{PROG}"}
         if self.secret.value:
             headers["Authorization"] = f"Bearer {self.secret.value}"
         return headers
@@ -177,8 +181,11 @@ class Client:
             raise
         except (http.client.HTTPException, OSError) as err:
             self._drop()
-            raise Transient(f"connection failed ({type(err).__name__}: {err})" if str(err)
-                            else f"connection failed ({type(err).__name__})")
+            raise Transient(
+                f"connection failed ({type(err).__name__}: {err})"
+                if str(err)
+                else f"connection failed ({type(err).__name__})"
+            )
 
     def embed(self, texts):
         """(vectors (n, d) float32, server-reported prompt tokens or None); raises Transient or ExportError."""
@@ -205,8 +212,9 @@ class Client:
             raise Transient(f"HTTP {status}: {message}", retry_after_seconds(headers))
         if status in (401, 403):
             sent = f"the key in ${self.key_env}" if self.secret.value else "no API key (pass --api-key-env VAR)"
-            raise _format.ExportError(f"HTTP {status} from {self.endpoint.display}: the server refused {sent} "
-                                      f"({message})")
+            raise _format.ExportError(
+                f"HTTP {status} from {self.endpoint.display}: the server refused {sent} ({message})"
+            )
         raise _format.ExportError(f"HTTP {status} from {self.endpoint.display} for model {self.model!r}: {message}")
 
     def _parse(self, data, count):
@@ -218,21 +226,26 @@ class Client:
         except (ValueError, KeyError, TypeError) as err:
             raise Transient(f"unreadable answer ({err})")
         if len(items) != count:
-            raise _format.ExportError(f"{self.endpoint.display} returned {len(items)} vectors for a batch of "
-                                      f"{count} sentences")
+            raise _format.ExportError(
+                f"{self.endpoint.display} returned {len(items)} vectors for a batch of {count} sentences"
+            )
         try:
             order = sorted(range(count), key=lambda i: items[i].get("index", i))
             if sorted(items[i].get("index", i) for i in order) != list(range(count)):
-                raise _format.ExportError(f"{self.endpoint.display} returned vectors whose indices are not "
-                                          f"0..{count - 1}")
+                raise _format.ExportError(
+                    f"{self.endpoint.display} returned vectors whose indices are not 0..{count - 1}"
+                )
             rows = [self._vector(items[i]["embedding"]) for i in order]
         except (AttributeError, KeyError, TypeError, ValueError, binascii.Error) as err:
-            raise _format.ExportError(f"{self.endpoint.display} returned a malformed vector ({type(err).__name__}: "
-                                      f"{err})")
+            raise _format.ExportError(
+                f"{self.endpoint.display} returned a malformed vector ({type(err).__name__}: {err})"
+            )
         dims = sorted({len(r) for r in rows})
         if len(dims) != 1 or dims[0] == 0:
-            raise _format.ExportError(f"{self.endpoint.display} returned vectors of inconsistent dimensions "
-                                      f"({', '.join(map(str, dims))}) in one batch")
+            raise _format.ExportError(
+                f"{self.endpoint.display} returned vectors of inconsistent dimensions "
+                f"({', '.join(map(str, dims))}) in one batch"
+            )
         vectors = np.stack(rows)
         if not np.isfinite(vectors).all():
             raise _format.ExportError(f"{self.endpoint.display} returned non-finite values")
@@ -303,15 +316,17 @@ class Partial:
             return self
         line_end = data.find(b"\n")
         try:
-            header = json.loads(data[:line_end + 1]) if line_end >= 0 else None
+            header = json.loads(data[: line_end + 1]) if line_end >= 0 else None
         except ValueError:
             header = None
         if not isinstance(header, dict) or header.get("format") != PARTIAL_FORMAT:
             raise _format.ExportError(f"{self.path}: not a partial file of this exporter; move it away")
         different = [k for k in ("export", "model", "url_host", "dimensions") if header.get(k) != self.header[k]]
         if different or header != self.header:
-            raise _format.ExportError(f"{self.path}: saved by a run with another {', '.join(different) or 'version'}; "
-                                      "delete it to start over, or rerun with the same export and options")
+            raise _format.ExportError(
+                f"{self.path}: saved by a run with another {', '.join(different) or 'version'}; "
+                "delete it to start over, or rerun with the same export and options"
+            )
         good = self._scan(data, line_end + 1)
         if good < len(data):
             try:
@@ -343,11 +358,12 @@ class Partial:
             end = pos + RECORD_HEAD.size + 4 * count + 4 * count * dim + CRC.size
             if magic != RECORD_MAGIC or end > len(data) or count == 0 or dim == 0:
                 break
-            if CRC.unpack_from(data, end - CRC.size)[0] != zlib.crc32(data[pos:end - CRC.size]):
+            if CRC.unpack_from(data, end - CRC.size)[0] != zlib.crc32(data[pos : end - CRC.size]):
                 break
             if self.dim is not None and dim != self.dim:
-                raise _format.ExportError(f"{self.path}: holds vectors of {self.dim} and {dim} dimensions; "
-                                          "delete it to start over")
+                raise _format.ExportError(
+                    f"{self.path}: holds vectors of {self.dim} and {dim} dimensions; delete it to start over"
+                )
             self.dim = dim
             numbers = np.frombuffer(data, dtype="<u4", count=count, offset=pos + RECORD_HEAD.size)
             if numbers.max() >= total:
@@ -435,8 +451,9 @@ class Embedder:
                     return None
                 attempt += 1
                 if attempt > self.retries:
-                    self.fail(f"{self.client.endpoint.display}: still failing after {self.retries} retries "
-                              f"({err.reason})")
+                    self.fail(
+                        f"{self.client.endpoint.display}: still failing after {self.retries} retries ({err.reason})"
+                    )
                     return None
                 delay = random.uniform(0, min(BACKOFF_CAP, self.backoff * 2 ** (attempt - 1)))
                 if err.retry_after is not None:
@@ -513,37 +530,59 @@ def fingerprint(texts):
 def make_batches(texts, skip, batch_size):
     """(numbers, texts) batches of the sentences not yet embedded, in export order."""
     todo = [n for n in range(len(texts)) if n not in skip]
-    return [(todo[i:i + batch_size], [texts[n] for n in todo[i:i + batch_size]])
-            for i in range(0, len(todo), batch_size)]
+    return [
+        (todo[i : i + batch_size], [texts[n] for n in todo[i : i + batch_size]])
+        for i in range(0, len(todo), batch_size)
+    ]
 
 
 def parse_args(argv):
     parser = _format.arguments(__doc__.splitlines()[0], prog=PROG)
-    parser.add_argument("--url", required=True, help="the API's base URL, e.g. http://127.0.0.1:7997/v1 "
-                                                      "(\"/embeddings\" is appended)")
+    parser.add_argument(
+        "--url", required=True, help='the API\'s base URL, e.g. http://127.0.0.1:7997/v1 ("/embeddings" is appended)'
+    )
     parser.add_argument("--model", required=True, metavar="NAME", help="model name sent with every request")
-    parser.add_argument("--api-key-env", metavar="VAR", default=None,
-                        help="environment variable holding the API key (sent as a Bearer token); "
-                             "without it no key is sent")
+    parser.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        default=None,
+        help="environment variable holding the API key (sent as a Bearer token); without it no key is sent",
+    )
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per request (default 64)")
     parser.add_argument("--concurrency", type=int, default=4, help="requests in flight at once (default 4)")
-    parser.add_argument("--max-requests-per-minute", type=float, default=0, metavar="R",
-                        help="at most R request starts per minute, retries included (default: no limit)")
-    parser.add_argument("--dimensions", type=int, default=None, metavar="D",
-                        help="ask for D-dimensional vectors (the API's `dimensions` parameter)")
+    parser.add_argument(
+        "--max-requests-per-minute",
+        type=float,
+        default=0,
+        metavar="R",
+        help="at most R request starts per minute, retries included (default: no limit)",
+    )
+    parser.add_argument(
+        "--dimensions",
+        type=int,
+        default=None,
+        metavar="D",
+        help="ask for D-dimensional vectors (the API's `dimensions` parameter)",
+    )
     parser.add_argument("--retries", type=int, default=8, help="retries of one batch before giving up (default 8)")
-    parser.add_argument("--backoff", type=float, default=1.0, metavar="SECONDS",
-                        help="first retry delay; doubled on each retry, up to 60 s, with full jitter (default 1)")
-    parser.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
-                        help="time-out of one request (default 120)")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="print the request count and token estimate, send nothing")
+    parser.add_argument(
+        "--backoff",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="first retry delay; doubled on each retry, up to 60 s, with full jitter (default 1)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=120.0, metavar="SECONDS", help="time-out of one request (default 120)"
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print the request count and token estimate, send nothing"
+    )
     args = parser.parse_args(argv)
     if args.batch_size < 1 or args.concurrency < 1:
         raise _format.ExportError("--batch-size and --concurrency must be positive")
     if args.max_requests_per_minute < 0 or args.retries < 0 or args.backoff < 0 or args.timeout <= 0:
-        raise _format.ExportError("--max-requests-per-minute, --retries and --backoff must be >= 0, "
-                                  "--timeout > 0")
+        raise _format.ExportError("--max-requests-per-minute, --retries and --backoff must be >= 0, --timeout > 0")
     if args.dimensions is not None and args.dimensions < 1:
         raise _format.ExportError("--dimensions must be positive")
     return args
@@ -562,13 +601,17 @@ def dry_run(args, endpoint, jobs, texts, skip):
     batches = make_batches(texts, skip, args.batch_size)
     sentences = sum(len(j.sentences) for j in jobs)
     tokens = sum(estimate_tokens(t or EMPTY_LINE) for _, batch in batches for t in batch)
-    line = (f"{PROG}: dry run: {sentences} sentences in {len(jobs)} list(s), {len(texts)} distinct, "
-            f"{len(skip)} already embedded; would send {len(batches)} requests of up to {args.batch_size} "
-            f"sentences ({sum(len(b) for _, b in batches)} sentences) to {endpoint.display} "
-            f"(model {args.model!r}), about {tokens:,} tokens (estimated at {CHARS_PER_TOKEN} characters per token)")
+    line = (
+        f"{PROG}: dry run: {sentences} sentences in {len(jobs)} list(s), {len(texts)} distinct, "
+        f"{len(skip)} already embedded; would send {len(batches)} requests of up to {args.batch_size} "
+        f"sentences ({sum(len(b) for _, b in batches)} sentences) to {endpoint.display} "
+        f"(model {args.model!r}), about {tokens:,} tokens (estimated at {CHARS_PER_TOKEN} characters per token)"
+    )
     if args.max_requests_per_minute and batches:
-        line += f"; at {args.max_requests_per_minute:g} requests/minute at least " \
-                f"{60 * (len(batches) - 1) / args.max_requests_per_minute:.0f} s"
+        line += (
+            f"; at {args.max_requests_per_minute:g} requests/minute at least "
+            f"{60 * (len(batches) - 1) / args.max_requests_per_minute:.0f} s"
+        )
     print(line)
 
 
@@ -580,8 +623,15 @@ def main(argv=None):
     jobs = _format.read_export(args.export)
     texts, numbers = distinct_sentences(jobs)
     out = Path(args.out)
-    header = {"format": PARTIAL_FORMAT, "version": PARTIAL_VERSION, "export": fingerprint(texts),
-              "count": len(texts), "model": args.model, "url_host": endpoint.host, "dimensions": args.dimensions}
+    header = {
+        "format": PARTIAL_FORMAT,
+        "version": PARTIAL_VERSION,
+        "export": fingerprint(texts),
+        "count": len(texts),
+        "model": args.model,
+        "url_host": endpoint.host,
+        "dimensions": args.dimensions,
+    }
     partial = Partial(out.with_name(out.name + ".partial"), header)
     if args.dry_run:
         if partial.path.is_file():
@@ -602,22 +652,26 @@ def _export(args, endpoint, jobs, texts, numbers, partial, secret, out):
     resumed = len(partial.offsets)
     batches = make_batches(texts, partial.offsets, args.batch_size)
     if resumed and not args.quiet:
-        print(f"{PROG}: resuming from {partial.path}: {resumed} of {len(texts)} distinct sentences already "
-              f"embedded, {len(batches)} requests to go", file=sys.stderr)
+        print(
+            f"{PROG}: resuming from {partial.path}: {resumed} of {len(texts)} distinct sentences already "
+            f"embedded, {len(batches)} requests to go",
+            file=sys.stderr,
+        )
     client = Client(endpoint, args.model, secret, args.api_key_env, args.dimensions, args.timeout)
-    embedder = Embedder(client, RateLimit(args.max_requests_per_minute), args.concurrency, args.retries,
-                        args.backoff)
+    embedder = Embedder(client, RateLimit(args.max_requests_per_minute), args.concurrency, args.retries, args.backoff)
     progress = Progress(len(texts), resumed, args.quiet)
     want = args.dimensions or partial.dim
 
     def receive(batch_numbers, batch_texts, vectors):
         nonlocal want
         if args.dimensions and vectors.shape[1] != args.dimensions:
-            raise _format.ExportError(f"asked for {args.dimensions} dimensions, {endpoint.display} returned "
-                                      f"{vectors.shape[1]}")
+            raise _format.ExportError(
+                f"asked for {args.dimensions} dimensions, {endpoint.display} returned {vectors.shape[1]}"
+            )
         if want is not None and vectors.shape[1] != want:
-            raise _format.ExportError(f"{endpoint.display} returned vectors of inconsistent dimensions "
-                                      f"({want}, then {vectors.shape[1]})")
+            raise _format.ExportError(
+                f"{endpoint.display} returned vectors of inconsistent dimensions ({want}, then {vectors.shape[1]})"
+            )
         want = vectors.shape[1]
         partial.append(batch_numbers, vectors)
         progress.update(len(batch_numbers), sum(estimate_tokens(t or EMPTY_LINE) for t in batch_texts))
@@ -632,18 +686,33 @@ def _export(args, endpoint, jobs, texts, numbers, partial, secret, out):
         partial.close()
     if error is not None:
         saved = len(partial.offsets)
-        raise _format.ExportError(f"{error} ({saved} of {len(texts)} distinct sentences are saved in "
-                                  f"{partial.path}; rerun to resume)")
+        raise _format.ExportError(
+            f"{error} ({saved} of {len(texts)} distinct sentences are saved in {partial.path}; rerun to resume)"
+        )
     attrs = {"exporter": PROG, "url_host": endpoint.host, "model": args.model, "dimensions": partial.dim}
-    _format.write_vectors(out, jobs, partial.dim, lambda batch: partial.vectors([numbers[s] for s in batch]),
-                          8192, f"{PROG} (writing)", True, attrs=attrs)
+    _format.write_vectors(
+        out,
+        jobs,
+        partial.dim,
+        lambda batch: partial.vectors([numbers[s] for s in batch]),
+        8192,
+        f"{PROG} (writing)",
+        True,
+        attrs=attrs,
+    )
     partial.path.unlink()
     if not args.quiet:
-        tokens = f"{embedder.server_tokens:,} tokens reported by the server" if embedder.server_tokens is not None \
+        tokens = (
+            f"{embedder.server_tokens:,} tokens reported by the server"
+            if embedder.server_tokens is not None
             else "no token usage reported"
-        print(f"{PROG}: wrote {out} ({', '.join(j.name for j in jobs)}; dim {partial.dim}; "
-              f"{len(texts) - resumed} sentences in {embedder.requests} requests, {embedder.retried} retried; "
-              f"{tokens})", file=sys.stderr)
+        )
+        print(
+            f"{PROG}: wrote {out} ({', '.join(j.name for j in jobs)}; dim {partial.dim}; "
+            f"{len(texts) - resumed} sentences in {embedder.requests} requests, {embedder.retried} retried; "
+            f"{tokens})",
+            file=sys.stderr,
+        )
 
 
 if __name__ == "__main__":

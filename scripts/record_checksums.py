@@ -4,13 +4,16 @@ Usage (from the repository root): PYTHONPATH=. python scripts/record_checksums.p
 Records every file found under each data set's folder; files that are not there (SNLI train,
 COCO, probing) get no record, and `embeval data verify` says so.
 """
+
 import sys
 
 from embeval.datasets.sources import load_sources
 from embeval.datasets.verify import record
 
-HEADER = ("# SentEval's data layout: path relative to the data folder, size in bytes, sha256.\n"
-          "# Made by scripts/record_checksums.py from a folder produced by SentEval's own download script.")
+HEADER = (
+    "# SentEval's data layout: path relative to the data folder, size in bytes, sha256.\n"
+    "# Made by scripts/record_checksums.py from a folder produced by SentEval's own download script."
+)
 
 if __name__ == "__main__":
     print(HEADER)

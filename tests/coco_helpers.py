@@ -1,4 +1,5 @@
 """Small COCO data folders in SentEval's pickle layout, and encoders for their captions."""
+
 import pickle
 
 import numpy as np
@@ -29,8 +30,9 @@ def write_coco(root, sizes, feat_dim=32, seed=0, protocol=2, extra_captions=1):
                 next_id += 7
             links.append(ids)
         with open(folder / f"{split}.pkl", "wb") as f:
-            pickle.dump({"features": features, "image_to_caption_ids": links, "captions": captions}, f,
-                        protocol=protocol)
+            pickle.dump(
+                {"features": features, "image_to_caption_ids": links, "captions": captions}, f, protocol=protocol
+            )
         out[split] = features
     return out
 

@@ -4,6 +4,7 @@ Tests that need SentEval's task data read it from $EMBEVAL_TEST_DATA, else from 
 `embeval data fetch` fills ($EMBEVAL_DATA, else the per-user data folder). Without it they are
 skipped with one reason; with EMBEVAL_REQUIRE_DATA=1 (set by CI) the run stops at once instead.
 """
+
 import os
 import tarfile
 from pathlib import Path
@@ -17,8 +18,24 @@ REFERENCE = Path(__file__).resolve().parent / "reference"
 
 # The tasks the tests score on SentEval's real data. Files the tests must not see even when the
 # data folder holds them (the tests make their own small SNLI train, COCO and probing files).
-TEST_TASKS = ("CR", "MR", "MPQA", "SUBJ", "SST2", "SST5", "TREC", "MRPC", "SICKEntailment", "SICKRelatedness",
-              "STSBenchmark", "STS12", "STS13", "STS14", "STS15", "STS16")
+TEST_TASKS = (
+    "CR",
+    "MR",
+    "MPQA",
+    "SUBJ",
+    "SST2",
+    "SST5",
+    "TREC",
+    "MRPC",
+    "SICKEntailment",
+    "SICKRelatedness",
+    "STSBenchmark",
+    "STS12",
+    "STS13",
+    "STS14",
+    "STS15",
+    "STS16",
+)
 HIDDEN = ("SNLI/s1.train", "SNLI/s2.train", "SNLI/labels.train", "COCO")
 RAW_STSB = "raw/STSBenchmark"
 STSB_ARCHIVE = ".downloads/Stsbenchmark.tar.gz"
@@ -45,9 +62,11 @@ def missing_test_tasks(root):
 
 SOURCE = data_source()
 MISSING = missing_test_tasks(SOURCE)
-NO_DATA = (f"SentEval's task data is not in {SOURCE} ({len(MISSING)} of the {len(TEST_TASKS)} tasks the tests use "
-           f"are missing, e.g. {MISSING[0] if MISSING else ''}): run `embeval data fetch`, or set EMBEVAL_TEST_DATA "
-           f"to a data folder it made")
+NO_DATA = (
+    f"SentEval's task data is not in {SOURCE} ({len(MISSING)} of the {len(TEST_TASKS)} tasks the tests use "
+    f"are missing, e.g. {MISSING[0] if MISSING else ''}): run `embeval data fetch`, or set EMBEVAL_TEST_DATA "
+    f"to a data folder it made"
+)
 
 
 def pytest_configure(config):
@@ -173,8 +192,9 @@ def pytest_collection_modifyitems(config, items):
             checked.add(item.path.name)
             unknown = sorted(name for name in listed if not hasattr(module, name))
             if unknown:
-                raise pytest.UsageError(f"tests/conftest.py SLOW names tests that {item.path.name} does not "
-                                        f"define: {', '.join(unknown)}")
+                raise pytest.UsageError(
+                    f"tests/conftest.py SLOW names tests that {item.path.name} does not define: {', '.join(unknown)}"
+                )
         fixtures = SLOW_FIXTURES["*"] | SLOW_FIXTURES.get(item.path.name, set())
         if getattr(item, "originalname", None) in listed or fixtures & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
@@ -224,8 +244,10 @@ def raw_sts_benchmark(data_dir):
     """The untokenized, cased STS Benchmark csv files (the data STSBenchmark is built from)."""
     folder = data_dir / RAW_STSB
     if not folder.is_dir():
-        reason = (f"the untokenized STS Benchmark is not in {SOURCE}: put its csv files in {RAW_STSB}/ there, or "
-                  f"fetch with `embeval data fetch --keep-downloads` (keeps {STSB_ARCHIVE})")
+        reason = (
+            f"the untokenized STS Benchmark is not in {SOURCE}: put its csv files in {RAW_STSB}/ there, or "
+            f"fetch with `embeval data fetch --keep-downloads` (keeps {STSB_ARCHIVE})"
+        )
         if data_required():
             pytest.fail(f"{reason} (EMBEVAL_REQUIRE_DATA=1)")
         pytest.skip(reason)

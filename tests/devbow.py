@@ -6,6 +6,7 @@ of the SHA-256 of the token's UTF-8 bytes read as a little-endian unsigned integ
 vector is the float32 mean of its tokens' vectors: the sum in token order, in float32, divided by
 the number of tokens; a sentence without tokens is all zeros.
 """
+
 import hashlib
 
 import numpy as np

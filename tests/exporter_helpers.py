@@ -5,6 +5,7 @@ Optional parts (the C++ build, sentence-transformers with the packaged MiniLM we
 TensorFlow) are skipped with a reason on a developer machine that lacks them, and FAIL when
 EMBEVAL_REQUIRE_EXPORTERS=1, which .ci/run sets after installing and building all of them.
 """
+
 import hashlib
 import importlib.util
 import json
@@ -86,9 +87,13 @@ def write_export(folder, lists, union_tasks=None):
 def read_vectors(path):
     """{dataset name: (float32 array, attributes dict)} of a vectors file."""
     with h5py.File(path, "r") as h5:
-        return {name: (np.asarray(ds[...]), {k: (v.decode() if isinstance(v, bytes) else str(v))
-                                             for k, v in ds.attrs.items()})
-                for name, ds in h5.items()}
+        return {
+            name: (
+                np.asarray(ds[...]),
+                {k: (v.decode() if isinstance(v, bytes) else str(v)) for k, v in ds.attrs.items()},
+            )
+            for name, ds in h5.items()
+        }
 
 
 def manifest_entries(export_dir):

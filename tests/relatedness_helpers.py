@@ -4,6 +4,7 @@
 autograd and torch.optim.Adam: the independent computation the fast evaluator is checked against
 (and timed against in bench/relatedness.py).
 """
+
 import copy
 
 import numpy as np
@@ -41,8 +42,9 @@ def senteval_style_fit(train_x, train_scores, dev_x, dev_scores, test_x, seed=11
         def predict(features):
             model.eval()
             with torch.no_grad():
-                proba = np.concatenate([model(torch.from_numpy(features[i:i + 64])).numpy()
-                                        for i in range(0, len(features), 64)])
+                proba = np.concatenate(
+                    [model(torch.from_numpy(features[i : i + 64])).numpy() for i in range(0, len(features), 64)]
+                )
             return np.dot(proba, np.arange(1, 6))
 
         passes, best, count, best_model = 0, -1, 0, None
@@ -51,7 +53,7 @@ def senteval_style_fit(train_x, train_scores, dev_x, dev_scores, test_x, seed=11
             for _ in range(50):
                 permutation = np.random.permutation(len(x))
                 for i in range(0, len(x), 64):
-                    idx = torch.from_numpy(permutation[i:i + 64])
+                    idx = torch.from_numpy(permutation[i : i + 64])
                     loss = loss_fn(model(x[idx]), y[idx])
                     optimizer.zero_grad()
                     loss.backward()
@@ -77,8 +79,12 @@ def synthetic_context(splits_vectors, task="STSBenchmark", device="cpu"):
     splits, tables, rows, offset = {}, [], {}, 0
     for name, (a, b, y) in splits_vectors.items():
         n = len(y)
-        splits[name] = Split(name, [f"{name}a{i}" for i in range(n)], np.asarray(y, dtype=np.float64),
-                             b=[f"{name}b{i}" for i in range(n)])
+        splits[name] = Split(
+            name,
+            [f"{name}a{i}" for i in range(n)],
+            np.asarray(y, dtype=np.float64),
+            b=[f"{name}b{i}" for i in range(n)],
+        )
         tables += [a, b]
         rows[name] = (np.arange(offset, offset + n), np.arange(offset + n, offset + 2 * n))
         offset += 2 * n

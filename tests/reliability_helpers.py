@@ -4,6 +4,7 @@ The contract: exit code 2; one error line on stderr, `embeval: error: ...`, the 
 and progress lines may precede it), naming the file, the task and what is wrong; no traceback; and
 no results file, or the previous one byte for byte as it was.
 """
+
 import json
 import re
 
@@ -16,8 +17,20 @@ from embeval.tasks.registry import TASKS
 STS = ("STS12", "STS13", "STS14", "STS15", "STS16")
 
 # A results file from an earlier run: it must survive every refused run unchanged.
-PREVIOUS = (json.dumps({"format": "embeval-results", "format_version": 1, "embeval": "0.0.0", "config": {},
-                        "tasks": {}, "note": "an earlier run"}, indent=1) + "\n").encode()
+PREVIOUS = (
+    json.dumps(
+        {
+            "format": "embeval-results",
+            "format_version": 1,
+            "embeval": "0.0.0",
+            "config": {},
+            "tasks": {},
+            "note": "an earlier run",
+        },
+        indent=1,
+    )
+    + "\n"
+).encode()
 
 
 def error_line(result):

@@ -1,6 +1,7 @@
 """The rule for the report's optional parts (the mteb client, matplotlib, a Chromium browser):
 skipped with a reason on a developer machine that lacks them, and FAIL when EMBEVAL_REQUIRE_REPORT=1,
 which .ci/run sets after installing all of them."""
+
 import os
 
 import pytest

@@ -6,6 +6,7 @@ scores; identical vectors through dropped connections, cut-off answers, 429 and 
 and the request rate honoured; a failed run resumes without re-sending anything; every user
 error is one line with exit code 2; the API key is in no file, log or message.
 """
+
 import importlib.util
 import os
 import time
@@ -36,8 +37,15 @@ PROGRAM = "openai_compatible_export.py"
 KEY_VAR = "EMBEVAL_TEST_API_KEY"
 API_KEY = "sk-test-9f3c2b7e41d0a6"
 SMALL = 96
-EDGE_SENTENCES = ["A man is playing a guitar .", "", "   ", "tabs\tand\x0bvertical\x0cfeeds\rcarriage",
-                  "caf\u00e9 CAF\u00c9 na\u00efve", "line\x85next\u2028separators", "emoji \U0001F600 \u4e2d\u6587"]
+EDGE_SENTENCES = [
+    "A man is playing a guitar .",
+    "",
+    "   ",
+    "tabs\tand\x0bvertical\x0cfeeds\rcarriage",
+    "caf\u00e9 CAF\u00c9 na\u00efve",
+    "line\x85next\u2028separators",
+    "emoji \U0001f600 \u4e2d\u6587",
+]
 
 
 def score_tasks(vectors, data_dir, tasks):
@@ -87,13 +95,16 @@ def sts16_export(tmp_path_factory, data_dir):
 def small_export(tmp_path_factory, sts16_export):
     """A few real sentences in two lists that share some (each distinct sentence is sent once)."""
     sentences = (sts16_export / "STS16.txt").read_text(encoding="utf-8").split("\n")[:-1]
-    return write_export(tmp_path_factory.mktemp("small") / "sentences",
-                        {"STS16": sentences[:SMALL], "STS12": sentences[SMALL - 16:SMALL + 16] + ["", "  "]})
+    return write_export(
+        tmp_path_factory.mktemp("small") / "sentences",
+        {"STS16": sentences[:SMALL], "STS12": sentences[SMALL - 16 : SMALL + 16] + ["", "  "]},
+    )
 
 
 def export_args(export_dir, out, url, *extra, model=MODEL_NAME, quiet=True):
-    return ["--export", export_dir, "--out", out, "--url", url, "--model", model, "--api-key-env", KEY_VAR,
-            *extra] + (["--quiet"] if quiet else [])
+    return ["--export", export_dir, "--out", out, "--url", url, "--model", model, "--api-key-env", KEY_VAR, *extra] + (
+        ["--quiet"] if quiet else []
+    )
 
 
 def run_api(*args, key=API_KEY, timeout=600):
@@ -145,14 +156,25 @@ def assert_same_vectors(got, expected, exact):
 
 def test_agrees_with_sentence_transformers_and_scores_the_same(tmp_path, server, sts16_export, data_dir, cli):
     api_out, torch_out = tmp_path / "api.h5", tmp_path / "torch.h5"
-    result = run_api(*export_args(sts16_export, api_out, server.url, "--batch-size", 32, "--concurrency", 4,
-                                 quiet=False))
+    result = run_api(
+        *export_args(sts16_export, api_out, server.url, "--batch-size", 32, "--concurrency", 4, quiet=False)
+    )
     assert result.returncode == 0, result.stderr
     assert "wrote" in result.stderr and "sent/s" in result.stderr and "tokens sent" in result.stderr
     assert_no_key(api_out, result.stderr)
     assert not (tmp_path / "api.h5.partial").exists()
-    torch = run_exporter("sentence_transformers_export.py", "--export", sts16_export, "--out", torch_out,
-                         "--batch-size", 32, "--device", "cpu", "--quiet")
+    torch = run_exporter(
+        "sentence_transformers_export.py",
+        "--export",
+        sts16_export,
+        "--out",
+        torch_out,
+        "--batch-size",
+        32,
+        "--device",
+        "cpu",
+        "--quiet",
+    )
     assert torch.returncode == 0, torch.stderr
     assert cli("vectors", "check", api_out, "--export", sts16_export).exit_code == 0
     ours, theirs = read_vectors(api_out), read_vectors(torch_out)
@@ -168,8 +190,11 @@ def test_agrees_with_sentence_transformers_and_scores_the_same(tmp_path, server,
     a, b = score_tasks(api_out, data_dir, ["STS16"])["STS16"], score_tasks(torch_out, data_dir, ["STS16"])["STS16"]
     for subset in a:
         for coef in ("pearson", "spearman"):
-            pairs = [(a[subset][coef][k], b[subset][coef][k]) for k in ("mean", "wmean", "pooled")] \
-                if subset == "all" else [(a[subset][coef], b[subset][coef])]
+            pairs = (
+                [(a[subset][coef][k], b[subset][coef][k]) for k in ("mean", "wmean", "pooled")]
+                if subset == "all"
+                else [(a[subset][coef], b[subset][coef])]
+            )
             for x, y in pairs:
                 assert abs(x - y) < 5e-4, (subset, coef, x, y)
 
@@ -177,8 +202,22 @@ def test_agrees_with_sentence_transformers_and_scores_the_same(tmp_path, server,
 def test_faults_are_retried_and_change_nothing(tmp_path, server, proxy, small_export, small_reference):
     faulty = proxy(seed=7, drop=0.12, cut=0.08, rate_429=0.12, rate_503=0.12)
     out = tmp_path / "api.h5"
-    result = run_api(*export_args(small_export, out, faulty.url, "--batch-size", 8, "--concurrency", 1,
-                                  "--backoff", 0.01, "--retries", 30, quiet=False))
+    result = run_api(
+        *export_args(
+            small_export,
+            out,
+            faulty.url,
+            "--batch-size",
+            8,
+            "--concurrency",
+            1,
+            "--backoff",
+            0.01,
+            "--retries",
+            30,
+            quiet=False,
+        )
+    )
     assert result.returncode == 0, result.stderr
     assert all(faulty.faults[k] > 0 for k in faulty.faults), faulty.faults
     assert " retried" in result.stderr and " 0 retried" not in result.stderr
@@ -188,8 +227,11 @@ def test_faults_are_retried_and_change_nothing(tmp_path, server, proxy, small_ex
 def test_faults_with_concurrency(tmp_path, server, proxy, small_export, small_reference):
     faulty = proxy(seed=3, drop=0.1, cut=0.05, rate_429=0.1, rate_503=0.1)
     out = tmp_path / "api.h5"
-    result = run_api(*export_args(small_export, out, faulty.url, "--batch-size", 8, "--concurrency", 4,
-                                  "--backoff", 0.01, "--retries", 30))
+    result = run_api(
+        *export_args(
+            small_export, out, faulty.url, "--batch-size", 8, "--concurrency", 4, "--backoff", 0.01, "--retries", 30
+        )
+    )
     assert result.returncode == 0, result.stderr
     assert sum(faulty.faults.values()) > 0 and 1 <= faulty.max_in_flight <= 4
     sent = [s for batch in faulty.forwarded_inputs for s in batch]
@@ -199,16 +241,30 @@ def test_faults_with_concurrency(tmp_path, server, proxy, small_export, small_re
 
 def test_retry_after_is_honoured(tmp_path, server, proxy, small_export):
     slow = proxy(first_429="1")
-    result = run_api(*export_args(small_export, tmp_path / "api.h5", slow.url, "--batch-size", 64,
-                                  "--concurrency", 1, "--backoff", 0))
+    result = run_api(
+        *export_args(
+            small_export, tmp_path / "api.h5", slow.url, "--batch-size", 64, "--concurrency", 1, "--backoff", 0
+        )
+    )
     assert result.returncode == 0, result.stderr
     assert len(slow.arrivals) >= 3 and slow.arrivals[1] - slow.arrivals[0] >= 0.95
 
 
 def test_request_rate_is_limited(tmp_path, server, proxy, small_export):
     counted = proxy()
-    result = run_api(*export_args(small_export, tmp_path / "api.h5", counted.url, "--batch-size", 16,
-                                  "--concurrency", 4, "--max-requests-per-minute", 300))
+    result = run_api(
+        *export_args(
+            small_export,
+            tmp_path / "api.h5",
+            counted.url,
+            "--batch-size",
+            16,
+            "--concurrency",
+            4,
+            "--max-requests-per-minute",
+            300,
+        )
+    )
     assert result.returncode == 0, result.stderr
     gaps = np.diff(counted.arrivals)  # starts are 0.2 s apart; arrivals jitter by a few milliseconds
     assert len(counted.arrivals) == -(-len(distinct(small_export)) // 16), gaps
@@ -218,8 +274,7 @@ def test_request_rate_is_limited(tmp_path, server, proxy, small_export):
 def test_a_failed_run_resumes_without_resending(tmp_path, server, proxy, small_export, small_reference):
     out = tmp_path / "api.h5"
     failing = proxy(reject_after=5)
-    line = one_line_error(run_api(*export_args(small_export, out, failing.url, "--batch-size", 8,
-                                               "--concurrency", 1)))
+    line = one_line_error(run_api(*export_args(small_export, out, failing.url, "--batch-size", 8, "--concurrency", 1)))
     assert "HTTP 400" in line and "rejected by the test proxy" in line and "rerun to resume" in line
     partial = tmp_path / "api.h5.partial"
     assert partial.is_file() and not out.exists()
@@ -232,8 +287,7 @@ def test_a_failed_run_resumes_without_resending(tmp_path, server, proxy, small_e
     assert dry.returncode == 0, dry.stderr
     remaining = len(distinct(small_export)) - 40
     assert "40 already embedded" in dry.stdout and f"would send {-(-remaining // 8)} requests" in dry.stdout
-    result = run_api(*export_args(small_export, out, failing.url, "--batch-size", 8, "--concurrency", 1,
-                                  quiet=False))
+    result = run_api(*export_args(small_export, out, failing.url, "--batch-size", 8, "--concurrency", 1, quiet=False))
     assert result.returncode == 0, result.stderr
     assert "resuming" in result.stderr and "40 of" in result.stderr
     second = [s for batch in failing.forwarded_inputs[5:] for s in batch]
@@ -251,8 +305,19 @@ def test_a_partial_from_other_options_is_refused(tmp_path, server, proxy, small_
 
 def test_dry_run_sends_nothing(tmp_path, server, proxy, small_export):
     counted = proxy()
-    result = run_api(*export_args(small_export, tmp_path / "api.h5", counted.url, "--batch-size", 10,
-                                  "--max-requests-per-minute", 60, "--dry-run"), key=None)
+    result = run_api(
+        *export_args(
+            small_export,
+            tmp_path / "api.h5",
+            counted.url,
+            "--batch-size",
+            10,
+            "--max-requests-per-minute",
+            60,
+            "--dry-run",
+        ),
+        key=None,
+    )
     assert result.returncode == 0, result.stderr
     count = len(distinct(small_export))
     assert f"{count} distinct" in result.stdout and f"would send {-(-count // 10)} requests" in result.stdout
@@ -282,7 +347,9 @@ def test_unreachable_server(tmp_path, small_export):
 @pytest.mark.parametrize("key", [None, "sk-wrong-5d1e", ""])
 def test_refused_key_never_shown(tmp_path, server, small_export, key):
     if key is None:
-        args = [a for a in export_args(small_export, tmp_path / "api.h5", server.url) if a not in ("--api-key-env", KEY_VAR)]
+        args = [
+            a for a in export_args(small_export, tmp_path / "api.h5", server.url) if a not in ("--api-key-env", KEY_VAR)
+        ]
         line = one_line_error(run_api(*args, key=None))
         assert "HTTP 401" in line and "no API key" in line
     elif key == "":
@@ -302,16 +369,18 @@ def test_rejected_model_name(tmp_path, server, small_export):
 
 
 def test_wrong_vector_count(tmp_path, server, proxy, small_export):
-    line = one_line_error(run_api(*export_args(small_export, tmp_path / "api.h5", proxy(short=True).url,
-                                               "--batch-size", 8)))
+    line = one_line_error(
+        run_api(*export_args(small_export, tmp_path / "api.h5", proxy(short=True).url, "--batch-size", 8))
+    )
     assert "returned 7 vectors for a batch of 8 sentences" in line and "rerun to resume" in line
 
 
 def test_inconsistent_dimensions_then_resume(tmp_path, server, proxy, small_export, small_reference):
     out = tmp_path / "api.h5"
     tampering = proxy(dims_every=3)
-    line = one_line_error(run_api(*export_args(small_export, out, tampering.url, "--batch-size", 8,
-                                               "--concurrency", 1)))
+    line = one_line_error(
+        run_api(*export_args(small_export, out, tampering.url, "--batch-size", 8, "--concurrency", 1))
+    )
     assert "inconsistent dimensions (384, then 64)" in line and "16 of" in line
     tampering.dims_every = 0
     result = run_api(*export_args(small_export, out, tampering.url, "--batch-size", 8, "--concurrency", 1))
@@ -327,12 +396,15 @@ def test_dimensions_option(tmp_path, server, small_export):
         assert h5["STS16"].shape == (SMALL, 64) and int(h5.attrs["dimensions"]) == 64
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--url", "ftp://127.0.0.1/v1"], "--url"),
-    (["--url", "http://user:pw@127.0.0.1/v1"], "credentials"),
-    (["--batch-size", "0"], "--batch-size"),
-    (["--dimensions", "0"], "--dimensions"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--url", "ftp://127.0.0.1/v1"], "--url"),
+        (["--url", "http://user:pw@127.0.0.1/v1"], "credentials"),
+        (["--batch-size", "0"], "--batch-size"),
+        (["--dimensions", "0"], "--dimensions"),
+    ],
+)
 def test_bad_options_are_one_line(tmp_path, small_export, args, words):
     base = export_args(small_export, tmp_path / "api.h5", "http://127.0.0.1:9/v1")
     line = one_line_error(run_api(*base, *args))

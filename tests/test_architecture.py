@@ -1,5 +1,6 @@
 """The package's shape: each folder a layer that imports only the layers below it, evaluators and
 trainers free of I/O and user-interface libraries, and no import cycle anywhere."""
+
 import ast
 from pathlib import Path
 
@@ -17,8 +18,15 @@ LAYERS = [
     ("embeval.cli", "embeval.__main__", "embeval"),
 ]
 PURE = ("embeval.evaluate", "embeval.train")
-NOT_IN_PURE = ("click", "tqdm", "h5py", "embeval.cli", "embeval.run", "embeval.formats.vectors",
-               "embeval.formats.atomic")
+NOT_IN_PURE = (
+    "click",
+    "tqdm",
+    "h5py",
+    "embeval.cli",
+    "embeval.run",
+    "embeval.formats.vectors",
+    "embeval.formats.atomic",
+)
 
 
 def module_name(path):
@@ -40,11 +48,14 @@ def imports(path):
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
             for alias in node.names:
                 target = f"{base}.{alias.name}"
-                is_module = (PACKAGE.parent / target.replace(".", "/")).with_suffix(".py").is_file() or \
-                    (PACKAGE.parent / target.replace(".", "/") / "__init__.py").is_file()
+                is_module = (PACKAGE.parent / target.replace(".", "/")).with_suffix(".py").is_file() or (
+                    PACKAGE.parent / target.replace(".", "/") / "__init__.py"
+                ).is_file()
                 found.add(target if is_module else base)
     return found
 
@@ -62,9 +73,8 @@ def layer(name):
     best = None
     for index, prefixes in enumerate(LAYERS):
         for prefix in prefixes:
-            if name == prefix or name.startswith(prefix + "."):
-                if best is None or len(prefix) > best[1]:
-                    best = (index, len(prefix))
+            if (name == prefix or name.startswith(prefix + ".")) and (best is None or len(prefix) > best[1]):
+                best = (index, len(prefix))
     return None if best is None else best[0]
 
 
@@ -98,7 +108,7 @@ def test_no_import_cycles():
         stack.append(node)
         for target in sorted(edges[node]):
             if state.get(target) == "open":
-                cycles.append(stack[stack.index(target):] + [target])
+                cycles.append(stack[stack.index(target) :] + [target])
             elif target not in state:
                 visit(target, stack)
         stack.pop()

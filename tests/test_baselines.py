@@ -1,5 +1,6 @@
 """Published baselines: every figure has a source and says how it was computed; the report shows them as
 extra rows, marks each figure computed differently from its column, and never mixes protocols silently."""
+
 import json
 from pathlib import Path
 
@@ -109,8 +110,7 @@ def test_names_sources_and_unknown_names(cli):
     assert "simcse-sup-roberta-large" in baselines.resolve("simcse") and "sbert-nli-base" in baselines.resolve("simcse")
     with pytest.raises(EmbevalError, match="known: simcse-unsup-bert-base, .*infersent1"):
         baselines.resolve("simcse-bert")
-    refused(cli("report", EXAMPLE, "--baselines", "glove"), "--baselines", "unknown baseline 'glove'",
-            "glove-avg")
+    refused(cli("report", EXAMPLE, "--baselines", "glove"), "--baselines", "unknown baseline 'glove'", "glove-avg")
     for fmt, mark in (("markdown", "72.23\u2020"), ("latex", "72.23$^\\dagger$"), ("csv", ",yes\n")):
         result = cli("report", EXAMPLE, "--baselines", "simcse-unsup-bert-base", "--format", fmt, "--no-ci")
         assert result.exit_code == 0, result.stderr

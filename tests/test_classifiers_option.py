@@ -1,4 +1,5 @@
 """--classifiers logreg,mlp: each classifier reported, each equal to a run with that classifier alone."""
+
 import json
 
 import pytest
@@ -27,8 +28,9 @@ def test_both_classifiers_equal_runs_with_each_alone(cli, data_dir, tmp_path):
 
     def run(name, *extra):
         out = tmp_path / f"{name}.json"
-        result = cli("score", vectors, "--data", data_dir, "--tasks", "SICKEntailment,MRPC", "--out", out,
-                     *OPTIONS, *extra)
+        result = cli(
+            "score", vectors, "--data", data_dir, "--tasks", "SICKEntailment,MRPC", "--out", out, *OPTIONS, *extra
+        )
         assert result.exit_code == 0, result.stderr
         return json.loads(out.read_text())["tasks"], result.stdout
 

@@ -1,4 +1,5 @@
 """The command line: export, check and score end to end, and the one-line errors for bad input."""
+
 import json
 import subprocess
 import sys
@@ -34,9 +35,11 @@ def test_export_check_score_end_to_end(cli, data_dir, devbow, tmp_path):
     assert result.exit_code == 0, result.stderr
     manifest = json.loads((tmp_path / "sent" / "manifest.json").read_text())
     assert list(manifest["tasks"]) == ["STS13", "STS16"]
-    assert manifest["tasks"]["STS16"] == {"file": "STS16.txt", "count": 1867,
-                                          "sha256": export.fingerprint(export.task_sentences(
-                                              TASKS["STS16"].load(data_dir)))}
+    assert manifest["tasks"]["STS16"] == {
+        "file": "STS16.txt",
+        "count": 1867,
+        "sha256": export.fingerprint(export.task_sentences(TASKS["STS16"].load(data_dir))),
+    }
     assert manifest["format"] == "embeval-sentences" and manifest["format_version"] == 1
     from embeval.formats.vectors import write
 
@@ -66,12 +69,20 @@ def test_export_without_tasks_lists_skipped(cli, data_dir, tmp_path):
 
 
 def test_export_errors(cli, data_dir, tmp_path):
-    one_line_error(cli("export-sentences", "--data", tmp_path / "nope", "--out", tmp_path / "o"),
-                   "nope", "data folder not found")
-    one_line_error(cli("export-sentences", "--data", data_dir, "--out", tmp_path / "o", "--tasks", "STS99"),
-                   "--tasks", "unknown task STS99")
-    one_line_error(cli("export-sentences", "--data", data_dir, "--out", tmp_path / "o", "--tasks", "SNLI"),
-                   "s1.train", "SNLI", "embeval data fetch")
+    one_line_error(
+        cli("export-sentences", "--data", tmp_path / "nope", "--out", tmp_path / "o"), "nope", "data folder not found"
+    )
+    one_line_error(
+        cli("export-sentences", "--data", data_dir, "--out", tmp_path / "o", "--tasks", "STS99"),
+        "--tasks",
+        "unknown task STS99",
+    )
+    one_line_error(
+        cli("export-sentences", "--data", data_dir, "--out", tmp_path / "o", "--tasks", "SNLI"),
+        "s1.train",
+        "SNLI",
+        "embeval data fetch",
+    )
     assert not (tmp_path / "o").exists()
 
 
@@ -98,10 +109,18 @@ BAD = {
     "too_few_rows": lambda v, s: (v[:-1], s, "STS16", "1866 rows, the task has 1867"),
     "too_many_rows": lambda v, s: (np.vstack([v, v[:1]]), s, "STS16", "1868 rows"),
     "fingerprint": lambda v, s: (v, "f" * 64, "STS16", "fingerprint"),
-    "nan": lambda v, s: (np.where(np.arange(len(v))[:, None] % 100 == 7, np.nan, v), s, "STS16",
-                         "19 of 1867 vectors contain NaN or Inf (first at row 7)"),
-    "inf": lambda v, s: (np.where(np.arange(len(v))[:, None] == 3, np.inf, v), s, "STS16",
-                         "1 of 1867 vectors contain NaN or Inf"),
+    "nan": lambda v, s: (
+        np.where(np.arange(len(v))[:, None] % 100 == 7, np.nan, v),
+        s,
+        "STS16",
+        "19 of 1867 vectors contain NaN or Inf (first at row 7)",
+    ),
+    "inf": lambda v, s: (
+        np.where(np.arange(len(v))[:, None] == 3, np.inf, v),
+        s,
+        "STS16",
+        "1 of 1867 vectors contain NaN or Inf",
+    ),
 }
 
 
@@ -111,8 +130,7 @@ def test_score_bad_vectors(cli, data_dir, sts16, case):
     bad_values, bad_sha, task, message = BAD[case](values, sha)
     path = make_file(root / f"{case}.h5", bad_values, bad_sha)
     out = root / f"{case}.json"
-    one_line_error(cli("score", path, "--data", data_dir, "--tasks", "STS16", "--out", out),
-                   str(path), task, message)
+    one_line_error(cli("score", path, "--data", data_dir, "--tasks", "STS16", "--out", out), str(path), task, message)
     assert not out.exists()
 
 
@@ -124,8 +142,10 @@ def test_score_missing_fingerprint_is_a_loud_warning(cli, data_dir, sts16):
     assert "embeval: warning:" in result.stderr and "no sha256 attribute" in result.stderr
 
 
-@pytest.mark.parametrize("content,message", [(None, "vectors file not found"), (b"", "empty file"),
-                                             (b"not an hdf5 file at all" * 10, "not an HDF5 file")])
+@pytest.mark.parametrize(
+    "content,message",
+    [(None, "vectors file not found"), (b"", "empty file"), (b"not an hdf5 file at all" * 10, "not an HDF5 file")],
+)
 def test_score_unreadable_vectors(cli, data_dir, tmp_path, content, message):
     path = tmp_path / "v.h5"
     if content is not None:
@@ -152,13 +172,20 @@ def test_score_missing_data_file(cli, data_dir, sts16, tmp_path):
     data = tmp_path / "data"
     shutil.copytree(data_dir / "downstream" / "STS" / "STS16-en-test", data / "downstream/STS/STS16-en-test")
     (data / "downstream/STS/STS16-en-test/STS.gs.plagiarism.txt").unlink()
-    one_line_error(cli("score", path, "--data", data, "--tasks", "STS16", "--out", tmp_path / "r.json"),
-                   "STS.gs.plagiarism.txt", "STS16", "missing data file")
+    one_line_error(
+        cli("score", path, "--data", data, "--tasks", "STS16", "--out", tmp_path / "r.json"),
+        "STS.gs.plagiarism.txt",
+        "STS16",
+        "missing data file",
+    )
     assert not (tmp_path / "r.json").exists()
 
 
 def test_real_process_exit_code_and_stderr(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "embeval", "score", str(tmp_path / "missing.h5"),
-                             "--data", str(tmp_path)], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "embeval", "score", str(tmp_path / "missing.h5"), "--data", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [f"embeval: error: {tmp_path / 'missing.h5'}: vectors file not found"]

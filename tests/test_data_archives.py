@@ -1,4 +1,5 @@
 """MSI (OLE compound file + cabinet) extraction in Python, and the archive checks of downloads."""
+
 import struct
 from pathlib import Path
 
@@ -23,6 +24,8 @@ from tests.data_helpers import (
 )
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+
 def test_real_installer_built_by_wixl_is_read():
     """tests/fixtures/synthetic_mrpc.msi was built by msitools' wixl (a real Windows Installer
     database with an MSZIP cabinet in its mini stream) from the two synthetic texts above."""
@@ -68,9 +71,9 @@ def test_damaged_installer_is_an_archive_error(data_dir, damage):
     package = bytearray(build_msi({TRAIN_KEY: (data_dir / "downstream/MRPC/msr_paraphrase_test.txt").read_bytes()}))
     if damage == "flip":
         start = package.index(b"CK") + 100
-        package[start:start + 20] = bytes(20)
+        package[start : start + 20] = bytes(20)
     else:
-        package = package[:len(package) // 2]
+        package = package[: len(package) // 2]
     with pytest.raises(msi.ArchiveError):
         msi.extract_msi(bytes(package))
 
@@ -87,17 +90,20 @@ def test_not_an_installer():
         msi.extract_msi(b"<html>not found</html>" * 40)
 
 
-@pytest.mark.parametrize("name, payload", [
-    ("x.zip", zip_bytes({"d/a.txt": b"a" * 5000, "d/b.txt": b"b"})),
-    ("x.tar.gz", targz_bytes({"d/a.txt": b"a" * 5000, "d/b.txt": b"b"})),
-])
+@pytest.mark.parametrize(
+    "name, payload",
+    [
+        ("x.zip", zip_bytes({"d/a.txt": b"a" * 5000, "d/b.txt": b"b"})),
+        ("x.tar.gz", targz_bytes({"d/a.txt": b"a" * 5000, "d/b.txt": b"b"})),
+    ],
+)
 def test_archive_check_and_tree(tmp_path, name, payload):
     path = tmp_path / name
     path.write_bytes(payload)
     archive = Archive(path)
     archive.check()
     assert archive.tree("d") == {"a.txt": b"a" * 5000, "b.txt": b"b"}
-    path.write_bytes(payload[:len(payload) - 30])
+    path.write_bytes(payload[: len(payload) - 30])
     with pytest.raises(ArchiveError, match=name):
         Archive(path).check()
 

@@ -1,5 +1,6 @@
 """`embeval data fetch` end to end against a loopback HTTP server (and file:// mirrors) serving
 archives built from SentEval's task data; resumption, corruption and every bad-input path."""
+
 import errno
 import hashlib
 import os
@@ -124,7 +125,7 @@ def test_corrupt_archive_is_detected_removed_and_named(cli, own_mirror, tmp_path
     archive = own_mirror / "datasmall_NB_ACL12.zip"
     data = bytearray(archive.read_bytes())
     middle = len(data) // 2
-    data[middle:middle + 64] = bytes(64)
+    data[middle : middle + 64] = bytes(64)
     archive.write_bytes(bytes(data))
     dest = tmp_path / "data"
     with MirrorServer(own_mirror).running() as server:
@@ -141,8 +142,7 @@ def test_corrupt_plain_download_fails_verification_and_is_removed(cli, own_mirro
     label.write_bytes(label.read_bytes().replace(b"What", b"Whet", 1))
     dest = tmp_path / "data"
     result = cli("data", "fetch", "--tasks", "TREC", "--dest", dest, "--mirror", own_mirror, "--quiet")
-    _one_error(result, "downstream/TREC", "TREC", "TREC_10.label differs from SentEval's file",
-               "removed the download")
+    _one_error(result, "downstream/TREC", "TREC", "TREC_10.label differs from SentEval's file", "removed the download")
     assert not (dest / ".downloads" / "TREC_10.label").exists()
     _no_partial_state(dest, "TREC", cli)
 
@@ -173,8 +173,9 @@ def test_unreachable_mirror(cli, tmp_path):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     dest = tmp_path / "data"
-    result = cli("data", "fetch", "--tasks", "SST2,TREC", "--dest", dest, "--mirror", f"http://127.0.0.1:{port}",
-                 "--quiet")
+    result = cli(
+        "data", "fetch", "--tasks", "SST2,TREC", "--dest", dest, "--mirror", f"http://127.0.0.1:{port}", "--quiet"
+    )
     _one_error(result, f"http://127.0.0.1:{port}/sentiment-train", "SST2", "cannot reach the server")
     _no_partial_state(dest, "SST2", cli)
 

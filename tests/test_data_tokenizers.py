@@ -1,5 +1,6 @@
 """The Python preprocessing against SentEval's files: Moses (STS, SICK, MRPC) and Penn Treebank
 (MR, CR, SUBJ, MPQA, SNLI) tokenization."""
+
 import glob
 
 import pytest
@@ -49,8 +50,9 @@ def test_sts_benchmark_steps_reproduce_sentevals_files_byte_for_byte(data_dir, r
         ours = (tmp_path / "out" / dataset.folder / f"sts-{split}.csv").read_bytes()
         assert ours == (data_dir / dataset.folder / f"sts-{split}.csv").read_bytes()
     for name in ("readme.txt", "LICENSE.txt"):
-        assert (tmp_path / "out" / dataset.folder / name).read_bytes() == \
-            (data_dir / dataset.folder / name).read_bytes()
+        assert (tmp_path / "out" / dataset.folder / name).read_bytes() == (
+            data_dir / dataset.folder / name
+        ).read_bytes()
 
 
 def test_en_profile_is_sentevals_sts12_to_16_tokenization(data_dir, raw_sts_benchmark):
@@ -74,26 +76,41 @@ def test_en_profile_is_sentevals_sts12_to_16_tokenization(data_dir, raw_sts_benc
     assert found["senteval-stsb"] < found["en"] - 1000
 
 
-@pytest.mark.parametrize("profile, text, expected", [
-    ("en", "The company's shares rose 5 percent, to $12.50, on Jan. 8.",
-     "The company 's shares rose 5 percent , to $ 12.50 , on Jan. 8 ."),
-    ("en", "He said \"it isn't over\" at Acme Corp.", "He said \" it isn 't over \" at Acme Corp ."),
-    ("en-2017", "He said \"it isn't over\" at Acme Corp.", "He said \" it isn 't over \" at Acme Corp."),
-    ("en", "The 1990's were good for U.S. firms, analysts noted...",
-     "The 1990 's were good for U.S. firms , analysts noted ..."),
-    ("en", "No. 2 maker (ABC) fell.", "No. 2 maker ( ABC ) fell ."),
-    ("en", "No. We won't.", "No . We won 't ."),
-    ("en", "5,300 people; A,B,C.", "5,300 people ; A , B , C ."),
-    ("en", "Watching T.V.", "Watching T.V ."),
-    ("en-2017", "Watching T.V.", "Watching T.V."),
-    ("en", "'Desperate Housewives' star", "'Desperate Housewives ' star"),
-    ("senteval-stsb", "Bulger's brother, the agency's ''10 Most Wanted'' list",
-     "Bulger ' s brother , the agency ' s ' '10 Most Wanted ' ' list"),
-    ("senteval-stsb", "Sen. Smith met Corp. officials on Jan. 8, at Intel Corp., then left.",
-     "Sen. Smith met Corp. officials on Jan . 8 , at Intel Corp . , then left ."),
-    ("en", "   ", "   "),
-    ("en", "tab\there\x07", "tab here"),
-])
+@pytest.mark.parametrize(
+    "profile, text, expected",
+    [
+        (
+            "en",
+            "The company's shares rose 5 percent, to $12.50, on Jan. 8.",
+            "The company 's shares rose 5 percent , to $ 12.50 , on Jan. 8 .",
+        ),
+        ("en", 'He said "it isn\'t over" at Acme Corp.', 'He said " it isn \'t over " at Acme Corp .'),
+        ("en-2017", 'He said "it isn\'t over" at Acme Corp.', 'He said " it isn \'t over " at Acme Corp.'),
+        (
+            "en",
+            "The 1990's were good for U.S. firms, analysts noted...",
+            "The 1990 's were good for U.S. firms , analysts noted ...",
+        ),
+        ("en", "No. 2 maker (ABC) fell.", "No. 2 maker ( ABC ) fell ."),
+        ("en", "No. We won't.", "No . We won 't ."),
+        ("en", "5,300 people; A,B,C.", "5,300 people ; A , B , C ."),
+        ("en", "Watching T.V.", "Watching T.V ."),
+        ("en-2017", "Watching T.V.", "Watching T.V."),
+        ("en", "'Desperate Housewives' star", "'Desperate Housewives ' star"),
+        (
+            "senteval-stsb",
+            "Bulger's brother, the agency's ''10 Most Wanted'' list",
+            "Bulger ' s brother , the agency ' s ' '10 Most Wanted ' ' list",
+        ),
+        (
+            "senteval-stsb",
+            "Sen. Smith met Corp. officials on Jan. 8, at Intel Corp., then left.",
+            "Sen. Smith met Corp. officials on Jan . 8 , at Intel Corp . , then left .",
+        ),
+        ("en", "   ", "   "),
+        ("en", "tab\there\x07", "tab here"),
+    ],
+)
 def test_moses_rules_on_hand_checked_cases(profile, text, expected):
     assert MosesTokenizer(profile).tokenize(text) == expected
 
@@ -113,14 +130,29 @@ def test_cut_follows_gnu_cut():
 
 def test_tokenize_columns_keeps_header_and_carriage_returns():
     data = b"pair_ID\tA\tB\tscore\tlabel\r\n1\tA dog's toy.\tNo, it isn't.\t4.5\tNEUTRAL\r\n"
-    out = tokenize_columns(data, [{"cut": "1"}, {"cut": "2", "tokenize": True}, {"cut": "3", "tokenize": True},
-                                  {"cut": "4-5"}], "senteval-stsb", header=True)
+    out = tokenize_columns(
+        data,
+        [{"cut": "1"}, {"cut": "2", "tokenize": True}, {"cut": "3", "tokenize": True}, {"cut": "4-5"}],
+        "senteval-stsb",
+        header=True,
+    )
     assert out == b"pair_ID\tA\tB\tscore\tlabel\r\n1\tA dog ' s toy .\tNo , it isn ' t .\t4.5\tNEUTRAL\r\n"
 
 
-@pytest.mark.parametrize("name", ["MR/rt-polarity.pos", "MR/rt-polarity.neg", "CR/custrev.pos", "CR/custrev.neg",
-                                  "SUBJ/subj.subjective", "MPQA/mpqa.pos", "MPQA/mpqa.neg",
-                                  "SNLI/s1.dev", "SNLI/s2.test"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "MR/rt-polarity.pos",
+        "MR/rt-polarity.neg",
+        "CR/custrev.pos",
+        "CR/custrev.neg",
+        "SUBJ/subj.subjective",
+        "MPQA/mpqa.pos",
+        "MPQA/mpqa.neg",
+        "SNLI/s1.dev",
+        "SNLI/s2.test",
+    ],
+)
 def test_penn_treebank_rules_are_stable_on_sentevals_output(data_dir, name):
     """SentEval's PTB-tokenized files pass through the rules unchanged (the sed script is
     idempotent on its own output), whatever the bytes: cat -v notation included."""
@@ -128,27 +160,31 @@ def test_penn_treebank_rules_are_stable_on_sentevals_output(data_dir, name):
     assert ptb_file(data, show_nonprinting=name.split("/")[0] != "SNLI") == data
 
 
-@pytest.mark.parametrize("line, expected", [
-    ('"Hello," she said... (quietly) -- it\'s 5:30!', "`` Hello , '' she said ... ( quietly ) -- it 's 5 : 30 ! "),
-    ("I cannot gonna wanna say 'tis so.", "I can not gon na wan na say 't is so . "),
-    ("They'll we're I've can't THEY'RE", "They 'll we 're I 've ca n't THEY 'RE "),
-    ("Students' books.'", "Students ' books . ' "),
-    ("", ""),
-])
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ('"Hello," she said... (quietly) -- it\'s 5:30!', "`` Hello , '' she said ... ( quietly ) -- it 's 5 : 30 ! "),
+        ("I cannot gonna wanna say 'tis so.", "I can not gon na wan na say 't is so . "),
+        ("They'll we're I've can't THEY'RE", "They 'll we 're I 've ca n't THEY 'RE "),
+        ("Students' books.'", "Students ' books . ' "),
+        ("", ""),
+    ],
+)
 def test_penn_treebank_rules_on_hand_checked_cases(line, expected):
     assert ptb.tokenize(line) == expected
 
 
 def test_cat_v_notation():
-    assert ptb.show_nonprinting(bytes([9, 10, 13, 27, 65, 127, 128 + 65, 128 + 9, 255])) == \
-        b"\t\n^M^[A^?M-AM-^IM-^?"
+    assert ptb.show_nonprinting(bytes([9, 10, 13, 27, 65, 127, 128 + 65, 128 + 9, 255])) == b"\t\n^M^[A^?M-AM-^IM-^?"
 
 
 def test_snli_split_drops_unlabelled_pairs_and_header():
-    raw = (b"gold_label\tb1\tb2\tp1\tp2\tsentence1\tsentence2\tc\tid\n"
-           b"neutral\tx\ty\tx\ty\tA man.\tA \"tall\" man.\tc\ti\n"
-           b"-\tx\ty\tx\ty\tDropped.\tDropped too.\tc\ti\n"
-           b"contradiction\tx\ty\tx\ty\tNo(t) here?\tYes!\tc\ti\n")
+    raw = (
+        b"gold_label\tb1\tb2\tp1\tp2\tsentence1\tsentence2\tc\tid\n"
+        b'neutral\tx\ty\tx\ty\tA man.\tA "tall" man.\tc\ti\n'
+        b"-\tx\ty\tx\ty\tDropped.\tDropped too.\tc\ti\n"
+        b"contradiction\tx\ty\tx\ty\tNo(t) here?\tYes!\tc\ti\n"
+    )
     parts = snli_split(raw)
     assert parts["labels"] == b"neutral\ncontradiction\n"
     assert parts["s1"] == b"A man . \nNo ( t ) here ? \n"

@@ -1,5 +1,6 @@
 """`embeval data verify` and `embeval data list`, and the consistency of the source and checksum
 tables shipped in data/."""
+
 import shutil
 from pathlib import Path
 
@@ -32,8 +33,12 @@ def test_verify_passes_on_the_test_data_for_every_task_it_holds(cli, data_dir):
 
 def test_every_test_data_file_is_recorded_and_matches(data_dir):
     table = load_checksums()
-    present = {str(p.relative_to(data_dir)) for folder in ("downstream", "raw")
-               for p in (data_dir / folder).rglob("*") if p.is_file()}
+    present = {
+        str(p.relative_to(data_dir))
+        for folder in ("downstream", "raw")
+        for p in (data_dir / folder).rglob("*")
+        if p.is_file()
+    }
     assert present == set(table)
     for rel in ("downstream/MR/rt-polarity.pos", "downstream/STS/STS16-en-test/LICENSE.txt"):
         assert sha256_of(data_dir / rel) == table[rel]
@@ -51,8 +56,10 @@ def test_verify_names_the_first_differing_file(cli, copy_of_sick):
     path.write_bytes(path.read_bytes().replace(b"NEUTRAL", b"ENTAILMENT", 1))
     result = cli("data", "verify", copy_of_sick, "--tasks", "SICKEntailment")
     assert result.exit_code == 2
-    assert "SICKEntailment           differs: downstream/SICK/SICK_trial.txt does not match its recorded sha256" \
+    assert (
+        "SICKEntailment           differs: downstream/SICK/SICK_trial.txt does not match its recorded sha256"
         in result.stdout
+    )
     assert result.stderr.count("\n") == 1 and "not usable: SICKEntailment" in result.stderr
     assert cli("data", "verify", copy_of_sick).exit_code == 2
 
@@ -113,5 +120,5 @@ def test_tables_are_consistent():
 def test_tables_ship_inside_the_package_data_folder():
     folder = data_folder()
     assert (folder / "sources.json").is_file() and (folder / "checksums.tsv").is_file()
-    setup = (Path(__file__).resolve().parents[1] / "setup.py").read_text()
-    assert '"embeval._data": "data"' in setup and "package_dir=" in setup
+    project = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    assert '"embeval._data" = "data"' in project and "package-dir" in project

@@ -1,11 +1,20 @@
 """devbow (tests/devbow.py) gives, bit for bit, the vectors the recorded SentEval outputs were computed on."""
+
 import hashlib
 
 import devbow
 import numpy as np
 
-SENTENCES = ["", "   ", "the", "the cat sat on the mat .", "a a a a a a a", "naïve café — 東京 \u00a0nbsp",
-             " ".join(f"w{i}" for i in range(300)), "tab\tseparated\ntokens"]
+SENTENCES = [
+    "",
+    "   ",
+    "the",
+    "the cat sat on the mat .",
+    "a a a a a a a",
+    "naïve café — 東京 \u00a0nbsp",
+    " ".join(f"w{i}" for i in range(300)),
+    "tab\tseparated\ntokens",
+]
 # sha256 of the float32 bytes of the original encoder's vectors of SENTENCES.
 RECORDED_SHA256 = "f089d10fada4aba776098ba13945e61663aaf8b27228c9c9594fa52566312f12"
 

@@ -1,5 +1,6 @@
 """The device audit: it catches what would break or stall a GPU run, and every evaluator and solver
 passes it on tiny data with its budget of host synchronizations and host-to-device copies."""
+
 import inspect
 
 import numpy as np
@@ -20,7 +21,8 @@ HERE = "tests/test_device_audit.py"
 
 
 def _line():
-    return f"{HERE}:{inspect.currentframe().f_back.f_lineno}"
+    """The place of the statement after the caller's (the statement the audit should name)."""
+    return f"{HERE}:{inspect.currentframe().f_back.f_lineno + 1}"
 
 
 def test_audit_catches_four_injected_bugs():
@@ -30,12 +32,16 @@ def test_audit_catches_four_injected_bugs():
     with DeviceAudit(DEVICE) as audit:
         weights = torch.zeros(3, device=DEVICE)
         host = torch.ones(3)
-        mixed = _line(); weights + host  # noqa: E702
-        numpy = _line(); weights.numpy()  # noqa: E702
+        mixed = _line()
+        weights + host  # noqa: E702
+        numpy = _line()
+        weights.numpy()  # noqa: E702
         for _ in range(steps):
             weights.add_(1.0)
-            item = _line(); weights.sum().item()  # noqa: E702
-            copy = _line(); weights.add_(torch.as_tensor(np.ones(3, dtype=np.float32), device=DEVICE))  # noqa: E702
+            item = _line()
+            weights.sum().item()  # noqa: E702
+            copy = _line()
+            weights.add_(torch.as_tensor(np.ones(3, dtype=np.float32), device=DEVICE))  # noqa: E702
     assert audit.counts["cross_device"] == {f"{mixed} add": 1}
     assert audit.counts["numpy_of_device"] == {numpy: 1}
     assert audit.counts["sync"] == {item: steps}
@@ -48,17 +54,24 @@ def test_audit_passes_device_resident_code_and_sees_the_other_syncs():
     with DeviceAudit(DEVICE) as audit:
         x = torch.arange(6.0, device=DEVICE)
         y = torch.where(x > 2, x * 2, x).sum(dim=0, keepdim=True)
-        out = _line(); y.cpu().numpy()  # noqa: E702
+        out = _line()
+        y.cpu().numpy()  # noqa: E702
     assert audit.counts["sync"] == {out: 1} and audit.total("copy_to_device") == 0
     assert audit.total("cross_device") == 0 and audit.total("numpy_of_device") == 0
     with DeviceAudit(DEVICE) as audit:
         x = torch.arange(6.0, device=DEVICE)
-        mask = _line(); x[x > 2]  # noqa: E702
-        nonzero = _line(); (x > 2).nonzero()  # noqa: E702
-        truth = _line(); bool((x > 2).any())  # noqa: E702
-        listed = _line(); x.tolist()  # noqa: E702
-        indexed = _line(); x[np.array([0, 1])]  # noqa: E702
-        moved = _line(); torch.ones(2).to(DEVICE)  # noqa: E702
+        mask = _line()
+        x[x > 2]  # noqa: E702
+        nonzero = _line()
+        (x > 2).nonzero()  # noqa: E702
+        truth = _line()
+        bool((x > 2).any())  # noqa: E702
+        listed = _line()
+        x.tolist()  # noqa: E702
+        indexed = _line()
+        x[np.array([0, 1])]  # noqa: E702
+        moved = _line()
+        torch.ones(2).to(DEVICE)  # noqa: E702
     assert audit.counts["sync"] == {mask: 1, nonzero: 1, truth: 1, listed: 1}
     assert audit.counts["copy_to_device"] == {indexed: 1, moved: 1}
 
@@ -132,8 +145,9 @@ def _context(task, splits, dim=6, config=None, seed=0, separation=2.0):
     classes = sorted({int(y) for labels in splits.values() for y in labels})
     table = torch.as_tensor(np.concatenate(vectors).astype(np.float32), device=DEVICE)
     config = config or build()
-    return Context(TASKS[task], TaskData(task, data_splits, [str(c) for c in classes]), table, rows, DEVICE,
-                   config, config["seed"])
+    return Context(
+        TASKS[task], TaskData(task, data_splits, [str(c) for c in classes]), table, rows, DEVICE, config, config["seed"]
+    )
 
 
 SMALL = {"tenacity": 2, "epoch_size": 2, "max_epoch": 8, "batch_size": 16}
@@ -163,8 +177,10 @@ def _watch_trainer(monkeypatch):
     return counts
 
 
-@pytest.mark.parametrize("task,protocol", [("SST5", "split"), ("TREC", "kfold"), ("MRPC", "kfold"),
-                                           ("SICKEntailment", "split"), ("SNLI", "split")])
+@pytest.mark.parametrize(
+    "task,protocol",
+    [("SST5", "split"), ("TREC", "kfold"), ("MRPC", "kfold"), ("SICKEntailment", "split"), ("SNLI", "split")],
+)
 def test_batched_trainer_protocols_pass_the_audit(monkeypatch, task, protocol):
     """The SentEval solver on single, pair and SNLI features: no per-step sync or copy."""
     counts = _watch_trainer(monkeypatch)
@@ -266,8 +282,7 @@ def _coco_context(images=(60, 10, 10), dim=6, feat_dim=8, seed=0):
     for name, m in zip(retrieval.SPLITS, images):
         features = rng.normal(size=(m, feat_dim)).astype(np.float32)
         captions = np.repeat(features @ mix, 5, axis=0) + rng.normal(size=(5 * m, dim))
-        splits[name] = Split(name, [f"{name} {i}" for i in range(5 * m)], np.repeat(np.arange(m), 5),
-                             images=features)
+        splits[name] = Split(name, [f"{name} {i}" for i in range(5 * m)], np.repeat(np.arange(m), 5), images=features)
         tables.append(captions)
         rows[name] = (np.arange(offset, offset + 5 * m), None)
         offset += 5 * m
@@ -302,10 +317,14 @@ def test_cosine_sts_and_geometry_pass_the_audit():
     assert result["positive_pairs"] > 0
     assert audit.total("sync") <= 4 and audit.total("copy_to_device") <= 16  # once per task
     n = 30
-    splits = {s: Split(s, [f"{s}a{i}" for i in range(n)], rng.uniform(0, 5, n), b=[f"{s}b{i}" for i in range(n)])
-              for s in ("MSRpar", "SMTeuroparl")}
-    rows = {s: (np.arange(2 * n * k, 2 * n * k + n), np.arange(2 * n * k + n, 2 * n * (k + 1)))
-            for k, s in enumerate(splits)}
+    splits = {
+        s: Split(s, [f"{s}a{i}" for i in range(n)], rng.uniform(0, 5, n), b=[f"{s}b{i}" for i in range(n)])
+        for s in ("MSRpar", "SMTeuroparl")
+    }
+    rows = {
+        s: (np.arange(2 * n * k, 2 * n * k + n), np.arange(2 * n * k + n, 2 * n * (k + 1)))
+        for k, s in enumerate(splits)
+    }
 
     def run():
         table = torch.as_tensor(rng.normal(size=(4 * n, 5)).astype(np.float32), device=DEVICE)

@@ -7,6 +7,7 @@ C++ == numpy bit for bit, with identical scores; JAX and TensorFlow MiniLM agree
 scores the same as the per-task export; every output passes `embeval vectors check`; bad input
 gives one line and exit code 2.
 """
+
 import ast
 import importlib.util
 import math
@@ -36,7 +37,7 @@ EDGE_SENTENCES = [
     "tabs\tand\x0bvertical\x0cfeeds\rcarriage",
     "caf\u00e9 CAF\u00c9 na\u00efve \u00c9t\u00e9",
     "line\x85next\x1cfile\u2028separators stay inside the line",
-    "emoji \U0001F600 and \u4e2d\u6587",
+    "emoji \U0001f600 and \u4e2d\u6587",
 ]
 
 
@@ -80,7 +81,9 @@ def edge_export(tmp_path_factory):
 def minilm_export(tmp_path_factory, exports):
     """Real STS16 plus the edge-case list (as a second task), so each MiniLM exporter runs once."""
     sts16 = (exports / "sts16" / "STS16.txt").read_text(encoding="utf-8").split("\n")[:-1]
-    folder = write_export(tmp_path_factory.mktemp("minilm_export") / "sentences", {"STS16": sts16, "STS12": EDGE_SENTENCES})
+    folder = write_export(
+        tmp_path_factory.mktemp("minilm_export") / "sentences", {"STS16": sts16, "STS12": EDGE_SENTENCES}
+    )
     assert manifest_entries(folder)["STS16"] == manifest_entries(exports / "sts16")["STS16"]
     return folder
 
@@ -90,8 +93,17 @@ def minilm_torch(tmp_path_factory, minilm_export):
     """all-MiniLM-L6-v2 vectors from the sentence-transformers (PyTorch) exporter."""
     need_modules(*MINILM_MODULES)
     out = tmp_path_factory.mktemp("minilm") / "torch.h5"
-    result = run_exporter("sentence_transformers_export.py", "--export", minilm_export, "--out", out,
-                          "--batch-size", 32, "--device", "cpu")
+    result = run_exporter(
+        "sentence_transformers_export.py",
+        "--export",
+        minilm_export,
+        "--out",
+        out,
+        "--batch-size",
+        32,
+        "--device",
+        "cpu",
+    )
     assert result.returncode == 0, result.stderr
     return out
 
@@ -100,8 +112,13 @@ def test_exporters_never_import_embeval():
     for path in EXPORTERS.glob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             assert not any(n == "embeval" or n.startswith("embeval.") for n in names), path
 
 
@@ -188,8 +205,12 @@ def test_cpp_equals_numpy_on_edge_cases(tmp_path, edge_export):
     binary = cpp_binary()
     numpy_out, cpp_out = tmp_path / "numpy.h5", tmp_path / "cpp.h5"
     assert run_exporter("bow_numpy.py", "--export", edge_export, "--out", numpy_out, "--dim", 7).returncode == 0
-    assert run_exporter(binary, "--export", edge_export, "--out", cpp_out, "--dim", 7, "--batch-size", 3,
-                        "--quiet").returncode == 0
+    assert (
+        run_exporter(
+            binary, "--export", edge_export, "--out", cpp_out, "--dim", 7, "--batch-size", 3, "--quiet"
+        ).returncode
+        == 0
+    )
     a, b = read_vectors(numpy_out)["STS12"][0], read_vectors(cpp_out)["STS12"][0]
     assert a.shape == (len(EDGE_SENTENCES), 7)
     np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
@@ -245,8 +266,11 @@ def test_missing_export_folder_is_one_line(tmp_path, program):
 
 @pytest.mark.parametrize("program", PYTHON_EXPORTERS[1:])
 def test_wrong_model_path_is_one_line(tmp_path, edge_export, program):
-    line = one_line_error(run_exporter(program, "--export", edge_export, "--out", tmp_path / "v.h5",
-                                       "--model", tmp_path / "no_such_model"))
+    line = one_line_error(
+        run_exporter(
+            program, "--export", edge_export, "--out", tmp_path / "v.h5", "--model", tmp_path / "no_such_model"
+        )
+    )
     assert "no_such_model" in line and "model folder not found" in line
     assert not (tmp_path / "v.h5").exists()
 
@@ -274,10 +298,10 @@ def test_minilm_torch_exporter(minilm_torch, minilm_export, data_dir, cli):
     assert abs(sts16["all"]["spearman"]["pooled"] - 0.7899) < 0.002
 
 
-@pytest.mark.parametrize("program, modules", [("jax_export.py", ("jax",)),
-                                              ("tensorflow_export.py", ("tensorflow",))])
-def test_minilm_reimplementation_agrees_with_pytorch(tmp_path, minilm_torch, minilm_export, data_dir, cli,
-                                                     program, modules):
+@pytest.mark.parametrize("program, modules", [("jax_export.py", ("jax",)), ("tensorflow_export.py", ("tensorflow",))])
+def test_minilm_reimplementation_agrees_with_pytorch(
+    tmp_path, minilm_torch, minilm_export, data_dir, cli, program, modules
+):
     need_modules("tokenizers", *modules)
     out = tmp_path / "v.h5"
     result = run_exporter(program, "--export", minilm_export, "--out", out)

@@ -1,5 +1,6 @@
 """What a new user meets first: a run that scores nothing fails loudly, one writer per results file,
 errors that point to the fix, task names as people write them, visible progress, predictions kept."""
+
 import io
 import json
 import os
@@ -33,19 +34,26 @@ def sts16(data_dir, tmp_path):
 
 # A run that scores nothing is exit code 2, one line saying why, and no results file.
 
+
 def test_no_data_folder(cli, sts16, tmp_path):
     out = tmp_path / "r.json"
     out.write_bytes(PREVIOUS)
-    refused(cli("score", sts16, "--data", tmp_path / "nowhere", "--out", out),
-            f"the data folder {tmp_path / 'nowhere'} does not exist", "embeval data fetch")
+    refused(
+        cli("score", sts16, "--data", tmp_path / "nowhere", "--out", out),
+        f"the data folder {tmp_path / 'nowhere'} does not exist",
+        "embeval data fetch",
+    )
     untouched(out, PREVIOUS)
 
 
 def test_empty_data_folder(cli, sts16, tmp_path):
     (tmp_path / "empty").mkdir()
     out = tmp_path / "r.json"
-    refused(cli("score", sts16, "--data", tmp_path / "empty", "--out", out),
-            "nothing to score", f"no data for STS16 in {tmp_path / 'empty'}")
+    refused(
+        cli("score", sts16, "--data", tmp_path / "empty", "--out", out),
+        "nothing to score",
+        f"no data for STS16 in {tmp_path / 'empty'}",
+    )
     untouched(out, None)
 
 
@@ -55,15 +63,26 @@ def test_datasets_inside_a_group_are_named_with_the_layout_to_use(cli, data_dir,
         f.create_dataset("vectors/STS16", data=vectors_for(texts))
         f["vectors/STS16"].attrs["sha256"] = export.fingerprint(texts)
     out = tmp_path / "r.json"
-    refused(cli("score", tmp_path / "g.h5", "--data", data_dir, "--out", out),
-            "g.h5", "nothing to score", "inside /vectors", "/vectors/STS16", "at the file's root")
+    refused(
+        cli("score", tmp_path / "g.h5", "--data", data_dir, "--out", out),
+        "g.h5",
+        "nothing to score",
+        "inside /vectors",
+        "/vectors/STS16",
+        "at the file's root",
+    )
     untouched(out, None)
 
 
 def test_a_named_task_absent_from_the_file(cli, sts16, data_dir, tmp_path):
     out = tmp_path / "r.json"
-    refused(cli("score", sts16, "--data", data_dir, "--tasks", "STS12", "--out", out),
-            "v.h5", "nothing to score", "STS12 absent from the file", "it holds /STS16")
+    refused(
+        cli("score", sts16, "--data", data_dir, "--tasks", "STS12", "--out", out),
+        "v.h5",
+        "nothing to score",
+        "STS12 absent from the file",
+        "it holds /STS16",
+    )
     untouched(out, None)
 
 
@@ -74,39 +93,57 @@ def test_skipped_tasks_are_listed_and_strict_refuses_them(cli, sts16, data_dir, 
     assert "skipped (absent from file): STS12" in result.stdout
     assert json.loads(out.read_text())["skipped"]["absent_from_file"] == ["STS12"]
     strict = tmp_path / "strict.json"
-    refused(cli("score", sts16, "--data", data_dir, "--tasks", "STS16,STS12", "--out", strict, "--strict"),
-            "STS12", "--strict")
+    refused(
+        cli("score", sts16, "--data", data_dir, "--tasks", "STS16,STS12", "--out", strict, "--strict"),
+        "STS12",
+        "--strict",
+    )
     untouched(strict, None)
 
 
 # Errors that point to the fix.
+
 
 def test_a_transposed_matrix_is_called_transposed(cli, data_dir, tmp_path):
     texts = sentences(data_dir, "STS16")
     with h5py.File(tmp_path / "t.h5", "w") as f:
         f["STS16"] = vectors_for(texts, dim=32).T
         f["STS16"].attrs["sha256"] = export.fingerprint(texts)
-    refused(cli("score", tmp_path / "t.h5", "--data", data_dir, "--out", tmp_path / "r.json"),
-            "STS16", f"has 32 rows, the task has {len(texts)} sentences", "looks transposed")
+    refused(
+        cli("score", tmp_path / "t.h5", "--data", data_dir, "--out", tmp_path / "r.json"),
+        "STS16",
+        f"has 32 rows, the task has {len(texts)} sentences",
+        "looks transposed",
+    )
 
 
 def test_task_names_as_people_write_them():
-    assert parse_task_list("sts-b,SICK-E,sick-r,coco,mr") == ["STSBenchmark", "SICKEntailment", "SICKRelatedness",
-                                                               "ImageCaptionRetrieval", "MR"]
+    assert parse_task_list("sts-b,SICK-E,sick-r,coco,mr") == [
+        "STSBenchmark",
+        "SICKEntailment",
+        "SICKRelatedness",
+        "ImageCaptionRetrieval",
+        "MR",
+    ]
     assert parse_task_list("STS16,STS12,sts16") == ["STS16", "STS12"]
     assert canonical_name("stsbenchmark") == "STSBenchmark"
 
 
 def test_an_unknown_task_gets_a_suggestion(cli, sts16, data_dir):
-    refused(cli("score", sts16, "--data", data_dir, "--tasks", "STS61"), "--tasks", "unknown task STS61",
-            "did you mean STS16?")
+    refused(
+        cli("score", sts16, "--data", data_dir, "--tasks", "STS61"),
+        "--tasks",
+        "unknown task STS61",
+        "did you mean STS16?",
+    )
     refused(cli("score", sts16, "--data", data_dir, "--tasks", "SICKEntailmnt"), "did you mean SICKEntailment?")
 
 
 def test_tasks_run_in_the_order_given(cli, data_dir, tmp_path):
     path = task_file(tmp_path / "v.h5", data_dir, ["STS13", "STS16"])
-    result = cli("score", path, "--data", data_dir, "--tasks", "sts16,sts13", "--out", tmp_path / "r.json",
-                 "--bootstrap", "0")
+    result = cli(
+        "score", path, "--data", data_dir, "--tasks", "sts16,sts13", "--out", tmp_path / "r.json", "--bootstrap", "0"
+    )
     assert result.exit_code == 0, result.stderr
     assert list(json.loads((tmp_path / "r.json").read_text())["tasks"]) == ["STS16", "STS13"]
     assert result.stderr.index("scoring STS16") < result.stderr.index("scoring STS13")
@@ -123,22 +160,38 @@ def test_vectors_check_gives_the_verdict_score_gives(cli, data_dir, devbow, tmp_
     result = cli("vectors", "check", tmp_path / "one.h5", "--export", tmp_path / "sent")
     assert result.exit_code == 0, result.stderr
     assert "skipped (absent from the file): STS13" in result.stdout and "all 1 datasets ok" in result.stdout
-    assert cli("vectors", "check", tmp_path / "one.h5", "--export", tmp_path / "sent", "--tasks", "sts16").exit_code == 0
-    refused(cli("vectors", "check", tmp_path / "one.h5", "--export", tmp_path / "sent", "--tasks", "STS13"),
-            "one.h5", "STS13", "absent from the file")
-    refused(cli("vectors", "check", tmp_path / "one.h5", "--export", tmp_path / "sent", "--strict"),
-            "STS13", "absent from the file (--strict)")
+    assert (
+        cli("vectors", "check", tmp_path / "one.h5", "--export", tmp_path / "sent", "--tasks", "sts16").exit_code == 0
+    )
+    refused(
+        cli("vectors", "check", tmp_path / "one.h5", "--export", tmp_path / "sent", "--tasks", "STS13"),
+        "one.h5",
+        "STS13",
+        "absent from the file",
+    )
+    refused(
+        cli("vectors", "check", tmp_path / "one.h5", "--export", tmp_path / "sent", "--strict"),
+        "STS13",
+        "absent from the file (--strict)",
+    )
 
 
 def test_the_data_folder_option_is_data_everywhere(cli, tmp_path):
-    for command in (["export-sentences"], ["score"], ["quickstart"], ["data", "fetch"], ["data", "verify"],
-                    ["data", "list"]):
+    for command in (
+        ["export-sentences"],
+        ["score"],
+        ["quickstart"],
+        ["data", "fetch"],
+        ["data", "verify"],
+        ["data", "list"],
+    ):
         result = cli(*command, "--help")
         assert result.exit_code == 0 and "--data DIR" in result.stdout, command
     assert "--dest" not in cli("data", "fetch", "--help").stdout
 
 
 # Predictions are kept by default.
+
 
 def test_predictions_are_saved_by_default(cli, sts16, data_dir, tmp_path):
     result = cli("score", sts16, "--data", data_dir, "--out", tmp_path / "r.json", "--bootstrap", "0")
@@ -150,6 +203,7 @@ def test_predictions_are_saved_by_default(cli, sts16, data_dir, tmp_path):
 
 
 # Progress a person can see.
+
 
 class Clock:
     def __init__(self):
@@ -169,8 +223,10 @@ def test_progress_off_a_terminal_is_a_plain_line_at_most_every_30_seconds():
     lines = stream.getvalue().splitlines()
     assert len(lines) == 1 + int(150 // 30)
     assert lines[0] == "MR: choosing the regularization pass 0 of at most 200; 0 s elapsed"
-    assert lines[1] == ("MR: choosing the regularization pass 20 of at most 200, 180 of 400 fits still training; "
-                        "30 s elapsed, at most 4 min 30 s left in this stage")
+    assert lines[1] == (
+        "MR: choosing the regularization pass 20 of at most 200, 180 of 400 fits still training; "
+        "30 s elapsed, at most 4 min 30 s left in this stage"
+    )
 
 
 def test_progress_on_a_terminal_redraws_one_line_with_a_bar():
@@ -190,9 +246,27 @@ def test_progress_reaches_a_log_file(data_dir, tmp_path):
     """Off a terminal (nohup, CI), the run says what it is doing before the table."""
     path = task_file(tmp_path / "v.h5", data_dir, ["SICKEntailment"], dim=16)
     with open(tmp_path / "log.txt", "w") as log:
-        done = subprocess.run([sys.executable, "-m", "embeval", "score", str(path), "--data", str(data_dir),
-                               "--config", "prototype", "--bootstrap", "0", "--out", str(tmp_path / "r.json")],
-                              stdout=subprocess.DEVNULL, stderr=log, cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "embeval",
+                "score",
+                str(path),
+                "--data",
+                str(data_dir),
+                "--config",
+                "prototype",
+                "--bootstrap",
+                "0",
+                "--out",
+                str(tmp_path / "r.json"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            cwd=REPO,
+            env=dict(os.environ, PYTHONPATH=str(REPO)),
+        )
     assert done.returncode == 0
     text = (tmp_path / "log.txt").read_text()
     assert "scoring SICKEntailment (1 of 1) ..." in text
@@ -202,11 +276,25 @@ def test_progress_reaches_a_log_file(data_dir, tmp_path):
 
 # One writer per results file.
 
+
 def test_a_second_writer_of_the_same_results_file_stops_at_once(data_dir, tmp_path):
     path = task_file(tmp_path / "v.h5", data_dir, ["MR", "SICKEntailment"], dim=64)
     out = tmp_path / "r.json"
-    command = [sys.executable, "-m", "embeval", "score", str(path), "--data", str(data_dir), "--bootstrap", "0",
-               "--tasks", "SICKEntailment,MR", "--out", str(out)]
+    command = [
+        sys.executable,
+        "-m",
+        "embeval",
+        "score",
+        str(path),
+        "--data",
+        str(data_dir),
+        "--bootstrap",
+        "0",
+        "--tasks",
+        "SICKEntailment,MR",
+        "--out",
+        str(out),
+    ]
     env = dict(os.environ, PYTHONPATH=str(REPO))
     first = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lock = tmp_path / "r.json.lock"
@@ -220,7 +308,8 @@ def test_a_second_writer_of_the_same_results_file_stops_at_once(data_dir, tmp_pa
     assert second.stderr.strip().splitlines() == [
         f"embeval: error: {out}: is being written by embeval process {first.pid} on {os.uname().nodename} "
         f"(since {json.loads(lock.read_text())['started']}); wait for it to finish or choose another --out "
-        "(if no such process runs, delete r.json.lock)"]
+        "(if no such process runs, delete r.json.lock)"
+    ]
     stdout, stderr = first.communicate(timeout=600)
     assert first.returncode == 0, stderr
     record = json.loads(out.read_text())
@@ -229,8 +318,9 @@ def test_a_second_writer_of_the_same_results_file_stops_at_once(data_dir, tmp_pa
 
 def test_a_lock_left_by_a_dead_process_is_taken_over(cli, sts16, data_dir, tmp_path):
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    (tmp_path / "r.json.lock").write_text(json.dumps({"pid": int(dead.stdout), "host": os.uname().nodename,
-                                                      "started": "earlier"}))
+    (tmp_path / "r.json.lock").write_text(
+        json.dumps({"pid": int(dead.stdout), "host": os.uname().nodename, "started": "earlier"})
+    )
     result = cli("score", sts16, "--data", data_dir, "--out", tmp_path / "r.json", "--bootstrap", "0")
     assert result.exit_code == 0, result.stderr
     assert not (tmp_path / "r.json.lock").exists()

@@ -10,6 +10,7 @@ untouched). Any other exception fails the test with its traceback.
 CI runs a small, fixed (derandomized) budget. By hand, a larger random one:
     EMBEVAL_FUZZ_EXAMPLES=2000 python -m pytest tests/test_fuzz.py
 """
+
 import json
 import os
 import pickle
@@ -37,12 +38,15 @@ from embeval.formats import sentences as export
 from embeval.tasks.registry import TASKS
 
 EXAMPLES = int(os.environ.get("EMBEVAL_FUZZ_EXAMPLES", "25"))
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize="EMBEVAL_FUZZ_EXAMPLES" not in os.environ,
-                database=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                                      HealthCheck.data_too_large])
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize="EMBEVAL_FUZZ_EXAMPLES" not in os.environ,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
-TEXT_TASKS = ["MR", "SST2", "SST5", "TREC", "MRPC", "SICKEntailment", "STSBenchmark", "STS13", "STS16", "SNLI",
-              "Tense"]
+TEXT_TASKS = ["MR", "SST2", "SST5", "TREC", "MRPC", "SICKEntailment", "STSBenchmark", "STS13", "STS16", "SNLI", "Tense"]
 SCORED = ["STS13", "STS16"]
 LINES = 30
 
@@ -82,8 +86,11 @@ def write_synthetic(root):
         (snli / f"labels.{split}").write_text("".join(f"{labels[i % 3]}\n" for i in range(9)))
     (root / "probing").mkdir()
     (root / "probing" / "past_present.txt").write_text(
-        "".join(f"{s}\t{t}\t{i}\tshe walk{'ed' if t == 'PAST' else 's'} home {i}\n"
-                for i, (s, t) in enumerate([(s, t) for s in ("tr", "va", "te") for t in ("PAST", "PRES")] * 3)))
+        "".join(
+            f"{s}\t{t}\t{i}\tshe walk{'ed' if t == 'PAST' else 's'} home {i}\n"
+            for i, (s, t) in enumerate([(s, t) for s in ("tr", "va", "te") for t in ("PAST", "PRES")] * 3)
+        )
+    )
     write_coco(root, (3, 2, 2), feat_dim=4)
 
 
@@ -100,25 +107,40 @@ def mini(tmp_path_factory, data_dir):
     write_synthetic(data)
     texts = {name: export.task_sentences(TASKS[name].load(data)) for name in TEXT_TASKS + ["ImageCaptionRetrieval"]}
     sts16 = texts["STS16"]
-    files = {"per-task": write_h5(root / "per-task.h5", {"STS16": (vectors_for(sts16), {
-        "sha256": export.fingerprint(sts16)})})}
+    files = {
+        "per-task": write_h5(
+            root / "per-task.h5", {"STS16": (vectors_for(sts16), {"sha256": export.fingerprint(sts16)})}
+        )
+    }
     with h5py.File(root / "chunked.h5", "w") as f:
-        f.create_dataset("STS16", data=vectors_for(sts16, seed=1).astype("f2"), chunks=(16, 8), compression="gzip",
-                         shuffle=True)
+        f.create_dataset(
+            "STS16", data=vectors_for(sts16, seed=1).astype("f2"), chunks=(16, 8), compression="gzip", shuffle=True
+        )
         f["STS16"].attrs["sha256"] = export.fingerprint(sts16)
     files["chunked"] = root / "chunked.h5"
     union = export.union_sentences([texts["STS13"], texts["STS16"]])
-    files["union"] = write_h5(root / "union.h5", {"ALL": (vectors_for(union, seed=2), {
-        "sha256": export.fingerprint(union), "tasks": "STS13,STS16"})})
-    vectors = {name: write_h5(root / f"{name}.h5", {name: (vectors_for(texts[name]), {
-        "sha256": export.fingerprint(texts[name])})}) for name in SCORED}
+    files["union"] = write_h5(
+        root / "union.h5",
+        {"ALL": (vectors_for(union, seed=2), {"sha256": export.fingerprint(union), "tasks": "STS13,STS16"})},
+    )
+    vectors = {
+        name: write_h5(
+            root / f"{name}.h5", {name: (vectors_for(texts[name]), {"sha256": export.fingerprint(texts[name])})}
+        )
+        for name in SCORED
+    }
     return data, files, vectors
 
 
 # Vectors files.
 
-ATTR_VALUES = st.one_of(st.text(max_size=80), st.binary(max_size=80), st.integers(-2**63, 2**63 - 1),
-                        st.lists(st.floats(allow_nan=True), max_size=4), st.just("0" * 64))
+ATTR_VALUES = st.one_of(
+    st.text(max_size=80),
+    st.binary(max_size=80),
+    st.integers(-(2**63), 2**63 - 1),
+    st.lists(st.floats(allow_nan=True), max_size=4),
+    st.just("0" * 64),
+)
 DTYPES = ["f2", "f4", "f8", "i4", "u1", "c8", "bool", "S4", "i8"]
 
 
@@ -175,9 +197,18 @@ def rewrites(name):
     def restore(f, draw):
         values, attrs = f[name][()], dict(f[name].attrs)
         del f[name]
-        options = draw(st.sampled_from([{"chunks": True}, {"compression": "gzip"}, {"compression": "lzf"},
-                                        {"fletcher32": True}, {"shuffle": True, "compression": "gzip"},
-                                        {"scaleoffset": 3}]))
+        options = draw(
+            st.sampled_from(
+                [
+                    {"chunks": True},
+                    {"compression": "gzip"},
+                    {"compression": "lzf"},
+                    {"fletcher32": True},
+                    {"shuffle": True, "compression": "gzip"},
+                    {"scaleoffset": 3},
+                ]
+            )
+        )
         f.create_dataset(name, data=values, **options)
         f[name].attrs.update(attrs)
 
@@ -197,8 +228,11 @@ def test_fuzz_vectors_files(cli, mini, data):
         for _ in range(data.draw(st.integers(0, 2), label="rewrites")):
             rewrite = data.draw(st.sampled_from(rewrites(name)), label="rewrite")
             with h5py.File(path, "r+") as f:
-                if name in f and isinstance(f.get(name, getlink=True), h5py.HardLink) and \
-                        isinstance(f[name], h5py.Dataset):
+                if (
+                    name in f
+                    and isinstance(f.get(name, getlink=True), h5py.HardLink)
+                    and isinstance(f[name], h5py.Dataset)
+                ):
                     try:
                         rewrite(f, data.draw)
                     except (ValueError, TypeError, OSError, IndexError):
@@ -207,27 +241,43 @@ def test_fuzz_vectors_files(cli, mini, data):
         for _ in range(data.draw(st.integers(0, 12), label="byte changes")):
             raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
         if data.draw(st.booleans(), label="truncate"):
-            raw = raw[:data.draw(st.integers(0, len(raw)))]
+            raw = raw[: data.draw(st.integers(0, len(raw)))]
         path.write_bytes(bytes(raw))
         run_score(cli, folder, path, data_root, tasks, data.draw(st.booleans(), label="previous results"))
 
 
 # Task data files.
 
+
 def mutate_text(raw, draw):
     """One damage to a text file's bytes."""
-    kind = draw(st.sampled_from(["bytes", "truncate", "drop line", "duplicate line", "foreign line", "tabs",
-                                 "encoding", "empty", "blank lines"]), label="mutation")
+    kind = draw(
+        st.sampled_from(
+            [
+                "bytes",
+                "truncate",
+                "drop line",
+                "duplicate line",
+                "foreign line",
+                "tabs",
+                "encoding",
+                "empty",
+                "blank lines",
+            ]
+        ),
+        label="mutation",
+    )
     lines = raw.split(b"\n")
     pick = st.integers(0, max(len(lines) - 1, 0))
     if kind == "bytes" and raw:
         data = bytearray(raw)
         for _ in range(draw(st.integers(1, 8))):
-            data[draw(st.integers(0, len(data) - 1))] = draw(st.sampled_from([0, 9, 10, 13, 32, 0x80, 0xC3, 0xFF,
-                                                                              draw(st.integers(0, 255))]))
+            data[draw(st.integers(0, len(data) - 1))] = draw(
+                st.sampled_from([0, 9, 10, 13, 32, 0x80, 0xC3, 0xFF, draw(st.integers(0, 255))])
+            )
         return bytes(data)
     if kind == "truncate":
-        return raw[:draw(st.integers(0, len(raw)))]
+        return raw[: draw(st.integers(0, len(raw)))]
     if kind == "drop line":
         del lines[draw(pick)]
     elif kind == "duplicate line":
@@ -237,8 +287,11 @@ def mutate_text(raw, draw):
         lines.insert(draw(pick), draw(st.one_of(st.binary(max_size=60), st.text(max_size=60).map(str.encode))))
     elif kind == "tabs":
         i = draw(pick)
-        lines[i] = lines[i].replace(b"\t", draw(st.sampled_from([b" ", b"\t\t", b""]))) if b"\t" in lines[i] \
+        lines[i] = (
+            lines[i].replace(b"\t", draw(st.sampled_from([b" ", b"\t\t", b""])))
+            if b"\t" in lines[i]
             else lines[i] + b"\tx"
+        )
     elif kind == "encoding":
         text = raw.decode("latin-1")
         return text.encode(draw(st.sampled_from(["utf-16", "utf-32", "cp1252"])), "replace")
@@ -274,11 +327,11 @@ def test_fuzz_task_files(cli, mini, data):
             run_score(cli, folder, vectors[task], root, task, data.draw(st.booleans(), label="previous results"))
 
 
-PLAIN = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=10),
-                               st.binary(max_size=10)),
-                     lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner,
-                                                                                          max_size=4)),
-                     max_leaves=12)
+PLAIN = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=10), st.binary(max_size=10)),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+    max_leaves=12,
+)
 
 
 def coco_damage(raw, draw):
@@ -290,7 +343,7 @@ def coco_damage(raw, draw):
             data[draw(st.integers(0, len(data) - 1))] = draw(st.integers(0, 255))
         return bytes(data)
     if kind == "truncate":
-        return raw[:draw(st.integers(0, len(raw)))]
+        return raw[: draw(st.integers(0, len(raw)))]
     if kind == "content":
         return pickle.dumps(draw(PLAIN), protocol=draw(st.integers(0, 5)))
     content = pickle.loads(raw)
@@ -314,8 +367,9 @@ def test_fuzz_coco_pickles(cli, mini, data):
         root = copy_task(data_root, folder, "ImageCaptionRetrieval")
         target = root / data.draw(st.sampled_from(TASKS["ImageCaptionRetrieval"].files), label="file")
         target.write_bytes(coco_damage(target.read_bytes(), data.draw))
-        result = cli("export-sentences", "--data", root, "--out", folder / "sentences", "--tasks",
-                     "ImageCaptionRetrieval")
+        result = cli(
+            "export-sentences", "--data", root, "--out", folder / "sentences", "--tasks", "ImageCaptionRetrieval"
+        )
         if outcome(result) == "refused":
             assert not (folder / "sentences").exists()
 
@@ -323,8 +377,15 @@ def test_fuzz_coco_pickles(cli, mini, data):
 def test_mini_data_is_valid(cli, mini, tmp_path):
     """The unmutated inputs succeed, so a refusal in the fuzz tests comes from the mutation."""
     data_root, files, vectors = mini
-    result = cli("export-sentences", "--data", data_root, "--out", tmp_path / "s", "--tasks",
-                 ",".join(TEXT_TASKS + ["ImageCaptionRetrieval"]))
+    result = cli(
+        "export-sentences",
+        "--data",
+        data_root,
+        "--out",
+        tmp_path / "s",
+        "--tasks",
+        ",".join(TEXT_TASKS + ["ImageCaptionRetrieval"]),
+    )
     assert result.exit_code == 0, result.stderr
     for base, path in files.items():
         tasks = "STS13,STS16" if base == "union" else "STS16"

@@ -1,5 +1,6 @@
 """Alignment, uniformity and the singular-value spectrum: formulas on hand-made vectors, and the
 STS-B diagnostics of a scored run against a direct computation."""
+
 import json
 
 import h5py
@@ -55,8 +56,12 @@ def test_stsb_geometry_in_the_results(cli, data_dir, tmp_path):
     with h5py.File(vectors) as f:
         table = f["STSBenchmark"][()].astype(np.float64)
     z = table / np.linalg.norm(table, axis=1, keepdims=True)
-    distances = [np.sum((z[row[a]] - z[row[b]]) ** 2) for split in data.splits.values()
-                 for a, b, g in zip(split.a, split.b, split.y) if g >= 4]
+    distances = [
+        np.sum((z[row[a]] - z[row[b]]) ** 2)
+        for split in data.splits.values()
+        for a, b, g in zip(split.a, split.b, split.y)
+        if g >= 4
+    ]
     assert geo["positive_pairs"] == len(distances) > 1000
     assert geo["alignment"] == pytest.approx(np.mean(distances), rel=1e-6)
     assert geo["uniformity_sample"] == 2000 and geo["sentences"] == len(texts) and geo["dim"] == 5

@@ -1,5 +1,6 @@
 """`embeval report --format html`: one self-contained page, loaded in headless Chromium (Debian's
 `chromium`): no console error, no request outside the page, every table and figure rendered."""
+
 import importlib.util
 import json
 import re
@@ -40,8 +41,12 @@ def page(tmp_path_factory):
     for run in RUNS:  # the comparison reads each file's predictions beside it
         shutil.copy(run, folder)
         shutil.copy(run.with_suffix(".predictions.npz"), folder)
-    text = html.render([folder / r.name for r in RUNS], labels=LABELS, published=["simcse-unsup-bert-base"],
-                       compare_tasks=["MRPC", "STS12"])
+    text = html.render(
+        [folder / r.name for r in RUNS],
+        labels=LABELS,
+        published=["simcse-unsup-bert-base"],
+        compare_tasks=["MRPC", "STS12"],
+    )
     path = folder / "report.html"
     path.write_text(text, encoding="utf-8")
     return path, text
@@ -52,8 +57,12 @@ def test_page_is_self_contained(page):
     assert "<script" not in text.lower() and "@import" not in text and "url(" not in text
     sources = re.findall(r'(?:src|href)="([^"]*)"', text)
     assert sources and all(s.startswith("data:image/png;base64,") for s in sources)
-    for heading in ("Transfer tasks (logistic regression)", "STS12-16: the three aggregations side by side",
-                    "Paired comparison", "Geometry (STS-B)"):
+    for heading in (
+        "Transfer tasks (logistic regression)",
+        "STS12-16: the three aggregations side by side",
+        "Paired comparison",
+        "Geometry (STS-B)",
+    ):
         assert heading in text
     assert "unsup. SimCSE-BERT-base [published]" in text and "Gao, Yao and Chen (2021)" in text
 
@@ -63,9 +72,15 @@ def test_page_renders_in_chromium(browser, page):
     seen = browser.check(path)
     assert seen["console"] == [] and seen["requests"] == []
     tables = {t["id"]: t for t in seen["tables"]}
-    for key, rows in (("table-transfer-logreg", 5), ("table-transfer-mlp", 5), ("table-sts", 5),
-                      ("table-sts-normalized", 5), ("table-geometry", 4), ("table-sts-aggregations-spearman", 5),
-                      ("table-sts-aggregations-pearson", 5)):
+    for key, rows in (
+        ("table-transfer-logreg", 5),
+        ("table-transfer-mlp", 5),
+        ("table-sts", 5),
+        ("table-sts-normalized", 5),
+        ("table-geometry", 4),
+        ("table-sts-aggregations-spearman", 5),
+        ("table-sts-aggregations-pearson", 5),
+    ):
         assert tables[key]["rows"] == rows, key
     assert tables["table-compare"]["rows"] > 1
     assert all(t["width"] > 100 and t["height"] > 40 for t in seen["tables"])
@@ -78,8 +93,10 @@ def test_page_renders_in_chromium(browser, page):
 def test_the_check_sees_console_errors_and_broken_images(browser, tmp_path):
     """The same check on a page with a console error and an image that does not load fails."""
     bad = tmp_path / "bad.html"
-    bad.write_text('<!DOCTYPE html><html><body><table id="t"><tr><td>1</td></tr></table>'
-                   '<img src="missing.png" alt="missing"><script>console.error("boom")</script></body></html>')
+    bad.write_text(
+        '<!DOCTYPE html><html><body><table id="t"><tr><td>1</td></tr></table>'
+        '<img src="missing.png" alt="missing"><script>console.error("boom")</script></body></html>'
+    )
     seen = browser.check(bad)
     assert any("boom" in line for line in seen["console"])
     assert any(r.endswith("/missing.png") for r in seen["requests"])
@@ -131,9 +148,25 @@ def sweep_of(cli, folder, data_dir, steps, broken=None):
             if i == broken:
                 f["TREC"][5, 1] = np.nan
     out = folder / "sweep"
-    result = cli("sweep", *sorted(folder.glob("ckpt*.h5")), "--data", data_dir, "--tasks", ",".join(SWEEP_TASKS),
-                 "--config", "prototype", "--kfold", "3", "--bootstrap", "100", "--device", "cpu", "--out-dir", out,
-                 "--quiet")
+    result = cli(
+        "sweep",
+        *sorted(folder.glob("ckpt*.h5")),
+        "--data",
+        data_dir,
+        "--tasks",
+        ",".join(SWEEP_TASKS),
+        "--config",
+        "prototype",
+        "--kfold",
+        "3",
+        "--bootstrap",
+        "100",
+        "--device",
+        "cpu",
+        "--out-dir",
+        out,
+        "--quiet",
+    )
     assert result.exit_code == (0 if broken is None else 2), result.stderr
     return out
 
@@ -160,8 +193,10 @@ def sweep_page(tmp_path_factory, data_dir):
 def cells_of(text, table_id):
     """The cells of an HTML table of the page, row by row, tags stripped."""
     body = text.split(f'<table id="{table_id}">', 1)[1].split("</table>", 1)[0]
-    return [[re.sub(r"<[^>]+>", "", cell) for cell in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row)]
-            for row in re.findall(r"<tr>(.*?)</tr>", body)]
+    return [
+        [re.sub(r"<[^>]+>", "", cell) for cell in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row)]
+        for row in re.findall(r"<tr>(.*?)</tr>", body)
+    ]
 
 
 def test_sweep_page_shows_each_files_figures_and_the_best_on_dev(sweep_page):
@@ -178,8 +213,7 @@ def test_sweep_page_shows_each_files_figures_and_the_best_on_dev(sweep_page):
         record = json.loads((out / f"{row[0]}.results.json").read_text())
         sts, trec = record["tasks"]["STS12"], record["tasks"]["TREC"]
         ci = sts["ci"]["figures"]["all.spearman.pooled"]
-        assert row[2] == (f"{sts['results']['all']['spearman']['pooled']:.4f} "
-                          f"[{ci['low']:.4f}, {ci['high']:.4f}]")
+        assert row[2] == (f"{sts['results']['all']['spearman']['pooled']:.4f} [{ci['low']:.4f}, {ci['high']:.4f}]")
         ci = trec["ci"]["figures"]["acc"]
         assert row[3].removesuffix(" *") == f"{trec['results']['acc']:.2f} [{ci['low']:.2f}, {ci['high']:.2f}]"
         dev[row[0]] = trec["results"]["devacc"]
@@ -237,16 +271,26 @@ def test_wrong_sweep_input_is_one_line(cli, sweep_page, tmp_path):
     refused(cli("report", out, "--format", "html", "--baselines", "sbert"), "--baselines does not apply")
     record = json.loads(summary.read_text())
     for name, edit, problem in (
-            ("version.json", lambda r: r.update(format_version=7), "sweep format version 7; this embeval reads "),
-            ("task.json", lambda r: r["tasks"].update(NOPE=r["tasks"]["TREC"]),
-             "NOPE: not a valid sweep summary: unknown task"),
-            ("figures.json", lambda r: r["tasks"]["TREC"]["values"]["ckpt1"].update(value="high"),
-             "TREC: not a valid sweep summary: the figures of 'ckpt1' must be"),
-            ("sources.json", lambda r: r.update(sources={}), "'sources' must be a list"),
-            ("left_out.json", lambda r: r.update(left_out=["x"]), "each item of 'left_out' needs its 'error'")):
+        ("version.json", lambda r: r.update(format_version=7), "sweep format version 7; this embeval reads "),
+        (
+            "task.json",
+            lambda r: r["tasks"].update(NOPE=r["tasks"]["TREC"]),
+            "NOPE: not a valid sweep summary: unknown task",
+        ),
+        (
+            "figures.json",
+            lambda r: r["tasks"]["TREC"]["values"]["ckpt1"].update(value="high"),
+            "TREC: not a valid sweep summary: the figures of 'ckpt1' must be",
+        ),
+        ("sources.json", lambda r: r.update(sources={}), "'sources' must be a list"),
+        ("left_out.json", lambda r: r.update(left_out=["x"]), "each item of 'left_out' needs its 'error'"),
+    ):
         edited = json.loads(json.dumps(record))
         edit(edited)
         (tmp_path / name).write_text(json.dumps(edited))
-        refused(cli("report", tmp_path / name, "--format", "html", "--out", tmp_path / "x.html"),
-                str(tmp_path / name), problem)
+        refused(
+            cli("report", tmp_path / name, "--format", "html", "--out", tmp_path / "x.html"),
+            str(tmp_path / name),
+            problem,
+        )
         assert not (tmp_path / "x.html").exists()

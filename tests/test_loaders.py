@@ -1,4 +1,5 @@
 """Loaders: sample counts, distinct-sentence counts, and each format's corner cases."""
+
 import pickle
 from pathlib import Path
 
@@ -25,17 +26,30 @@ SAMPLE_COUNTS = {
     "STSBenchmark": {"train": 5749, "dev": 1500, "test": 1379},
     "STS12": {"MSRpar": 750, "MSRvid": 750, "SMTeuroparl": 459, "surprise.OnWN": 750, "surprise.SMTnews": 399},
     "STS13": {"FNWN": 189, "headlines": 750, "OnWN": 561},
-    "STS14": {"deft-forum": 450, "deft-news": 300, "headlines": 750, "images": 750, "OnWN": 750,
-              "tweet-news": 750},
+    "STS14": {"deft-forum": 450, "deft-news": 300, "headlines": 750, "images": 750, "OnWN": 750, "tweet-news": 750},
     "STS15": {"answers-forums": 375, "answers-students": 750, "belief": 375, "headlines": 750, "images": 750},
-    "STS16": {"answer-answer": 254, "headlines": 249, "plagiarism": 230, "postediting": 244,
-              "question-question": 209},
+    "STS16": {"answer-answer": 254, "headlines": 249, "plagiarism": 230, "postediting": 244, "question-question": 209},
 }
 
 # Distinct sentences among the sentences SentEval's loaders produce (the issue quotes SICK-E and MPQA).
-DISTINCT = {"CR": 3766, "MR": 10662, "MPQA": 8241, "SUBJ": 10000, "SST2": 69669, "SST5": 11841, "TREC": 5870,
-            "MRPC": 10944, "SICKEntailment": 6090, "SICKRelatedness": 6090, "STSBenchmark": 15437,
-            "STS12": 4946, "STS13": 2638, "STS14": 6351, "STS15": 5170, "STS16": 1867}
+DISTINCT = {
+    "CR": 3766,
+    "MR": 10662,
+    "MPQA": 8241,
+    "SUBJ": 10000,
+    "SST2": 69669,
+    "SST5": 11841,
+    "TREC": 5870,
+    "MRPC": 10944,
+    "SICKEntailment": 6090,
+    "SICKRelatedness": 6090,
+    "STSBenchmark": 15437,
+    "STS12": 4946,
+    "STS13": 2638,
+    "STS14": 6351,
+    "STS15": 5170,
+    "STS16": 1867,
+}
 
 
 @pytest.mark.parametrize("name", sorted(SAMPLE_COUNTS))
@@ -54,8 +68,12 @@ def _independent_sentences(data_dir, name):
     def words(text):
         return " ".join(text.split())
 
-    binary = {"CR": ("CR", "custrev.pos", "custrev.neg"), "MR": ("MR", "rt-polarity.pos", "rt-polarity.neg"),
-              "MPQA": ("MPQA", "mpqa.pos", "mpqa.neg"), "SUBJ": ("SUBJ", "subj.objective", "subj.subjective")}
+    binary = {
+        "CR": ("CR", "custrev.pos", "custrev.neg"),
+        "MR": ("MR", "rt-polarity.pos", "rt-polarity.neg"),
+        "MPQA": ("MPQA", "mpqa.pos", "mpqa.neg"),
+        "SUBJ": ("SUBJ", "subj.objective", "subj.subjective"),
+    }
     if name in binary:
         folder, *files = binary[name]
         return [words(x) for f in files for x in lines(ds / folder / f, "latin-1")]
@@ -67,19 +85,31 @@ def _independent_sentences(data_dir, name):
                 out.append(words(line.strip().split("\t")[0] if name == "SST2" else line.strip().split(" ", 1)[1]))
         return out
     if name == "TREC":
-        return [words(line.strip().split(":", 1)[1].split(" ", 1)[1])
-                for f in ("train_5500.label", "TREC_10.label") for line in open(ds / "TREC" / f, encoding="latin-1")]
+        return [
+            words(line.strip().split(":", 1)[1].split(" ", 1)[1])
+            for f in ("train_5500.label", "TREC_10.label")
+            for line in open(ds / "TREC" / f, encoding="latin-1")
+        ]
     if name == "MRPC":
-        rows = [line.strip().split("\t") for f in ("msr_paraphrase_train.txt", "msr_paraphrase_test.txt")
-                for line in list(open(ds / "MRPC" / f, encoding="utf-8"))[1:]]
+        rows = [
+            line.strip().split("\t")
+            for f in ("msr_paraphrase_train.txt", "msr_paraphrase_test.txt")
+            for line in list(open(ds / "MRPC" / f, encoding="utf-8"))[1:]
+        ]
         return [words(r[3]) for r in rows] + [words(r[4]) for r in rows]
     if name.startswith("SICK"):
-        rows = [line.strip().split("\t") for f in ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt")
-                for line in list(open(ds / "SICK" / f, encoding="utf-8"))[1:]]
+        rows = [
+            line.strip().split("\t")
+            for f in ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt")
+            for line in list(open(ds / "SICK" / f, encoding="utf-8"))[1:]
+        ]
         return [words(r[i]) for r in rows for i in (1, 2)]
     if name == "STSBenchmark":
-        rows = [line.strip().split("\t") for s in ("train", "dev", "test")
-                for line in open(ds / "STS" / "STSBenchmark" / f"sts-{s}.csv", encoding="utf-8")]
+        rows = [
+            line.strip().split("\t")
+            for s in ("train", "dev", "test")
+            for line in open(ds / "STS" / "STSBenchmark" / f"sts-{s}.csv", encoding="utf-8")
+        ]
         return [words(r[i]) for r in rows for i in (5, 6)]
     task = TASKS[name]
     out = []

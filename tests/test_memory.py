@@ -1,5 +1,6 @@
 """Device memory planning: budgets from the device's free memory (PyTorch's cache included), and a
 pre-flight that stops a table too large for the device with one line, before anything is scored."""
+
 import numpy as np
 import pytest
 import torch

@@ -1,4 +1,5 @@
 """MTEB's protocol beside SentEval's: the packaged all-MiniLM-L6-v2 reproduces MTEB's published figures."""
+
 import numpy as np
 import pytest
 from exporter_helpers import need_modules, run_exporter
@@ -11,8 +12,15 @@ from embeval.run.score import score
 from embeval.tasks.registry import TASKS
 
 # MTEB's results for sentence-transformers/all-MiniLM-L6-v2: cosine Spearman x 100 on the test sets.
-PUBLISHED = {"STS12": 72.37, "STS13": 80.60, "STS14": 75.59, "STS15": 85.39, "STS16": 78.99,
-             "STSBenchmark": 82.03, "SICK-R": 77.58}
+PUBLISHED = {
+    "STS12": 72.37,
+    "STS13": 80.60,
+    "STS14": 75.59,
+    "STS15": 85.39,
+    "STS16": 78.99,
+    "STSBenchmark": 82.03,
+    "SICK-R": 77.58,
+}
 
 
 @pytest.mark.slow
@@ -23,8 +31,16 @@ def test_minilm_reproduces_mtebs_published_figures(tmp_path, data_dir):
     names = sorted({task for task, _ in mteb.MTEB_FIGURES.values()})
     export.export([TASKS[n].load(data_dir) for n in names], tmp_path / "sentences", union=True)
     vectors = tmp_path / "minilm.h5"
-    result = run_exporter("sentence_transformers_export.py", "--export", tmp_path / "sentences", "--out", vectors,
-                          "--device", "cpu", timeout=3600)
+    result = run_exporter(
+        "sentence_transformers_export.py",
+        "--export",
+        tmp_path / "sentences",
+        "--out",
+        vectors,
+        "--device",
+        "cpu",
+        timeout=3600,
+    )
     assert result.returncode == 0, result.stderr
     record = score(vectors, data_dir, tasks=names, config=build(bootstrap=0), progress=False, log=lambda m: None)
     ours = {name: round(100 * value, 2) for name, value in mteb.figures(record).items()}
@@ -42,8 +58,9 @@ def test_sick_r_mteb_figure_pools_every_split(devbow_vectors, data_dir):
     import h5py
 
     _, vectors = devbow_vectors
-    record = score(vectors, data_dir, tasks=["SICKRelatedness"], config=build(bootstrap=0), progress=False,
-                   log=lambda m: None)
+    record = score(
+        vectors, data_dir, tasks=["SICKRelatedness"], config=build(bootstrap=0), progress=False, log=lambda m: None
+    )
     data = TASKS["SICKRelatedness"].load(data_dir)
     row = {s: i for i, s in enumerate(export.task_sentences(data))}
     with h5py.File(vectors) as f:

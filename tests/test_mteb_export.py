@@ -1,4 +1,5 @@
 """`embeval export-mteb`: MTEB's result files, read back by the real mteb client (no network, no model)."""
+
 import copy
 import importlib.util
 import json
@@ -29,13 +30,20 @@ def with_mteb_figures(tmp_path, sick_pairs=9927):
     """The example results with MTEB-protocol figures for STS-B and SICK-R added, as embeval records them:
     the task STSBenchmarkRaw (raw cased test sentences, cosine) and SICK-R's `mteb` figures (all pairs)."""
     record = json.loads(EXAMPLE.read_text())
-    raw = {"test": {"pearson": 0.8301, "spearman": 0.8203, "nsamples": 1379},
-           "all": {coef: {"mean": value, "wmean": value, "pooled": value}
-                   for coef, value in (("pearson", 0.8301), ("spearman", 0.8203))}}
+    raw = {
+        "test": {"pearson": 0.8301, "spearman": 0.8203, "nsamples": 1379},
+        "all": {
+            coef: {"mean": value, "wmean": value, "pooled": value}
+            for coef, value in (("pearson", 0.8301), ("spearman", 0.8203))
+        },
+    }
     record["tasks"]["STSBenchmarkRaw"] = {"kind": "sts", "results": raw, "vectors": {"dim": 384}, "seconds": 0.5}
-    record["tasks"]["SICKRelatedness"]["results"]["mteb"] = {"spearman": 0.7758, "pearson": 0.8402,
-                                                             "nsamples": sick_pairs,
-                                                             "splits": ["train", "dev", "test"]}
+    record["tasks"]["SICKRelatedness"]["results"]["mteb"] = {
+        "spearman": 0.7758,
+        "pearson": 0.8402,
+        "nsamples": sick_pairs,
+        "splits": ["train", "dev", "test"],
+    }
     path = tmp_path / "results.json"
     path.write_text(json.dumps(record))
     return path, record
@@ -46,11 +54,15 @@ def test_every_file_loads_in_mteb_with_the_same_main_scores(client, tmp_path):
     folder, written, notes = export.export(path, MODEL, tmp_path / "cache", revision="8b3219a")
     assert notes == [] and len(written) == 7
     assert folder == tmp_path / "cache" / "results" / "sentence-transformers__all-MiniLM-L6-v2" / "8b3219a"
-    expected = {"STS12": record["tasks"]["STS12"]["results"]["all"]["spearman"]["pooled"],
-                "STS16": record["tasks"]["STS16"]["results"]["all"]["spearman"]["pooled"],
-                "STSBenchmark": 0.8203, "SICK-R": 0.7758}
+    expected = {
+        "STS12": record["tasks"]["STS12"]["results"]["all"]["spearman"]["pooled"],
+        "STS16": record["tasks"]["STS16"]["results"]["all"]["spearman"]["pooled"],
+        "STSBenchmark": 0.8203,
+        "SICK-R": 0.7758,
+    }
     loaded = client.ResultCache(cache_path=tmp_path / "cache").load_results(
-        include_remote=False, validate_and_filter=True, require_model_meta=True)
+        include_remote=False, validate_and_filter=True, require_model_meta=True
+    )
     assert [(m.model_name, m.model_revision) for m in loaded.model_results] == [(MODEL, "8b3219a")]
     results = {t.task_name: t for t in loaded.model_results[0].task_results}
     assert sorted(results) == sorted(["STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICK-R"])
@@ -62,8 +74,11 @@ def test_every_file_loads_in_mteb_with_the_same_main_scores(client, tmp_path):
     for _source, spec in export.MTEB_TASKS.values():
         task = client.get_task(spec.name)
         meta = task.metadata
-        assert (meta.dataset["path"], meta.revision, meta.main_score) == (spec.dataset, spec.revision,
-                                                                           "cosine_spearman")
+        assert (meta.dataset["path"], meta.revision, meta.main_score) == (
+            spec.dataset,
+            spec.revision,
+            "cosine_spearman",
+        )
         assert meta.eval_splits == [export.SPLIT] and task.hf_subsets == [export.SUBSET]
         assert meta.hf_subsets_to_langscripts[export.SUBSET] == export.LANGUAGES
         stats = Path(client.__file__).parent / "descriptive_stats" / "STS" / f"{spec.name}.json"
@@ -113,8 +128,9 @@ def test_bad_input_is_one_line(cli, tmp_path):
     edited = tmp_path / "edited.json"
     edited.write_text(json.dumps(dict(record, tasks={"STS12": {"results": [1, 2]}})))
     refused(cli("export-mteb", edited, "--model", MODEL, "--out", tmp_path), str(edited), "STS12", "'results'")
-    refused(cli("export-mteb", EXAMPLE, "--model", "all-MiniLM-L6-v2", "--out", tmp_path), "--model",
-            "organization/model")
+    refused(
+        cli("export-mteb", EXAMPLE, "--model", "all-MiniLM-L6-v2", "--out", tmp_path), "--model", "organization/model"
+    )
     only_mr = tmp_path / "mr.json"
     only_mr.write_text(json.dumps(dict(record, tasks={"MR": record["tasks"]["MR"]})))
     refused(cli("export-mteb", only_mr, "--model", MODEL, "--out", tmp_path), str(only_mr), "no task")
@@ -126,5 +142,6 @@ def test_command_lists_what_it_wrote(cli, tmp_path):
     assert result.exit_code == 0, result.stderr
     assert "STS12          main_score (cosine Spearman) 0.7237" in result.stdout
     assert "not exported: STSBenchmark: left out" in result.stdout
-    assert sorted(p.name for p in (tmp_path / "results" / "sentence-transformers__all-MiniLM-L6-v2" / "v1").iterdir()) \
-        == ["STS12.json", "STS13.json", "STS14.json", "STS15.json", "STS16.json", "model_meta.json"]
+    assert sorted(
+        p.name for p in (tmp_path / "results" / "sentence-transformers__all-MiniLM-L6-v2" / "v1").iterdir()
+    ) == ["STS12.json", "STS13.json", "STS14.json", "STS15.json", "STS16.json", "model_meta.json"]

@@ -1,6 +1,7 @@
 """Adding a task is one registry entry: a synthetic binary classification task, registered in one
 place with its own small data files, is exported, scored, shown in the terminal table, in
 `embeval report` and in `embeval compare`, with no other edit."""
+
 import json
 
 import numpy as np
@@ -16,10 +17,21 @@ NEUTRAL = ["the", "a", "film", "plot", "actor", "scene", "was", "is", "very", "q
 
 
 def toy_task():
-    return Task(name="ToySentiment", short_name="Toy", kind="classification",
-                files=("downstream/Toy/toy.pos", "downstream/Toy/toy.neg"), encoding="utf-8",
-                loader=loaders.load_binary, evaluator="inner_kfold", sort="single", classes=("neg", "pos"),
-                metrics=CLASSIFICATION_METRICS, figures=(ACCURACY,), selection="devacc", columns=(ACCURACY_COLUMN,))
+    return Task(
+        name="ToySentiment",
+        short_name="Toy",
+        kind="classification",
+        files=("downstream/Toy/toy.pos", "downstream/Toy/toy.neg"),
+        encoding="utf-8",
+        loader=loaders.load_binary,
+        evaluator="inner_kfold",
+        sort="single",
+        classes=("neg", "pos"),
+        metrics=CLASSIFICATION_METRICS,
+        figures=(ACCURACY,),
+        selection="devacc",
+        columns=(ACCURACY_COLUMN,),
+    )
 
 
 @pytest.fixture
@@ -30,14 +42,16 @@ def toy(tmp_path, monkeypatch):
     folder = tmp_path / "data" / "downstream" / "Toy"
     folder.mkdir(parents=True)
     for label, name in ((1, "toy.pos"), (0, "toy.neg")):
-        lines = [" ".join(list(rng.choice(NEUTRAL, 3)) + list(rng.choice(WORDS[label], 3)) + [f"n{i}"])
-                 for i in range(60)]
+        lines = [
+            " ".join(list(rng.choice(NEUTRAL, 3)) + list(rng.choice(WORDS[label], 3)) + [f"n{i}"]) for i in range(60)
+        ]
         (folder / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
     return tmp_path
 
 
 def encoder(seed):
     """A hashing bag of words: each token a fixed random vector (seeded), a sentence their mean."""
+
     def encode(sentences):
         out = np.zeros((len(sentences), 32), dtype=np.float32)
         for i, sentence in enumerate(sentences):
@@ -45,6 +59,7 @@ def encoder(seed):
                 rng = np.random.default_rng([seed, *token.encode()])
                 out[i] += rng.standard_normal(32).astype(np.float32)
         return out
+
     return encode
 
 

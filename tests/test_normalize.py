@@ -1,5 +1,6 @@
 """Normalization as a hyperparameter: the transforms, statistics from training sentences only (tests
 that fail if a test item leaks into them), cosine STS raw and normalized side by side, and tune."""
+
 import json
 
 import h5py
@@ -58,13 +59,18 @@ def rows_only_in(data_dir, task, split="test"):
     data = TASKS[task].load(data_dir)
     texts = export.task_sentences(data)
     elsewhere = {s for name, sp in data.splits.items() if name != split for s in sp.sentences()}
-    only = {s for s in data.splits[split].sentences()} - elsewhere
+    only = set(data.splits[split].sentences()) - elsewhere
     return [i for i, s in enumerate(texts) if s in only]
 
 
-@pytest.mark.parametrize("task, dev_keys", [("SICKEntailment", ("devacc", "dev_scores")),
-                                            ("MRPC", ("devacc", "dev_scores")),
-                                            ("STSBenchmark", ("devpearson",))])
+@pytest.mark.parametrize(
+    "task, dev_keys",
+    [
+        ("SICKEntailment", ("devacc", "dev_scores")),
+        ("MRPC", ("devacc", "dev_scores")),
+        ("STSBenchmark", ("devpearson",)),
+    ],
+)
 def test_test_items_never_reach_the_statistics(task, dev_keys, cli, data_dir, tmp_path):
     """Blowing up the vectors of sentences seen only in the test split changes nothing that is
     computed before testing: the statistics, the dev scores, the chosen regularization. Were the
@@ -77,8 +83,9 @@ def test_test_items_never_reach_the_statistics(task, dev_keys, cli, data_dir, tm
     results = []
     for name, vectors in (("clean", clean), ("leaky", leaky)):
         out = tmp_path / f"{name}.json"
-        result = cli("score", vectors, "--data", data_dir, "--tasks", task, "--out", out, "--normalize", "zscore",
-                     *OPTIONS)
+        result = cli(
+            "score", vectors, "--data", data_dir, "--tasks", task, "--out", out, "--normalize", "zscore", *OPTIONS
+        )
         assert result.exit_code == 0, result.stderr
         results.append(json.loads(out.read_text())["tasks"][task])
     clean_entry, leaky_entry = results
@@ -131,8 +138,9 @@ def sts16_with_stsb(tmp_path, data_dir, name="v.h5"):
 def test_sts_statistics_come_from_stsb_train_and_are_reported_beside_raw(cli, data_dir, tmp_path):
     vectors = sts16_with_stsb(tmp_path, data_dir)
     out = tmp_path / "r.json"
-    result = cli("score", vectors, "--data", data_dir, "--tasks", "STS16", "--out", out, "--normalize", "zscore",
-                 *OPTIONS)
+    result = cli(
+        "score", vectors, "--data", data_dir, "--tasks", "STS16", "--out", out, "--normalize", "zscore", *OPTIONS
+    )
     assert result.exit_code == 0, result.stderr
     assert "zscore cosine Spearman x100 mean | wmean | pooled" in result.stdout
     r = json.loads(out.read_text())["tasks"]["STS16"]
@@ -154,8 +162,9 @@ def test_sts_statistics_come_from_stsb_train_and_are_reported_beside_raw(cli, da
             u, v = z[row[a]], z[row[b]]
             system.append(u @ v / np.linalg.norm(u) / np.linalg.norm(v))
             gold.append(g)
-    assert r["results"]["normalized"]["all"]["spearman"]["pooled"] == pytest.approx(spearmanr(system, gold)[0],
-                                                                                     abs=1e-5)
+    assert r["results"]["normalized"]["all"]["spearman"]["pooled"] == pytest.approx(
+        spearmanr(system, gold)[0], abs=1e-5
+    )
     # raw figures are untouched by the option
     raw = tmp_path / "raw.json"
     assert cli("score", vectors, "--data", data_dir, "--tasks", "STS16", "--out", raw, *OPTIONS).exit_code == 0
@@ -178,8 +187,22 @@ def test_sts_subsets_do_not_share_statistics(cli, data_dir, tmp_path):
     outs = []
     for vectors_file in (vectors, changed):
         out = tmp_path / f"{vectors_file.stem}.json"
-        assert cli("score", vectors_file, "--data", data_dir, "--tasks", "STS16", "--out", out,
-                   "--normalize", "zscore", *OPTIONS).exit_code == 0
+        assert (
+            cli(
+                "score",
+                vectors_file,
+                "--data",
+                data_dir,
+                "--tasks",
+                "STS16",
+                "--out",
+                out,
+                "--normalize",
+                "zscore",
+                *OPTIONS,
+            ).exit_code
+            == 0
+        )
         outs.append(json.loads(out.read_text())["tasks"]["STS16"]["results"]["normalized"])
     for subset in ("answer-answer", "plagiarism", "postediting", "question-question"):
         assert outs[0][subset] == outs[1][subset]
@@ -189,11 +212,15 @@ def test_sts_subsets_do_not_share_statistics(cli, data_dir, tmp_path):
 def test_sts_normalization_needs_stsb_vectors(cli, data_dir, tmp_path):
     vectors = task_file(tmp_path / "v.h5", data_dir, ["STS16"], dim=6)
     out = tmp_path / "r.json"
-    refused(cli("score", vectors, "--data", data_dir, "--tasks", "STS16", "--out", out, "--normalize", "zscore"),
-            vectors, "STS16", "STSBenchmark's train split", "--normalize none or l2")
+    refused(
+        cli("score", vectors, "--data", data_dir, "--tasks", "STS16", "--out", out, "--normalize", "zscore"),
+        vectors,
+        "STS16",
+        "STSBenchmark's train split",
+        "--normalize none or l2",
+    )
     assert not out.exists()
-    result = cli("score", vectors, "--data", data_dir, "--tasks", "STS16", "--out", out, "--normalize", "l2",
-                 *OPTIONS)
+    result = cli("score", vectors, "--data", data_dir, "--tasks", "STS16", "--out", out, "--normalize", "l2", *OPTIONS)
     assert result.exit_code == 0, result.stderr
     r = json.loads(out.read_text())["tasks"]["STS16"]["results"]
     assert r["normalized"]["all"]["spearman"]["pooled"] == pytest.approx(r["all"]["spearman"]["pooled"], abs=1e-9)
@@ -202,8 +229,19 @@ def test_sts_normalization_needs_stsb_vectors(cli, data_dir, tmp_path):
 def test_tune_keeps_the_best_dev_figure_and_equals_a_run_with_that_method(cli, data_dir, tmp_path):
     vectors = task_file(tmp_path / "v.h5", data_dir, ["SICKEntailment", "STS16", "STSBenchmark"], dim=6)
     out = tmp_path / "tune.json"
-    result = cli("score", vectors, "--data", data_dir, "--tasks", "SICKEntailment,STS16", "--out", out,
-                 "--normalize", "tune", *OPTIONS)
+    result = cli(
+        "score",
+        vectors,
+        "--data",
+        data_dir,
+        "--tasks",
+        "SICKEntailment,STS16",
+        "--out",
+        out,
+        "--normalize",
+        "tune",
+        *OPTIONS,
+    )
     assert result.exit_code == 0, result.stderr
     record = json.loads(out.read_text())
     sick = record["tasks"]["SICKEntailment"]
@@ -213,8 +251,22 @@ def test_tune_keeps_the_best_dev_figure_and_equals_a_run_with_that_method(cli, d
     assert sick["normalize"]["method"] == next(m for m in normalize.METHODS if dev[m] == best)
     assert sick["results"]["devacc"] == best
     again = tmp_path / "fixed.json"
-    assert cli("score", vectors, "--data", data_dir, "--tasks", "SICKEntailment", "--out", again,
-               "--normalize", sick["normalize"]["method"], *OPTIONS).exit_code == 0
+    assert (
+        cli(
+            "score",
+            vectors,
+            "--data",
+            data_dir,
+            "--tasks",
+            "SICKEntailment",
+            "--out",
+            again,
+            "--normalize",
+            sick["normalize"]["method"],
+            *OPTIONS,
+        ).exit_code
+        == 0
+    )
     assert json.loads(again.read_text())["tasks"]["SICKEntailment"]["results"] == sick["results"]
     sts = record["tasks"]["STS16"]["normalize"]
     assert sts["tuned_on"] == "STSBenchmark dev cosine Spearman" and list(sts["dev"]) == list(normalize.METHODS)

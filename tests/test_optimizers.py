@@ -1,4 +1,5 @@
 """The optimizer string as SentEval reads it, and the batched optimizers step for step against torch.optim."""
+
 import numpy as np
 import pytest
 import torch
@@ -13,33 +14,44 @@ def test_a_bare_name_takes_torchs_defaults(name):
     got_name, settings = parse(name)
     defaults = CLASSES[name]([torch.zeros(1, requires_grad=True)]).defaults
     assert got_name == name
-    assert settings == {k: v for k, v in defaults.items()
-                        if k not in ("foreach", "fused", "capturable", "differentiable", "weight_decay")}
+    assert settings == {
+        k: v
+        for k, v in defaults.items()
+        if k not in ("foreach", "fused", "capturable", "differentiable", "weight_decay")
+    }
 
 
 def test_settings_use_torchs_keyword_names():
     assert parse("sgd,lr=0.1,momentum=0.9,nesterov=1")[1] == {
-        "lr": 0.1, "momentum": 0.9, "dampening": 0, "nesterov": True, "maximize": False}
+        "lr": 0.1,
+        "momentum": 0.9,
+        "dampening": 0,
+        "nesterov": True,
+        "maximize": False,
+    }
     assert parse("adam,lr=.5,amsgrad=1,eps=0.001")[1]["lr"] == 0.5
     assert parse("rmsprop,lr=-0,centered=1")[1]["centered"] is True
     assert parse("adagrad,lr_decay=0.1,initial_accumulator_value=0.5")[1]["initial_accumulator_value"] == 0.5
     assert parse("adam,weight_decay=0.5,foreach=0")[1] == parse("adam")[1]  # the grid's decay applies
 
 
-@pytest.mark.parametrize("text,message", [
-    ("sgd", "needs a learning rate"),
-    ("nadam", "unknown optimizer 'nadam'"),
-    ("adam,lr", "not key=value"),
-    ("adam,lr=0.1,", "not key=value"),
-    ("adam,lr=1e-3", "not a plain decimal"),
-    ("adam,lr=x", "not a plain decimal"),
-    ("adam,beta1=0.9", "takes no 'beta1'"),
-    ("adam, lr=0.1", "takes no ' lr'"),
-    ("adam,betas=0.9", "pair of numbers"),
-    ("adam,lr=-0.1", "refuses"),
-    ("sgd,lr=0.1,nesterov=1", "refuses"),
-    ("rprop,lr=0.1,momentum=0.9", "takes no 'momentum'"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("sgd", "needs a learning rate"),
+        ("nadam", "unknown optimizer 'nadam'"),
+        ("adam,lr", "not key=value"),
+        ("adam,lr=0.1,", "not key=value"),
+        ("adam,lr=1e-3", "not a plain decimal"),
+        ("adam,lr=x", "not a plain decimal"),
+        ("adam,beta1=0.9", "takes no 'beta1'"),
+        ("adam, lr=0.1", "takes no ' lr'"),
+        ("adam,betas=0.9", "pair of numbers"),
+        ("adam,lr=-0.1", "refuses"),
+        ("sgd,lr=0.1,nesterov=1", "refuses"),
+        ("rprop,lr=0.1,momentum=0.9", "takes no 'momentum'"),
+    ],
+)
 def test_strings_senteval_refuses_are_one_line_errors_naming_the_option(text, message):
     with pytest.raises(ValueError, match=message):
         parse(text)
@@ -49,11 +61,25 @@ def test_strings_senteval_refuses_are_one_line_errors_naming_the_option(text, me
 
 
 CASES = [
-    "adam", "adam,lr=0.01", "adam,lr=0.01,amsgrad=1", "adam,lr=0.01,maximize=1",
-    "adam,lr=0.01,decoupled_weight_decay=1", "adamax,lr=0.01", "adadelta", "adadelta,lr=0.5,rho=0.8", "adagrad",
-    "adagrad,lr=0.1,lr_decay=0.01,initial_accumulator_value=0.1", "asgd,lr=0.05", "asgd,lr=0.05,t0=3,lambd=0.01",
-    "rmsprop", "rmsprop,lr=0.01,momentum=0.5,centered=1", "rprop", "rprop,lr=0.05", "sgd,lr=0.1",
-    "sgd,lr=0.1,momentum=0.5,dampening=0.2", "sgd,lr=0.1,momentum=0.9,nesterov=1",
+    "adam",
+    "adam,lr=0.01",
+    "adam,lr=0.01,amsgrad=1",
+    "adam,lr=0.01,maximize=1",
+    "adam,lr=0.01,decoupled_weight_decay=1",
+    "adamax,lr=0.01",
+    "adadelta",
+    "adadelta,lr=0.5,rho=0.8",
+    "adagrad",
+    "adagrad,lr=0.1,lr_decay=0.01,initial_accumulator_value=0.1",
+    "asgd,lr=0.05",
+    "asgd,lr=0.05,t0=3,lambd=0.01",
+    "rmsprop",
+    "rmsprop,lr=0.01,momentum=0.5,centered=1",
+    "rprop",
+    "rprop,lr=0.05",
+    "sgd,lr=0.1",
+    "sgd,lr=0.1,momentum=0.5,dampening=0.2",
+    "sgd,lr=0.1,momentum=0.9,nesterov=1",
 ]
 
 
@@ -97,8 +123,9 @@ def test_batched_optimizer_equals_torch_optim_step_for_step(text):
             for r in range(R):
                 weights, _ = references[g, r]
                 for mine, theirs in zip(ours, weights):
-                    torch.testing.assert_close(mine[g, r], theirs.detach(), rtol=2e-6, atol=2e-6,
-                                               msg=f"{text}: step {t}, problem {g, r}")
+                    torch.testing.assert_close(
+                        mine[g, r], theirs.detach(), rtol=2e-6, atol=2e-6, msg=f"{text}: step {t}, problem {g, r}"
+                    )
 
 
 def test_batched_adam_is_torch_optim_single_tensor_adam_bit_for_bit():
@@ -115,8 +142,9 @@ def test_batched_adam_is_torch_optim_single_tensor_adam_bit_for_bit():
     references = []
     for r in range(R):
         weights = [torch.nn.Parameter(torch.tensor(start[0, r])), torch.nn.Parameter(torch.tensor(bias[0, r]))]
-        references.append((weights, torch.optim.Adam(weights, weight_decay=float(np.float32(regs[0, r])),
-                                                     foreach=False, **settings)))
+        references.append(
+            (weights, torch.optim.Adam(weights, weight_decay=float(np.float32(regs[0, r])), foreach=False, **settings))
+        )
     for _ in range(steps):
         grads = [torch.tensor(rng.standard_normal(p.shape).astype(np.float32)) for p in ours]
         for r, (weights, opt) in enumerate(references):

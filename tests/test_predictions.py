@@ -1,5 +1,6 @@
 """Per-item predictions: they reproduce every reported figure, are saved deterministically beside the
 results, survive --resume, and drive `embeval compare`."""
+
 import json
 
 import numpy as np
@@ -36,10 +37,14 @@ def runs(tmp_path_factory, data_dir):
     root = tmp_path_factory.mktemp("predictions")
     a = task_file(root / "a.h5", data_dir, TASK_LIST, dim=8, seed=0)
     b = task_file(root / "b.h5", data_dir, TASK_LIST, dim=8, seed=50)
-    return {"root": root, "a": a, "b": b,
-            "ra": (run_score(cli, a, data_dir, root / "ra.json", "--save-predictions"), root / "ra.json"),
-            "ra2": (run_score(cli, a, data_dir, root / "ra2.json", "--save-predictions"), root / "ra2.json"),
-            "rb": (run_score(cli, b, data_dir, root / "rb.json", "--save-predictions"), root / "rb.json")}
+    return {
+        "root": root,
+        "a": a,
+        "b": b,
+        "ra": (run_score(cli, a, data_dir, root / "ra.json", "--save-predictions"), root / "ra.json"),
+        "ra2": (run_score(cli, a, data_dir, root / "ra2.json", "--save-predictions"), root / "ra2.json"),
+        "rb": (run_score(cli, b, data_dir, root / "rb.json", "--save-predictions"), root / "rb.json"),
+    }
 
 
 def tolerance(task, path):
@@ -84,7 +89,7 @@ def test_predictions_are_test_items_in_file_order(runs, data_dir):
 
 
 def test_sidecar_is_written_beside_the_results_and_is_deterministic(runs):
-    (record, out), (record2, out2) = runs["ra"], runs["ra2"]
+    (record, out), (_record2, out2) = runs["ra"], runs["ra2"]
     assert record["predictions"]["file"] == "ra.predictions.npz" and (out.parent / "ra.predictions.npz").is_file()
     assert not (out.parent / "ra.predictions.npz.partial").exists() and not (out.parent / "ra.json.partial").exists()
     assert (out.parent / "ra.predictions.npz").read_bytes() == (out.parent / "ra2.predictions.npz").read_bytes()
@@ -120,14 +125,27 @@ def test_compare_two_encoders(runs, cli):
     assert sts["b"] == pytest.approx(rb["tasks"]["STS16"]["results"]["all"]["spearman"]["pooled"])
     assert sts["low"] <= sts["diff"] <= sts["high"] and 0 < sts["p"] <= 1
     assert by[("MRPC", "f1")]["n"] == 1725
-    assert result.stdout.startswith("### Paired comparison") and "| STS16 | cosine Spearman, all pairs pooled | A | B |" \
-        in result.stdout
+    assert (
+        result.stdout.startswith("### Paired comparison")
+        and "| STS16 | cosine Spearman, all pairs pooled | A | B |" in result.stdout
+    )
 
 
 def test_compare_needs_saved_predictions(runs, cli, data_dir, tmp_path):
     plain = tmp_path / "plain.json"
-    result = cli("score", runs["a"], "--data", data_dir, "--tasks", "STS16", "--out", plain, "--bootstrap", "0",
-                 "--no-save-predictions")
+    result = cli(
+        "score",
+        runs["a"],
+        "--data",
+        data_dir,
+        "--tasks",
+        "STS16",
+        "--out",
+        plain,
+        "--bootstrap",
+        "0",
+        "--no-save-predictions",
+    )
     assert result.exit_code == 0 and "ci" not in json.loads(plain.read_text())["tasks"]["STS16"]
     refused(cli("compare", runs["ra"][1], plain), plain, "no saved predictions", "--save-predictions")
     refused(cli("compare", runs["ra"][1]), "at least two")
@@ -149,8 +167,10 @@ def test_compare_refuses_runs_on_different_test_items(runs, cli, tmp_path):
     record, out = runs["rb"]
     saved = predictions.read(predictions.sidecar_path(out))
     saved["encoder"]["STS16"]["data_sha256"] = "0" * 64
-    record["predictions"] = {"file": "other.predictions.npz",
-                             "sha256": predictions.write(tmp_path / "other.predictions.npz", saved)}
+    record["predictions"] = {
+        "file": "other.predictions.npz",
+        "sha256": predictions.write(tmp_path / "other.predictions.npz", saved),
+    }
     (tmp_path / "other.json").write_text(json.dumps(record))
     refused(cli("compare", runs["ra"][1], tmp_path / "other.json"), "STS16", "different task data")
     saved["encoder"]["STS16"]["data_sha256"] = record["tasks"]["STS16"]["data_sha256"]
@@ -167,20 +187,43 @@ def test_resume_reuses_saved_predictions(runs, cli, data_dir, tmp_path, monkeypa
     out = tmp_path / "r.json"
     calls = []
     for name, evaluate in list(score_module.EVALUATORS.items()):
+
         def wrapped(ctx, evaluate=evaluate):
             calls.append(ctx.task.name)
             if len(calls) == 3:
                 raise KeyboardInterrupt
             return evaluate(ctx)
+
         monkeypatch.setitem(score_module.EVALUATORS, name, wrapped)
-    result = cli("score", runs["a"], "--data", data_dir, "--tasks", ",".join(TASK_LIST), "--out", out, *OPTIONS,
-                 "--save-predictions")
+    result = cli(
+        "score",
+        runs["a"],
+        "--data",
+        data_dir,
+        "--tasks",
+        ",".join(TASK_LIST),
+        "--out",
+        out,
+        *OPTIONS,
+        "--save-predictions",
+    )
     assert result.exit_code == 130
     assert (tmp_path / "r.predictions.npz.partial").is_file() and not (tmp_path / "r.predictions.npz").exists()
     monkeypatch.undo()
     calls.clear()
-    result = cli("score", runs["a"], "--data", data_dir, "--tasks", ",".join(TASK_LIST), "--out", out, *OPTIONS,
-                 "--save-predictions", "--resume")
+    result = cli(
+        "score",
+        runs["a"],
+        "--data",
+        data_dir,
+        "--tasks",
+        ",".join(TASK_LIST),
+        "--out",
+        out,
+        *OPTIONS,
+        "--save-predictions",
+        "--resume",
+    )
     assert result.exit_code == 0, result.stderr
     assert "reused CR, MRPC" in result.stderr
     assert (tmp_path / "r.predictions.npz").read_bytes() == (runs["root"] / "ra.predictions.npz").read_bytes()
@@ -191,8 +234,19 @@ def test_resume_recomputes_tasks_without_saved_predictions(runs, cli, data_dir, 
     out = tmp_path / "r.json"
     tasks = ["STS15", "STS16"]
     run_score(cli, runs["a"], data_dir, out, "--no-save-predictions", tasks=tasks)
-    result = cli("score", runs["a"], "--data", data_dir, "--tasks", "STS15,STS16", "--out", out, *OPTIONS,
-                 "--save-predictions", "--resume")
+    result = cli(
+        "score",
+        runs["a"],
+        "--data",
+        data_dir,
+        "--tasks",
+        "STS15,STS16",
+        "--out",
+        out,
+        *OPTIONS,
+        "--save-predictions",
+        "--resume",
+    )
     assert result.exit_code == 0, result.stderr
     assert "recomputing STS15, STS16 (no saved predictions)" in result.stderr
     saved = predictions.read(tmp_path / "r.predictions.npz")["encoder"]
@@ -207,14 +261,27 @@ def test_coco_ranks_reproduce_recalls(cli, tmp_path):
     from embeval.formats.vectors import write
 
     write(tmp_path / "v.h5", tmp_path / "s", caption_encoder(features), progress=False)
-    result = cli("score", tmp_path / "v.h5", "--data", data, "--tasks", "ImageCaptionRetrieval", "--out",
-                 tmp_path / "r.json", "--save-predictions", "--device", "cpu")
+    result = cli(
+        "score",
+        tmp_path / "v.h5",
+        "--data",
+        data,
+        "--tasks",
+        "ImageCaptionRetrieval",
+        "--out",
+        tmp_path / "r.json",
+        "--save-predictions",
+        "--device",
+        "cpu",
+    )
     assert result.exit_code == 0, result.stderr
     entry = json.loads((tmp_path / "r.json").read_text())["tasks"]["ImageCaptionRetrieval"]
     figures = entry["ci"]["figures"]
     for direction in ("i2t", "t2i"):
         for k in (1, 5, 10):
-            assert figures[f"acc.{direction}.r{k}"]["value"] == pytest.approx(entry["results"]["acc"][direction][f"r{k}"])
+            assert figures[f"acc.{direction}.r{k}"]["value"] == pytest.approx(
+                entry["results"]["acc"][direction][f"r{k}"]
+            )
     six = [entry["results"]["acc"][d][f"r{k}"] for d in ("i2t", "t2i") for k in (1, 5, 10)]
     assert figures["acc.mean_recall"]["value"] == pytest.approx(np.mean(six))
     saved = predictions.read(tmp_path / "r.predictions.npz")["encoder"]["ImageCaptionRetrieval"]["sets"]["acc"]
@@ -223,8 +290,20 @@ def test_coco_ranks_reproduce_recalls(cli, tmp_path):
 
 
 def test_quickstart_passes_the_comparison_options(cli, data_dir, tmp_path):
-    result = cli("quickstart", "--data", data_dir, "--workdir", tmp_path / "qs", "--encoder", "bow", "--tasks",
-                 "STS16", "--save-predictions", "--bootstrap", "200")
+    result = cli(
+        "quickstart",
+        "--data",
+        data_dir,
+        "--workdir",
+        tmp_path / "qs",
+        "--encoder",
+        "bow",
+        "--tasks",
+        "STS16",
+        "--save-predictions",
+        "--bootstrap",
+        "200",
+    )
     assert result.exit_code == 0, result.output
     record = json.loads((tmp_path / "qs" / "results-bow.json").read_text())
     assert record["predictions"]["file"] == "results-bow.predictions.npz" and record["config"]["bootstrap"] == 200

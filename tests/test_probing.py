@@ -1,4 +1,5 @@
 """Probing tasks on small files in SentEval's format: learnable labels, random labels, classifiers."""
+
 import json
 
 import numpy as np
@@ -47,14 +48,30 @@ def probing_run(tmp_path_factory):
 
     runner = CliRunner()
     tasks = "Length,Depth,WordContent"
-    result = runner.invoke(cli, ["export-sentences", "--data", str(data), "--out", str(root / "sent"),
-                                 "--tasks", tasks])
+    result = runner.invoke(
+        cli, ["export-sentences", "--data", str(data), "--out", str(root / "sent"), "--tasks", tasks]
+    )
     assert result.exit_code == 0, result.output
     write(root / "v.h5", root / "sent", encode, progress=False)
     out = root / "r.json"
-    result = runner.invoke(cli, ["score", str(root / "v.h5"), "--data", str(data), "--tasks", tasks, "--out",
-                                 str(out), "--probing-classifier", "both", "--classifier",
-                                 '{"tenacity": 3, "epoch_size": 2}'], catch_exceptions=False)
+    result = runner.invoke(
+        cli,
+        [
+            "score",
+            str(root / "v.h5"),
+            "--data",
+            str(data),
+            "--tasks",
+            tasks,
+            "--out",
+            str(out),
+            "--probing-classifier",
+            "both",
+            "--classifier",
+            '{"tenacity": 3, "epoch_size": 2}',
+        ],
+        catch_exceptions=False,
+    )
     assert result.exit_code == 0, result.output
     return json.loads(out.read_text()), result.stdout
 
@@ -88,10 +105,24 @@ def test_lbfgs_probing_logreg(tmp_path, cli):
     codes = probing_folder(data, "past_present.txt", True, 4)
     rng = np.random.default_rng(1)
     assert cli("export-sentences", "--data", data, "--out", tmp_path / "sent", "--tasks", "Tense").exit_code == 0
-    write(tmp_path / "v.h5", tmp_path / "sent",
-          lambda s: np.stack([np.eye(4)[codes[x]] + rng.normal(0, 0.2, 4) for x in s]), progress=False)
-    result = cli("score", tmp_path / "v.h5", "--data", data, "--tasks", "Tense", "--solver", "lbfgs",
-                 "--out", tmp_path / "r.json")
+    write(
+        tmp_path / "v.h5",
+        tmp_path / "sent",
+        lambda s: np.stack([np.eye(4)[codes[x]] + rng.normal(0, 0.2, 4) for x in s]),
+        progress=False,
+    )
+    result = cli(
+        "score",
+        tmp_path / "v.h5",
+        "--data",
+        data,
+        "--tasks",
+        "Tense",
+        "--solver",
+        "lbfgs",
+        "--out",
+        tmp_path / "r.json",
+    )
     assert result.exit_code == 0, result.output
     tense = json.loads((tmp_path / "r.json").read_text())["tasks"]["Tense"]["results"]
     assert tense["acc"] == 100.0 and tense["classifier"] == "configured" and tense["nhid"] == 0
@@ -124,18 +155,44 @@ def test_configured_classifier_is_used_for_probing(tmp_path, cli):
     for filename in ("bigram_shift.txt", "word_content.txt"):
         path = data / "probing" / filename
         lines = path.read_text(encoding="utf-8").splitlines()
-        path.write_text("".join(f"{f[0]}\t{['I', 'O'][label[f[3]]]}\t{f[2]}\t{f[3]}\n"
-                                for f in (line.split("\t") for line in lines)), encoding="utf-8")
-    assert cli("export-sentences", "--data", data, "--out", tmp_path / "sent", "--tasks",
-               "BigramShift,WordContent").exit_code == 0
-    write(tmp_path / "v.h5", tmp_path / "sent",
-          lambda s: np.stack([np.concatenate([2 * signs[x], rng.normal(0, 0.2, 2)]) for x in s]), progress=False)
+        path.write_text(
+            "".join(
+                f"{f[0]}\t{['I', 'O'][label[f[3]]]}\t{f[2]}\t{f[3]}\n" for f in (line.split("\t") for line in lines)
+            ),
+            encoding="utf-8",
+        )
+    assert (
+        cli(
+            "export-sentences", "--data", data, "--out", tmp_path / "sent", "--tasks", "BigramShift,WordContent"
+        ).exit_code
+        == 0
+    )
+    write(
+        tmp_path / "v.h5",
+        tmp_path / "sent",
+        lambda s: np.stack([np.concatenate([2 * signs[x], rng.normal(0, 0.2, 2)]) for x in s]),
+        progress=False,
+    )
     runs = {}
-    for name, classifier in (("mlp", '{"nhid": 50, "optim": "adam,lr=0.01"}'),
-                             ("logreg", '{"nhid": 0, "optim": "adam,lr=0.01"}')):
+    for name, classifier in (
+        ("mlp", '{"nhid": 50, "optim": "adam,lr=0.01"}'),
+        ("logreg", '{"nhid": 0, "optim": "adam,lr=0.01"}'),
+    ):
         out = tmp_path / f"{name}.json"
-        result = cli("score", tmp_path / "v.h5", "--data", data, "--tasks", "BigramShift,WordContent",
-                     "--classifier", classifier, "--bootstrap", "0", "--out", out)
+        result = cli(
+            "score",
+            tmp_path / "v.h5",
+            "--data",
+            data,
+            "--tasks",
+            "BigramShift,WordContent",
+            "--classifier",
+            classifier,
+            "--bootstrap",
+            "0",
+            "--out",
+            out,
+        )
         assert result.exit_code == 0, result.output
         runs[name] = json.loads(out.read_text())
     mlp = runs["mlp"]["tasks"]["BigramShift"]["results"]

@@ -1,4 +1,5 @@
 """`embeval quickstart`: export -> embed in a separate process -> score, in one command."""
+
 import io
 import json
 import shutil
@@ -51,8 +52,10 @@ def test_bow_quickstart_end_to_end_and_reuse(tmp_path, data_dir, cli, monkeypatc
 
 def test_quickstart_reembeds_when_the_export_changes(tmp_path, data_dir, cli):
     workdir = tmp_path / "qs"
-    assert cli("quickstart", "--data", data_dir, "--workdir", workdir, "--encoder", "bow",
-               "--tasks", "STS16").exit_code == 0
+    assert (
+        cli("quickstart", "--data", data_dir, "--workdir", workdir, "--encoder", "bow", "--tasks", "STS16").exit_code
+        == 0
+    )
     result = cli("quickstart", "--data", data_dir, "--workdir", workdir, "--encoder", "bow", "--tasks", FAST_TASKS)
     assert result.exit_code == 0, result.output
     assert "reusing" not in result.stderr
@@ -91,30 +94,55 @@ def test_minilm_quickstart(tmp_path, data_dir, cli):
 
 
 def test_installed_wheel_ships_the_exporters(tmp_path):
-    """A non-editable install finds the exporters as embeval/exporters/ (package data from setup.py)."""
+    """A non-editable install finds the exporters as embeval/exporters/ (package-dir in pyproject.toml)."""
     source = tmp_path / "src"
     source.mkdir()
-    for name in ("setup.py", "README.md"):
+    for name in ("pyproject.toml", "README.md"):
         (source / name).write_bytes((REPO / name).read_bytes())
-    for folder in ("embeval", "exporters", "data"):  # every folder setup.py installs
+    for folder in ("embeval", "exporters", "data"):  # every folder pyproject.toml installs
         if (REPO / folder).is_dir():
             shutil.copytree(REPO / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__", "cpp"))
-    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-                            "-q", "-w", str(tmp_path / "dist"), str(source)], capture_output=True, text=True)
+    build = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "-w",
+            str(tmp_path / "dist"),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert build.returncode == 0, build.stderr
     (wheel,) = (tmp_path / "dist").glob("embeval-*.whl")
     site = tmp_path / "site"
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
         zf.extractall(site)
-    for program in ("bow_numpy.py", "_format.py", "sentence_transformers_export.py", "jax_export.py",
-                    "tensorflow_export.py", "_bert.py"):
+    for program in (
+        "bow_numpy.py",
+        "_format.py",
+        "sentence_transformers_export.py",
+        "jax_export.py",
+        "tensorflow_export.py",
+        "_bert.py",
+    ):
         assert f"embeval/exporters/{program}" in names
-    if (REPO / "data").is_dir():  # the data tables ship beside them (package_dir in setup.py)
+    if (REPO / "data").is_dir():  # the data tables ship beside them (package-dir in pyproject.toml)
         assert "embeval/_data/sources.json" in names
-    found = subprocess.run([sys.executable, "-c", "from embeval.run.quickstart import exporters_dir; print(exporters_dir())"],
-                           cwd=tmp_path, env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
-                           capture_output=True, text=True)
+    found = subprocess.run(
+        [sys.executable, "-c", "from embeval.run.quickstart import exporters_dir; print(exporters_dir())"],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+    )
     assert found.returncode == 0, found.stderr
     assert found.stdout.strip() == str(site / "embeval" / "exporters")
 
@@ -156,8 +184,9 @@ def user_data(tmp_path, monkeypatch):
 
 
 def test_quickstart_fetches_absent_data_into_the_user_folder(cli, mirror, data_dir, user_data, tmp_path):
-    result = cli("quickstart", "--encoder", "bow", "--tasks", "STSBenchmark", "--mirror", mirror,
-                 "--workdir", tmp_path / "qs")
+    result = cli(
+        "quickstart", "--encoder", "bow", "--tasks", "STSBenchmark", "--mirror", mirror, "--workdir", tmp_path / "qs"
+    )
     assert result.exit_code == 0, result.output
     assert f"fetching the data of STSBenchmark into {user_data}" in result.stderr
     for split in ("train", "dev", "test"):

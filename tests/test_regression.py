@@ -5,9 +5,13 @@ regularization and fingerprint, less timing, versions, device and paths.
 Floats are compared to 1e-12, except cosine figures (STS16's, SICK-R's `cosine.*`) to 2e-5: cosines
 became float64 sums that do not depend on the BLAS build (identical vectors give exactly 1), which
 moved STS16's figures by at most 4e-7 and SICK-R's cosine Spearman and its interval by at most 1.3e-5
-(a few near-tied pairs change order). Classifier and regressor figures are held to 1e-12. SICK-R's
-MTEB figure (`mteb`), added later, is not in the recorded file.
+(a few near-tied pairs change order). Classifier figures are held to 1e-12. The relatedness
+regressor's figures (SICK-R's devpearson, pearson, spearman, mse and their intervals) to 1e-6: its
+float32 training over about a thousand passes rounds differently on another CPU (measured: 2.7e-7
+between two x86-64 machines, same code and libraries). SICK-R's MTEB figure (`mteb`), added later, is
+not in the recorded file.
 """
+
 import json
 import math
 from pathlib import Path
@@ -34,6 +38,15 @@ def stripped(value):
 
 
 COSINE = 2e-5
+REGRESSOR = 1e-6
+REGRESSOR_FIGURES = ("devpearson", "pearson", "spearman", "mse")
+
+
+def is_regressor(where):
+    """Whether a path holds a figure of the relatedness regressor (not its cosine figures)."""
+    task = where.split(".")[2] if where.startswith(".tasks.") else None
+    last = [part for part in where.split(".") if part not in ("value", "low", "high")][-1]
+    return task in TASKS and TASKS[task].kind == "relatedness" and ".cosine." not in where and last in REGRESSOR_FIGURES
 
 
 def is_cosine(where):
@@ -50,7 +63,7 @@ def differences(got, want, where=""):
     if isinstance(want, list) and isinstance(got, list) and len(got) == len(want):
         return [d for i, (g, w) in enumerate(zip(got, want)) for d in differences(g, w, f"{where}[{i}]")]
     if isinstance(want, float) and isinstance(got, (int, float)) and not isinstance(got, bool):
-        tolerance = COSINE if is_cosine(where) else 1e-12
+        tolerance = COSINE if is_cosine(where) else (REGRESSOR if is_regressor(where) else 1e-12)
         return [] if math.isclose(got, want, rel_tol=0, abs_tol=tolerance) else [f"{where}: {got!r} != {want!r}"]
     return [] if got == want else [f"{where}: {got!r} != {want!r}"]
 
@@ -65,9 +78,17 @@ def vectors(tmp_path_factory, data_dir, devbow):
 
 @pytest.mark.parametrize("solver", ["senteval", "lbfgs"])
 def test_fixed_run_equals_the_recorded_results(solver, vectors, data_dir, tmp_path):
-    record = score(vectors, data_dir, tasks=NAMES, out=tmp_path / "r.json", device="cpu",
-                   config=build("prototype", solver=solver, seed=1111), progress=False, log=lambda m: None,
-                   save_predictions=False)
+    record = score(
+        vectors,
+        data_dir,
+        tasks=NAMES,
+        out=tmp_path / "r.json",
+        device="cpu",
+        config=build("prototype", solver=solver, seed=1111),
+        progress=False,
+        log=lambda m: None,
+        save_predictions=False,
+    )
     want = json.loads((RECORDED / f"{solver}.json").read_text())
     got = json.loads(json.dumps(stripped(json.loads((tmp_path / "r.json").read_text()))))
     assert list(record["tasks"]) == NAMES

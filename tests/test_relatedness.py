@@ -1,5 +1,6 @@
 """SICK-R / STS-B supervised regression: the Tai encoding, the training protocol against SentEval
 written out directly, known answers on synthetic vectors, and parity with recorded SentEval output."""
+
 import json
 
 import numpy as np
@@ -28,14 +29,17 @@ def one_thread():
 
 def test_tai_encoding_by_hand():
     got = tai_encode([1.0, 2.5, 5.0, 0.4, 0.0, 3.2])
-    expected = np.array([
-        [1, 0, 0, 0, 0],
-        [0, .5, .5, 0, 0],
-        [0, 0, 0, 0, 1],
-        [.4, 0, 0, 0, 0],  # below 1: only the mass y on class 1 (SentEval's quirk)
-        [0, 0, 0, 0, 0],
-        [0, 0, .8, .2, 0],
-    ], dtype=np.float32)
+    expected = np.array(
+        [
+            [1, 0, 0, 0, 0],
+            [0, 0.5, 0.5, 0, 0],
+            [0, 0, 0, 0, 1],
+            [0.4, 0, 0, 0, 0],  # below 1: only the mass y on class 1 (SentEval's quirk)
+            [0, 0, 0, 0, 0],
+            [0, 0, 0.8, 0.2, 0],
+        ],
+        dtype=np.float32,
+    )
     assert got.dtype == np.float32
     np.testing.assert_allclose(got, expected, atol=1e-6)
     assert got[3].sum() == pytest.approx(0.4)
@@ -58,8 +62,9 @@ def _pairs(rng, n, dim, signal, low=0.0):
 
 def test_vectors_that_encode_the_score_give_pearson_near_one():
     rng = np.random.default_rng(1)
-    ctx = synthetic_context({name: _pairs(rng, n, 6, 1.0, low=1.0)
-                             for name, n in (("train", 600), ("dev", 150), ("test", 300))})
+    ctx = synthetic_context(
+        {name: _pairs(rng, n, 6, 1.0, low=1.0) for name, n in (("train", 600), ("dev", 150), ("test", 300))}
+    )
     r = evaluate_relatedness(ctx)
     assert r["pearson"] > 0.98 and r["spearman"] > 0.98 and r["devpearson"] > 0.98, r
     test_y = ctx.data.splits["test"].y
@@ -80,8 +85,14 @@ def test_evaluator_equals_senteval_written_out():
         order = np.argsort(y, kind="stable")  # SentEval's (tokens A, tokens B, score) sort; one token each
         a, b = a[order].astype(np.float32), b[order].astype(np.float32)
         features[name] = (np.c_[np.abs(a - b), a * b], y[order])
-    dev, yhat, passes = senteval_style_fit(features["train"][0], features["train"][1], features["dev"][0],
-                                           features["dev"][1], features["test"][0], seed=ctx.seed)
+    dev, yhat, passes = senteval_style_fit(
+        features["train"][0],
+        features["train"][1],
+        features["dev"][0],
+        features["dev"][1],
+        features["test"][0],
+        seed=ctx.seed,
+    )
     test_y = features["test"][1]
     assert passes > 200  # several rounds, so the early-stopping path is exercised
     assert ours["devpearson"] == pytest.approx(dev, abs=1e-6)
@@ -100,11 +111,11 @@ def test_step_equals_autograd_and_torch_adam():
     optimizer, loss_fn = torch.optim.Adam(model.parameters()), torch.nn.MSELoss()
     for _ in range(40):
         for i in range(0, 400, 64):
-            loss = loss_fn(model(x[i:i + 64]), t[i:i + 64])
+            loss = loss_fn(model(x[i : i + 64]), t[i : i + 64])
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-            ours.step(x[i:i + 64], t[i:i + 64])
+            ours.step(x[i : i + 64], t[i : i + 64])
     torch.testing.assert_close(ours.params[0], model[0].weight.detach(), rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(ours.params[1], model[0].bias.detach(), rtol=1e-5, atol=1e-6)
 
@@ -112,8 +123,10 @@ def test_step_equals_autograd_and_torch_adam():
 def test_constant_predictions_count_as_pearson_zero_and_stop_after_tenacity():
     """Zero vectors: every prediction equal, Pearson NaN -> 0. Round 1 improves on -1, rounds 2-4
     raise the never-reset counter to 3, round 5 finds it at 3 and stops: 250 passes."""
-    zeros = {name: (np.zeros((n, 4)), np.zeros((n, 4)), np.linspace(1, 5, n)) for name, n in
-             (("train", 70), ("dev", 20), ("test", 30))}
+    zeros = {
+        name: (np.zeros((n, 4)), np.zeros((n, 4)), np.linspace(1, 5, n))
+        for name, n in (("train", 70), ("dev", 20), ("test", 30))
+    }
     ctx = synthetic_context(zeros)
     x = sample_features(ctx.table, *ctx.rows["train"], kind="pair")
     target = torch.from_numpy(tai_encode(ctx.data.splits["train"].y))
@@ -136,10 +149,10 @@ def test_scores_outside_the_scale_are_refused(bad):
 
 def test_pair_features():
     table = torch.tensor([[1.0, -2.0], [3.0, 1.0], [0.5, 0.5]])
-    np.testing.assert_array_equal(sample_features(table, [0, 2], [1, 0], "pair").numpy(),
-                                  [[2, 3, 3, -2], [0.5, 2.5, 0.5, -1]])
-    np.testing.assert_array_equal(sample_features(table, [0], [1], "snli").numpy(),
-                                  [[1, -2, 3, 1, 3, -2, 2, 3]])
+    np.testing.assert_array_equal(
+        sample_features(table, [0, 2], [1, 0], "pair").numpy(), [[2, 3, 3, -2], [0.5, 2.5, 0.5, -1]]
+    )
+    np.testing.assert_array_equal(sample_features(table, [0], [1], "snli").numpy(), [[1, -2, 3, 1, 3, -2, 2, 3]])
     np.testing.assert_array_equal(sample_features(table, [2, 2], kind="single").numpy(), [[0.5, 0.5]] * 2)
 
 

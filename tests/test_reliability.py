@@ -3,6 +3,7 @@ error line naming the file, the task and the problem, no traceback, and no resul
 previous one byte for byte unchanged). Rows test_cli.py covers without a previous results file
 (dtypes, rows, NaN, fingerprint, unreadable files) are run here again with one.
 """
+
 import errno
 import os
 import pickle
@@ -51,7 +52,7 @@ def refused_twice(cli, tmp_path, args, *fragments, command="score"):
 def lazily_huge(path, texts, sha):
     """A dataset declared (count, 10**9) float32 (7 TB) but never written: the file stays small."""
     with h5py.File(path, "w") as f:
-        f.create_dataset("STS16", shape=(len(texts), 10 ** 9), dtype="f4")
+        f.create_dataset("STS16", shape=(len(texts), 10**9), dtype="f4")
         f["STS16"].attrs["sha256"] = sha
     assert path.stat().st_size < 1 << 20
 
@@ -62,12 +63,14 @@ def damaged(signature):
         raw = path.read_bytes()
         assert signature in raw
         path.write_bytes(raw.replace(signature, b"XXXX", 1))
+
     return build
 
 
 def plain(values, **attrs):
     def build(path, texts, _values, sha):
         write_h5(path, {"STS16": (values(_values) if callable(values) else values, {"sha256": sha, **attrs})})
+
     return build
 
 
@@ -77,6 +80,7 @@ def with_dtype(dtype, convert=None):
             data = convert(values) if convert else values.astype(dtype)
             f.create_dataset("STS16", data=data, dtype=dtype)
             f["STS16"].attrs["sha256"] = sha
+
     return build
 
 
@@ -89,6 +93,7 @@ def array_elements(path, texts, values, sha):
 def raw_bytes(content):
     def build(path, texts, values, sha):
         path.write_bytes(content(path, values, sha) if callable(content) else content)
+
     return build
 
 
@@ -113,8 +118,9 @@ def soft_to_external(path, texts, values, sha):
 def external_storage(path, texts, values, sha):
     values.tofile(path.with_name("raw.bin"))
     with h5py.File(path, "w") as f:
-        f.create_dataset("STS16", shape=values.shape, dtype="f4", external=[(str(path.with_name("raw.bin")), 0,
-                                                                            h5py.h5f.UNLIMITED)])
+        f.create_dataset(
+            "STS16", shape=values.shape, dtype="f4", external=[(str(path.with_name("raw.bin")), 0, h5py.h5f.UNLIMITED)]
+        )
         f["STS16"].attrs["sha256"] = sha
 
 
@@ -176,21 +182,29 @@ VECTORS_ROWS = {
     "no dataspace": (plain(h5py.Empty("f4")), ["STS16", "shape None; expected 2-D"]),
     "int32": (with_dtype("i4"), ["STS16", "dtype int32; expected float16, float32 or float64"]),
     "bool": (with_dtype("bool", lambda v: v > 0), ["STS16", "dtype bool"]),
-    "enum": (with_dtype(h5py.enum_dtype({"a": 0, "b": 1}, basetype="i1"), lambda v: (v > 0).astype("i1")),
-             ["STS16", "dtype enum (int8)"]),
+    "enum": (
+        with_dtype(h5py.enum_dtype({"a": 0, "b": 1}, basetype="i1"), lambda v: (v > 0).astype("i1")),
+        ["STS16", "dtype enum (int8)"],
+    ),
     "strings": (with_dtype(h5py.string_dtype(), lambda v: v.astype(str).astype(object)), ["STS16", "dtype strings"]),
     "fixed-length bytes": (with_dtype("S12", lambda v: v.astype("S12")), ["STS16", "dtype strings"]),
     "complex": (with_dtype("c8"), ["STS16", "dtype complex64"]),
-    "compound": (with_dtype(np.dtype([("x", "f4"), ("y", "f4")]),
-                            lambda v: np.rec.fromarrays([v, v], names="x,y").astype([("x", "f4"), ("y", "f4")])),
-                 ["STS16", "dtype compound (x, y)"]),
+    "compound": (
+        with_dtype(
+            np.dtype([("x", "f4"), ("y", "f4")]),
+            lambda v: np.rec.fromarrays([v, v], names="x,y").astype([("x", "f4"), ("y", "f4")]),
+        ),
+        ["STS16", "dtype compound (x, y)"],
+    ),
     "array elements": (array_elements, ["STS16", "dtype array of float32 (2,) per element"]),
     "NaN": (plain(nan_rows(np.nan, 10)), ["STS16", "187 of 1867 vectors contain NaN or Inf (first at row 3)"]),
     "+Inf": (plain(nan_rows(np.inf, 1000)), ["STS16", "2 of 1867 vectors contain NaN or Inf (first at row 3)"]),
     "-Inf": (plain(nan_rows(-np.inf, 2000)), ["STS16", "1 of 1867 vectors contain NaN or Inf (first at row 3)"]),
     "NaN through a soft link": (soft_link_inside, ["STS16", "1 of 1867 vectors contain NaN"]),
-    "fingerprint mismatch": (plain(lambda v: v, sha256="0" * 64),
-                             ["STS16", "fingerprint 000000000000… does not match"]),
+    "fingerprint mismatch": (
+        plain(lambda v: v, sha256="0" * 64),
+        ["STS16", "fingerprint 000000000000… does not match"],
+    ),
     "fingerprint not text": (plain(lambda v: v, sha256=np.arange(3)), ["STS16", "fingerprint 0,1,2… does not match"]),
     "external link": (external_link, ["STS16", "external link to other.h5"]),
     "soft link to an external link": (soft_to_external, ["STS16", "external link to other.h5"]),
@@ -199,8 +213,10 @@ VECTORS_ROWS = {
     "plugin filter": (plugin_filter, ["STS16", "HDF5 filter 32001", "would load a plugin"]),
     "group, not a dataset": (group_not_dataset, ["STS16", "/STS16 is a group, not a dataset"]),
     "dangling soft link": (dangling, ["STS16", "no entry 'nowhere'"]),
-    "dimension too large": (lambda p, t, v, s: lazily_huge(p, t, s),
-                            ["STS16", "1867 x 1000000000 vectors need 6955.1 GiB as float32, more than"]),
+    "dimension too large": (
+        lambda p, t, v, s: lazily_huge(p, t, s),
+        ["STS16", "1867 x 1000000000 vectors need 6955.1 GiB as float32, more than"],
+    ),
 }
 
 
@@ -219,13 +235,21 @@ def test_file_still_being_written(cli, data_dir, tmp_path):
     import sys
 
     path = tmp_path / "v.h5"
-    script = ("import h5py, sys, time; f = h5py.File(sys.argv[1], 'w'); f['STS16'] = [[0.0]]; f.flush(); "
-              "print('ready', flush=True); time.sleep(60)")
+    script = (
+        "import h5py, sys, time; f = h5py.File(sys.argv[1], 'w'); f['STS16'] = [[0.0]]; f.flush(); "
+        "print('ready', flush=True); time.sleep(60)"
+    )
     writer = subprocess.Popen([sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE, text=True)
     try:
         assert writer.stdout.readline().strip() == "ready"
-        refused_twice(cli, tmp_path, [path, "--data", data_dir, "--tasks", "STS16"], str(path),
-                      "cannot lock the file", "is another program still writing it?")
+        refused_twice(
+            cli,
+            tmp_path,
+            [path, "--data", data_dir, "--tasks", "STS16"],
+            str(path),
+            "cannot lock the file",
+            "is another program still writing it?",
+        )
     finally:
         writer.kill()
         writer.wait()
@@ -245,6 +269,7 @@ def test_external_targets_are_never_opened(cli, data_dir, sts16, tmp_path, monke
         build(tmp_path / "v.h5", texts, values, sha)
         monkeypatch.setattr(h5py, "File", watch)
         from embeval.formats import vectors
+
         monkeypatch.setattr(vectors.h5py, "File", watch)
         refused(cli("score", tmp_path / "v.h5", "--data", data_dir, "--tasks", "STS16", "--out", tmp_path / "r.json"))
         monkeypatch.undo()
@@ -258,8 +283,14 @@ def test_dimension_checked_for_every_task_before_any_read(cli, data_dir, tmp_pat
     reads = []
     monkeypatch.setattr(vectors.VectorsFile, "read_rows", lambda self, *a, **k: reads.append(a) or 1 / 0)
     monkeypatch.setattr(vectors, "available_memory", lambda: 4 * 8 * 3000)
-    refused_twice(cli, tmp_path, [path, "--data", data_dir, "--tasks", "STS12,STS16"], str(path), "STS12",
-                  "4946 x 8 vectors need 0.0 GiB as float32, more than the 0.0 GiB of memory available")
+    refused_twice(
+        cli,
+        tmp_path,
+        [path, "--data", data_dir, "--tasks", "STS12,STS16"],
+        str(path),
+        "STS12",
+        "4946 x 8 vectors need 0.0 GiB as float32, more than the 0.0 GiB of memory available",
+    )
     assert reads == []
 
 
@@ -269,8 +300,14 @@ def test_nan_in_a_later_task_leaves_no_results(cli, data_dir, tmp_path):
     path = task_file(tmp_path / "v.h5", data_dir, names)
     with h5py.File(path, "r+") as f:
         f["STS16"][7, 2] = np.nan
-    refused_twice(cli, tmp_path, [path, "--data", data_dir, "--tasks", ",".join(names)], str(path), "STS16",
-                  "1 of 1867 vectors contain NaN or Inf (first at row 7)")
+    refused_twice(
+        cli,
+        tmp_path,
+        [path, "--data", data_dir, "--tasks", ",".join(names)],
+        str(path),
+        "STS16",
+        "1 of 1867 vectors contain NaN or Inf (first at row 7)",
+    )
 
 
 def test_absent_task_is_skipped_by_default_and_refused_with_strict(cli, data_dir, tmp_path):
@@ -281,8 +318,13 @@ def test_absent_task_is_skipped_by_default_and_refused_with_strict(cli, data_dir
     assert "skipped (absent from file): STS12" in result.stdout
     assert '"absent_from_file": [\n   "STS12"' in out.read_text()
     out.unlink()
-    refused_twice(cli, tmp_path, [path, "--data", data_dir, "--tasks", "STS12,STS16", "--strict"], str(path),
-                  "STS12: absent from the file (it holds /STS16); --strict requires every requested task")
+    refused_twice(
+        cli,
+        tmp_path,
+        [path, "--data", data_dir, "--tasks", "STS12,STS16", "--strict"],
+        str(path),
+        "STS12: absent from the file (it holds /STS16); --strict requires every requested task",
+    )
 
 
 def test_strict_without_tasks_requires_every_task(cli, data_dir, tmp_path):
@@ -309,23 +351,37 @@ def test_union_tasks_differ_from_the_request(cli, data_dir, tmp_path):
     assert result.exit_code == 0, result.stderr
     assert "skipped (absent from file): STS16" in result.stdout and "STS12" in result.stdout
     out.unlink()
-    refused_twice(cli, tmp_path, [path, "--data", data_dir, "--tasks", "STS12,STS16", "--strict"], str(path),
-                  "STS16: absent from the file", "/ALL was built from STS12, STS13")
+    refused_twice(
+        cli,
+        tmp_path,
+        [path, "--data", data_dir, "--tasks", "STS12,STS16", "--strict"],
+        str(path),
+        "STS16: absent from the file",
+        "/ALL was built from STS12, STS13",
+    )
 
 
-@pytest.mark.parametrize("case,fragments", [
-    ("unknown task", ["ALL", "names unknown tasks STS99"]),
-    ("no tasks attribute", ["ALL", "has no `tasks` attribute"]),
-    ("task twice", ["ALL", "names STS12 twice"]),
-    ("empty tasks", ["ALL", "names no task"]),
-    ("fingerprint", ["STS12", "/ALL fingerprint"]),
-    ("NaN in a task's rows", ["STS13", "1 of 2638 vectors contain NaN or Inf"]),
-])
+@pytest.mark.parametrize(
+    "case,fragments",
+    [
+        ("unknown task", ["ALL", "names unknown tasks STS99"]),
+        ("no tasks attribute", ["ALL", "has no `tasks` attribute"]),
+        ("task twice", ["ALL", "names STS12 twice"]),
+        ("empty tasks", ["ALL", "names no task"]),
+        ("fingerprint", ["STS12", "/ALL fingerprint"]),
+        ("NaN in a task's rows", ["STS13", "1 of 2638 vectors contain NaN or Inf"]),
+    ],
+)
 def test_bad_union(cli, data_dir, tmp_path, case, fragments):
     tasks = ["STS12", "STS13"]
-    kwargs = {"unknown task": {"attr": "STS12,STS13,STS99"}, "no tasks attribute": {"attr": False},
-              "task twice": {"attr": "STS12,STS12,STS13"}, "empty tasks": {"attr": " , "},
-              "fingerprint": {"sha": "1" * 64}, "NaN in a task's rows": {"nan_row": 4946 + 10}}[case]
+    kwargs = {
+        "unknown task": {"attr": "STS12,STS13,STS99"},
+        "no tasks attribute": {"attr": False},
+        "task twice": {"attr": "STS12,STS12,STS13"},
+        "empty tasks": {"attr": " , "},
+        "fingerprint": {"sha": "1" * 64},
+        "NaN in a task's rows": {"nan_row": 4946 + 10},
+    }[case]
     path, _ = union_file(tmp_path / "u.h5", data_dir, tasks, **kwargs)
     refused_twice(cli, tmp_path, [path, "--data", data_dir, "--tasks", "STS12,STS13"], str(path), *fragments)
 
@@ -344,11 +400,14 @@ def sts16_data(data_dir, tmp_path):
     return data, data / rel
 
 
-@pytest.mark.parametrize("name, line, damage, problem", [
-    ("STS.input.headlines.txt", 42, lambda raw: raw.replace(b"\t", b" "), "expected two tab-separated sentences"),
-    ("STS.gs.plagiarism.txt", 10, lambda raw: b"\xff\xfe" + raw, "not valid utf-8 text"),
-    ("STS.gs.postediting.txt", 3, lambda raw: b"four", "gold score 'four' is not a number"),
-])
+@pytest.mark.parametrize(
+    "name, line, damage, problem",
+    [
+        ("STS.input.headlines.txt", 42, lambda raw: raw.replace(b"\t", b" "), "expected two tab-separated sentences"),
+        ("STS.gs.plagiarism.txt", 10, lambda raw: b"\xff\xfe" + raw, "not valid utf-8 text"),
+        ("STS.gs.postediting.txt", 3, lambda raw: b"four", "gold score 'four' is not a number"),
+    ],
+)
 def test_damaged_data_line(cli, data_dir, sts16, tmp_path, name, line, damage, problem):
     """A malformed line, bad bytes or a gold score that is not a number: FILE:LINE: TASK: what."""
     texts, values, sha = sts16
@@ -357,8 +416,9 @@ def test_damaged_data_line(cli, data_dir, sts16, tmp_path, name, line, damage, p
     raw = (folder / name).read_bytes().split(b"\n")
     raw[line - 1] = damage(raw[line - 1])
     (folder / name).write_bytes(b"\n".join(raw))
-    refused_twice(cli, tmp_path, [path, "--data", data, "--tasks", "STS16"],
-                  f"{folder / name}:{line}: STS16: {problem}")
+    refused_twice(
+        cli, tmp_path, [path, "--data", data, "--tasks", "STS16"], f"{folder / name}:{line}: STS16: {problem}"
+    )
 
 
 class _RunsCode:
@@ -374,10 +434,26 @@ def test_coco_pickle_with_code(cli, tmp_path, monkeypatch):
     for split in ("train", "valid", "test"):
         (folder / f"{split}.pkl").write_bytes(pickle.dumps({"features": _RunsCode()}, protocol=2))
     path = write_h5(tmp_path / "v.h5", {"ImageCaptionRetrieval": (np.zeros((10, 4), "f4"), {})})
-    refused_twice(cli, tmp_path, [path, "--data", tmp_path / "data", "--tasks", "ImageCaptionRetrieval"],
-                  folder / "train.pkl", "ImageCaptionRetrieval", "refused to build posix.system")
-    refused(cli("export-sentences", "--data", tmp_path / "data", "--out", tmp_path / "sent", "--tasks",
-                "ImageCaptionRetrieval"), "refused to build posix.system")
+    refused_twice(
+        cli,
+        tmp_path,
+        [path, "--data", tmp_path / "data", "--tasks", "ImageCaptionRetrieval"],
+        folder / "train.pkl",
+        "ImageCaptionRetrieval",
+        "refused to build posix.system",
+    )
+    refused(
+        cli(
+            "export-sentences",
+            "--data",
+            tmp_path / "data",
+            "--out",
+            tmp_path / "sent",
+            "--tasks",
+            "ImageCaptionRetrieval",
+        ),
+        "refused to build posix.system",
+    )
     assert not (tmp_path / "pwned.txt").exists()
 
 
@@ -389,8 +465,11 @@ class _Python2Array:
 
     def __reduce__(self):
         a = self.array
-        return (a.__reduce__()[0], (np.ndarray, (0,), b"b"),
-                (1, a.shape, a.dtype, False, a.tobytes().decode("latin-1")))
+        return (
+            a.__reduce__()[0],
+            (np.ndarray, (0,), b"b"),
+            (1, a.shape, a.dtype, False, a.tobytes().decode("latin-1")),
+        )
 
 
 @pytest.mark.parametrize("protocol", [2, 3, 4, 5])
@@ -398,9 +477,16 @@ def test_plain_pickles_round_trip(tmp_path, protocol):
     from embeval.tasks.loaders import load_plain_pickle
 
     features = np.arange(12, dtype="f4").reshape(3, 4)
-    content = {"features": features, "big_endian": np.ones((2, 2), ">f8"), "fortran": np.asfortranarray(features),
-               "empty": np.zeros((0, 3), "f4"), "scalar": np.float32(2.5), "ids": [[1, 2], (3,)], "set": {1, 2},
-               "same": features}
+    content = {
+        "features": features,
+        "big_endian": np.ones((2, 2), ">f8"),
+        "fortran": np.asfortranarray(features),
+        "empty": np.zeros((0, 3), "f4"),
+        "scalar": np.float32(2.5),
+        "ids": [[1, 2], (3,)],
+        "set": {1, 2},
+        "same": features,
+    }
     (tmp_path / "p.pkl").write_bytes(pickle.dumps(content, protocol=protocol))
     got = load_plain_pickle(tmp_path / "p.pkl", "T")
     for key, value in content.items():
@@ -414,11 +500,14 @@ def test_plain_pickles_round_trip(tmp_path, protocol):
     assert np.array_equal(load_plain_pickle(tmp_path / "p2.pkl", "T")["features"], features)
 
 
-@pytest.mark.parametrize("content,message", [
-    (np.array(["a", 1], dtype=object), "refused to build arrays of dtype 'O8'"),
-    (np.array(["ab"]), "refused to build arrays of dtype 'U2'"),
-    (np.zeros(2, dtype=[("x", "f4")]), "refused to build arrays of dtype 'V4'"),
-])
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        (np.array(["a", 1], dtype=object), "refused to build arrays of dtype 'O8'"),
+        (np.array(["ab"]), "refused to build arrays of dtype 'U2'"),
+        (np.zeros(2, dtype=[("x", "f4")]), "refused to build arrays of dtype 'V4'"),
+    ],
+)
 def test_pickled_arrays_of_non_numbers_are_refused(tmp_path, content, message):
     from embeval.errors import DataFileError
     from embeval.tasks.loaders import load_plain_pickle
@@ -455,11 +544,18 @@ def test_missing_data_file(cli, data_dir, sts16, tmp_path):
     path = write_h5(tmp_path / "v.h5", {"STS16": (values, {"sha256": sha})})
     data, folder = sts16_data(data_dir, tmp_path)
     (folder / "STS.input.plagiarism.txt").unlink()
-    refused_twice(cli, tmp_path, [path, "--data", data, "--tasks", "STS16"], "STS.input.plagiarism.txt", "STS16",
-                  "missing data file")
+    refused_twice(
+        cli,
+        tmp_path,
+        [path, "--data", data, "--tasks", "STS16"],
+        "STS.input.plagiarism.txt",
+        "STS16",
+        "missing data file",
+    )
 
 
 # The output: checked before anything is computed, and every write is atomic.
+
 
 def test_output_under_a_file(cli, data_dir, tmp_path):
     path = task_file(tmp_path / "v.h5", data_dir, ["STS16"])
@@ -487,6 +583,29 @@ def test_output_is_not_a_results_file(cli, data_dir, tmp_path, target):
     assert out.read_bytes() == before
 
 
+@pytest.mark.parametrize("name", ["r.predictions.npz", "r.predictions.npz.partial"])
+def test_users_file_named_like_the_predictions_is_never_replaced(cli, data_dir, tmp_path, name):
+    """A file of the user's where the predictions would go is refused in one line and left as it was;
+    --no-save-predictions leaves it alone and scores."""
+    path = task_file(tmp_path / "v.h5", data_dir, ["STS16"])
+    mine = tmp_path / name
+    mine.write_bytes(b"my own archive")
+    out = tmp_path / "r.json"
+    refused(cli("score", path, "--data", data_dir, "--out", out), str(mine), "not an embeval predictions file")
+    assert mine.read_bytes() == b"my own archive" and not out.exists()
+    assert cli("score", path, "--data", data_dir, "--out", out, "--no-save-predictions").exit_code == 0
+    assert mine.read_bytes() == b"my own archive"
+
+
+def test_an_earlier_runs_predictions_are_replaced(cli, data_dir, tmp_path):
+    path = task_file(tmp_path / "v.h5", data_dir, ["STS16"])
+    out = tmp_path / "r.json"
+    for _ in range(2):
+        result = cli("score", path, "--data", data_dir, "--out", out, "--bootstrap", "0")
+        assert result.exit_code == 0, result.stderr
+    assert (tmp_path / "r.predictions.npz").is_file()
+
+
 def test_output_permission_denied(cli, data_dir, tmp_path, monkeypatch):
     from embeval.formats import atomic
 
@@ -496,8 +615,13 @@ def test_output_permission_denied(cli, data_dir, tmp_path, monkeypatch):
         raise PermissionError(errno.EACCES, "Permission denied")
 
     monkeypatch.setattr(atomic.tempfile, "mkstemp", denied)
-    refused_twice(cli, tmp_path, [path, "--data", data_dir], "results.json",
-                  "cannot write: not writable (permission denied or read-only file system)")
+    refused_twice(
+        cli,
+        tmp_path,
+        [path, "--data", data_dir],
+        "results.json",
+        "cannot write: not writable (permission denied or read-only file system)",
+    )
 
 
 def disk_full_after(monkeypatch, writes):
@@ -532,9 +656,12 @@ def disk_full_after(monkeypatch, writes):
 def test_disk_full_on_the_first_write(cli, data_dir, tmp_path, monkeypatch):
     path = task_file(tmp_path / "v.h5", data_dir, ["STS16"])
     disk_full_after(monkeypatch, 0)
-    refused_twice(cli, tmp_path, [path, "--data", data_dir, "--no-save-predictions"],
-                  "results.json.partial: cannot write: no space left on "
-                  f"the device; {tmp_path / 'results.json'} was not changed")
+    refused_twice(
+        cli,
+        tmp_path,
+        [path, "--data", data_dir, "--no-save-predictions"],
+        f"results.json.partial: cannot write: no space left on the device; {tmp_path / 'results.json'} was not changed",
+    )
 
 
 def test_disk_full_later_keeps_the_finished_tasks(cli, data_dir, tmp_path, monkeypatch):
@@ -544,16 +671,21 @@ def test_disk_full_later_keeps_the_finished_tasks(cli, data_dir, tmp_path, monke
     out = tmp_path / "r.json"
     out.write_bytes(PREVIOUS)
     disk_full_after(monkeypatch, 2)
-    refused(cli("score", path, "--data", data_dir, "--out", out, "--no-save-predictions"), f"{out}.partial",
-            "no space left on the device",
-            f"{out} was not changed; the results of STS12, STS13 are kept in {out}.partial; rerun with --resume")
+    refused(
+        cli("score", path, "--data", data_dir, "--out", out, "--no-save-predictions"),
+        f"{out}.partial",
+        "no space left on the device",
+        f"{out} was not changed; the results of STS12, STS13 are kept in {out}.partial; rerun with --resume",
+    )
     untouched(out, PREVIOUS, progress=True)
     assert list(json.loads(progress_file(out).read_text())["tasks"]) == ["STS12", "STS13"]
     monkeypatch.undo()
     result = cli("score", path, "--data", data_dir, "--out", out, "--resume", "--no-save-predictions")
     assert result.exit_code == 0, result.stderr
-    assert (f"resuming from {out}.partial and {out}: reused STS12, STS13; recomputing STS16 (no previous result)"
-            in result.stderr)
+    assert (
+        f"resuming from {out}.partial and {out}: reused STS12, STS13; recomputing STS16 (no previous result)"
+        in result.stderr
+    )
     assert list(json.loads(out.read_text())["tasks"]) == ["STS12", "STS13", "STS16"]
     assert not progress_file(out).exists()
 
@@ -562,8 +694,12 @@ def test_disk_full_on_the_final_write(cli, data_dir, tmp_path, monkeypatch):
     path = task_file(tmp_path / "v.h5", data_dir, ["STS12", "STS16"])
     out = tmp_path / "r.json"
     disk_full_after(monkeypatch, 2)
-    refused(cli("score", path, "--data", data_dir, "--out", out, "--no-save-predictions"), str(out),
-            "no space left on the device", f"the results of STS12, STS16 are kept in {out}.partial")
+    refused(
+        cli("score", path, "--data", data_dir, "--out", out, "--no-save-predictions"),
+        str(out),
+        "no space left on the device",
+        f"the results of STS12, STS16 are kept in {out}.partial",
+    )
     untouched(out, None, progress=True)
 
 
@@ -585,14 +721,17 @@ def test_bad_input_found_by_an_evaluator_mid_run(cli, data_dir, tmp_path, monkey
     for previous in (None, PREVIOUS):
         if previous:
             out.write_bytes(previous)
-        result = cli("score", path, "--data", data_dir, "--out", out)
+        result = cli("score", path, "--data", data_dir, "--out", out, "--restart")
         refused(result, "gold.txt: STS16: test split: something only the evaluator sees")
-        assert (f"embeval: info: {out} was not changed; the results of STS12 are kept in {out}.partial; rerun "
-                "with --resume to reuse them") in result.stderr.splitlines()
+        assert (
+            f"embeval: info: {out} was not changed; the results of STS12 are kept in {out}.partial; rerun "
+            "with --resume to reuse them"
+        ) in result.stderr.splitlines()
         untouched(out, previous, progress=True)
 
 
 # The HDF5 guard: a file that crashes or hangs the HDF5 library is refused, not fatal.
+
 
 def test_file_that_crashes_hdf5_is_refused(cli, data_dir, tmp_path):
     """tests/fixtures/hdf5_segfault.h5 made libhdf5 2.0 crash (SIGSEGV) reading an attribute of /MR."""
@@ -610,11 +749,14 @@ def test_file_that_hangs_hdf5_is_refused(cli, data_dir, tmp_path, monkeypatch):
     assert not (tmp_path / "r.json").exists()
 
 
-@pytest.mark.parametrize("failure,message", [
-    ("crash", "the HDF5 library crashed (SIGSEGV) while reading /STS16; write the file again"),
-    ("hang", "the HDF5 library did not finish within 0.5 s while reading /STS16"),
-    ("python error", None),
-])
+@pytest.mark.parametrize(
+    "failure,message",
+    [
+        ("crash", "the HDF5 library crashed (SIGSEGV) while reading /STS16; write the file again"),
+        ("hang", "the HDF5 library did not finish within 0.5 s while reading /STS16"),
+        ("python error", None),
+    ],
+)
 def test_guard_reports_crashes_and_hangs(cli, data_dir, tmp_path, monkeypatch, failure, message):
     import signal
     import time

@@ -1,5 +1,6 @@
 """`embeval report`: one row per encoder with its dimension, captions that name metric and
 aggregation, markdown / LaTeX / CSV, and the geometry plots."""
+
 import csv
 import io
 import json
@@ -22,8 +23,13 @@ def ci(value, width=0.02):
 
 
 def entry(kind, results, figures, dim, geometry=None):
-    out = {"kind": kind, "results": results, "ci": {"resamples": 1000, "seed": 1111, "figures": figures},
-           "vectors": {"dim": dim}, "data_sha256": "0" * 64}
+    out = {
+        "kind": kind,
+        "results": results,
+        "ci": {"resamples": 1000, "seed": 1111, "figures": figures},
+        "vectors": {"dim": dim},
+        "data_sha256": "0" * 64,
+    }
     if geometry:
         out["geometry"] = geometry
     return out
@@ -33,31 +39,64 @@ def record(dim, shift, classifiers=False, baseline=None):
     tasks = {}
     for i, name in enumerate(STS):
         value = 0.6 + shift + i / 100
-        tasks[name] = entry("sts", {"all": {"spearman": {"mean": value - 0.05, "wmean": value - 0.03, "pooled": value},
-                                            "pearson": {"mean": 0, "wmean": 0, "pooled": 0}}},
-                            {"all.spearman.pooled": ci(value)}, dim)
-    geo = {"alignment": 0.5 - shift, "uniformity": -2.0 - shift, "effective_rank": 10.0 * dim, "positive_pairs": 2000,
-           "positive_threshold": 4.0, "uniformity_sample": 2000, "sentences": 15000,
-           "singular_values": [4.0 / (k + 1) for k in range(dim)]}
-    tasks["STSBenchmark"] = entry("relatedness", {"pearson": 0.7 + shift, "spearman": 0.69 + shift,
-                                                  "cosine": {"spearman": 0.8 + shift, "pearson": 0.79}},
-                                  {"pearson": ci(0.7 + shift), "cosine.spearman": ci(0.8 + shift)}, dim, geo)
+        tasks[name] = entry(
+            "sts",
+            {
+                "all": {
+                    "spearman": {"mean": value - 0.05, "wmean": value - 0.03, "pooled": value},
+                    "pearson": {"mean": 0, "wmean": 0, "pooled": 0},
+                }
+            },
+            {"all.spearman.pooled": ci(value)},
+            dim,
+        )
+    geo = {
+        "alignment": 0.5 - shift,
+        "uniformity": -2.0 - shift,
+        "effective_rank": 10.0 * dim,
+        "positive_pairs": 2000,
+        "positive_threshold": 4.0,
+        "uniformity_sample": 2000,
+        "sentences": 15000,
+        "singular_values": [4.0 / (k + 1) for k in range(dim)],
+    }
+    tasks["STSBenchmark"] = entry(
+        "relatedness",
+        {"pearson": 0.7 + shift, "spearman": 0.69 + shift, "cosine": {"spearman": 0.8 + shift, "pearson": 0.79}},
+        {"pearson": ci(0.7 + shift), "cosine.spearman": ci(0.8 + shift)},
+        dim,
+        geo,
+    )
     mr = {"devacc": 75.0, "acc": 74.0 + 100 * shift, "ntest": 10662}
     figures = {"acc": ci(mr["acc"], 0.8)}
     if classifiers:
         mr = dict(mr, classifier="logreg", logreg=dict(mr), mlp=dict(mr, acc=76.5))
         figures.update({"logreg.acc": ci(mr["acc"], 0.8), "mlp.acc": ci(76.5, 0.8)})
     tasks["MR"] = entry("classification", mr, figures, dim)
-    tasks["MRPC"] = entry("pair-classification", {"devacc": 70, "acc": 71.5, "f1": 80.25},
-                          {"acc": ci(71.5, 1), "f1": ci(80.25, 1)}, dim)
+    tasks["MRPC"] = entry(
+        "pair-classification", {"devacc": 70, "acc": 71.5, "f1": 80.25}, {"acc": ci(71.5, 1), "f1": ci(80.25, 1)}, dim
+    )
     tasks["Length"] = entry("probing", {"devacc": 80, "acc": 81.0, "classifier": "logreg"}, {"acc": ci(81.0, 1)}, dim)
-    rec = {"format": FORMAT, "format_version": 1, "vectors": {"file": f"/x/vectors-{dim}.h5", "dim": dim},
-           "config": {"preset": "literature", "kfold": 10, "solver": "senteval", "seed": 1111, "bootstrap": 1000,
-                      "classifier": {"nhid": 0, "optim": "adam", "batch_size": 64, "tenacity": 5, "epoch_size": 4}},
-           "tasks": tasks}
+    rec = {
+        "format": FORMAT,
+        "format_version": 1,
+        "vectors": {"file": f"/x/vectors-{dim}.h5", "dim": dim},
+        "config": {
+            "preset": "literature",
+            "kfold": 10,
+            "solver": "senteval",
+            "seed": 1111,
+            "bootstrap": 1000,
+            "classifier": {"nhid": 0, "optim": "adam", "batch_size": 64, "tenacity": 5, "epoch_size": 4},
+        },
+        "tasks": tasks,
+    }
     if baseline:
-        rec["baseline"] = {"encoder": "hashing bag of words", "dim": baseline,
-                           "tasks": {k: dict(v, vectors={"dim": baseline}) for k, v in tasks.items()}}
+        rec["baseline"] = {
+            "encoder": "hashing bag of words",
+            "dim": baseline,
+            "tasks": {k: dict(v, vectors={"dim": baseline}) for k, v in tasks.items()},
+        }
     return rec
 
 
@@ -74,13 +113,22 @@ def test_markdown_report(files, cli):
     assert result.exit_code == 0, result.stderr
     text = result.stdout
     assert "| encoder | dim | MR | MRPC | MRPC F1 | STS-B |" in text
-    assert "| MiniLM | 384 | 74.00 [73.2, 74.8] | 71.50 [70.5, 72.5] | 80.25 [79.2, 81.2] | 70.00 [68.0, 72.0] |" in text
+    assert (
+        "| MiniLM | 384 | 74.00 [73.2, 74.8] | 71.50 [70.5, 72.5] | 80.25 [79.2, 81.2] | 70.00 [68.0, 72.0] |" in text
+    )
     assert "| encoder | dim | STS12 | STS13 | STS14 | STS15 | STS16 | STS-B | Avg. |" in text
     assert "| BoW | 1024 | 50.00 [48.0, 52.0] |" in text
     assert "| hashing bag of words (baseline) | 384 |" in text
     sts_caption = next(line for line in text.splitlines() if line.startswith("Semantic textual similarity"))
-    for phrase in ("Spearman's correlation x100", "cosine", "pooled", "SimCSE's \"all\"", "not SentEval's mean",
-                   "the mean of the 6 columns (not the 7 of SimCSE's table)", "95% percentile bootstrap"):
+    for phrase in (
+        "Spearman's correlation x100",
+        "cosine",
+        "pooled",
+        'SimCSE\'s "all"',
+        "not SentEval's mean",
+        "the mean of the 6 columns (not the 7 of SimCSE's table)",
+        "95% percentile bootstrap",
+    ):
         assert phrase in sts_caption, phrase
     assert "| encoder | dim | Length |" in text and "Probing tasks" in text
     assert "| MiniLM | 384 | 0.500 | -2.000 | 3840.000 |" in text
@@ -112,8 +160,11 @@ def test_latex_and_csv(files, cli):
     assert "tab:embeval-sts" in latex and "epoch\\_size" in latex
     rows = list(csv.DictReader(io.StringIO(cli("report", *files, "--format", "csv").stdout)))
     sts12 = [r for r in rows if r["table"] == "sts" and r["column"] == "STS12"]
-    assert [(r["encoder"], r["dim"], float(r["value"])) for r in sts12] == \
-        [("vectors-384", "384", 60.0), ("vectors-1024", "1024", 50.0), ("hashing bag of words (baseline)", "384", 60.0)]
+    assert [(r["encoder"], r["dim"], float(r["value"])) for r in sts12] == [
+        ("vectors-384", "384", 60.0),
+        ("vectors-1024", "1024", 50.0),
+        ("hashing bag of words (baseline)", "384", 60.0),
+    ]
     assert float(sts12[0]["ci_low"]) == pytest.approx(58.0) and "pooled" in sts12[0]["caption"]
 
 
@@ -145,14 +196,19 @@ def test_bad_input(files, tmp_path, cli):
     refused(cli("report", *files, "--label", "only-one"), "--label", "2 results files")
 
 
-@pytest.mark.parametrize("tasks, message", [
-    ({"MR": {}}, "MR: not a valid embeval results file: the task's entry has no 'results' object"),
-    ({"MR": {"results": "x"}}, "MR: not a valid embeval results file: the task's entry has no 'results' object"),
-    ({"MR": []}, "MR: not a valid embeval results file: the task's entry has no 'results' object"),
-    ({"MR": {"results": {}, "ci": []}}, "MR: not a valid embeval results file: 'ci' is not an object"),
-    ({"STSBenchmark": {"results": {}, "geometry": {"alignment": 1}}},
-     "STSBenchmark: not a valid embeval results file: 'geometry' lacks a figure"),
-])
+@pytest.mark.parametrize(
+    "tasks, message",
+    [
+        ({"MR": {}}, "MR: not a valid embeval results file: the task's entry has no 'results' object"),
+        ({"MR": {"results": "x"}}, "MR: not a valid embeval results file: the task's entry has no 'results' object"),
+        ({"MR": []}, "MR: not a valid embeval results file: the task's entry has no 'results' object"),
+        ({"MR": {"results": {}, "ci": []}}, "MR: not a valid embeval results file: 'ci' is not an object"),
+        (
+            {"STSBenchmark": {"results": {}, "geometry": {"alignment": 1}}},
+            "STSBenchmark: not a valid embeval results file: 'geometry' lacks a figure",
+        ),
+    ],
+)
 def test_damaged_results_are_one_line_errors(tmp_path, cli, tasks, message):
     """A hand-edited or truncated results file is refused by report and compare, never a traceback."""
     path = tmp_path / "bad.json"

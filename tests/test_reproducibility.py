@@ -1,5 +1,6 @@
 """Two runs on the same inputs and configuration: byte-identical JSON apart from the timing fields
 (every key named `seconds`) on the CPU; within the stated tolerance on a GPU."""
+
 import json
 import math
 
@@ -34,8 +35,18 @@ def prototype_runs(tmp_path_factory, data_dir, vectors):
     def run(*args):
         return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
 
-    return two_runs(run, vectors, data_dir, tmp_path_factory.mktemp("runs"), "--device", "cpu",
-                    "--config", "prototype", "--seed", "5")
+    return two_runs(
+        run,
+        vectors,
+        data_dir,
+        tmp_path_factory.mktemp("runs"),
+        "--device",
+        "cpu",
+        "--config",
+        "prototype",
+        "--seed",
+        "5",
+    )
 
 
 def assert_identical_apart_from_timing(a, b):

@@ -1,5 +1,6 @@
 """Resume: Ctrl-C keeps what finished and says how to finish; --resume reuses a task's result only
 when its vectors, its data, the configuration and the embeval version are all unchanged."""
+
 import json
 import shlex
 import shutil
@@ -34,8 +35,11 @@ def uninterrupted(tmp_path_factory, vectors, data_dir):
     from embeval.cli.main import cli
 
     out = tmp_path_factory.mktemp("full") / "r.json"
-    result = CliRunner().invoke(cli, ["score", str(vectors), "--data", str(data_dir), "--tasks", ",".join(TASKS),
-                                      "--out", str(out), *OPTIONS], catch_exceptions=False)
+    result = CliRunner().invoke(
+        cli,
+        ["score", str(vectors), "--data", str(data_dir), "--tasks", ",".join(TASKS), "--out", str(out), *OPTIONS],
+        catch_exceptions=False,
+    )
     assert result.exit_code == 0, result.stderr
     return out
 
@@ -44,11 +48,13 @@ def counting(monkeypatch, stop_at=None):
     """Count evaluator calls per evaluator name; raise KeyboardInterrupt at call number stop_at."""
     calls = []
     for name, evaluate in list(score_module.EVALUATORS.items()):
+
         def wrapped(ctx, evaluate=evaluate):
             calls.append(ctx.task.name)
             if len(calls) == stop_at:
                 raise KeyboardInterrupt
             return evaluate(ctx)
+
         monkeypatch.setitem(score_module.EVALUATORS, name, wrapped)
     return calls
 
@@ -61,8 +67,10 @@ def test_interrupted_run_resumes_to_identical_results(cli, data_dir, vectors, un
     assert result.exit_code == 130
     lines = result.stderr.strip().splitlines()
     assert "Traceback" not in result.stderr
-    assert lines[-1].startswith(f"embeval: interrupted; the results of SICKEntailment, STS12, STS13 are kept in "
-                               f"{out}.partial; finish the run with: embeval score ")
+    assert lines[-1].startswith(
+        f"embeval: interrupted; the results of SICKEntailment, STS12, STS13 are kept in "
+        f"{out}.partial; finish the run with: embeval score "
+    )
     untouched(out, PREVIOUS, progress=True)
     assert list(json.loads(progress_file(out).read_text())["tasks"]) == ["SICKEntailment", "STS12", "STS13"]
     command = shlex.split(lines[-1].split("finish the run with: ")[1])
@@ -74,8 +82,10 @@ def test_interrupted_run_resumes_to_identical_results(cli, data_dir, vectors, un
     result = cli(*command[1:])
     assert result.exit_code == 0, result.stderr
     assert calls == ["STS14", "STS15", "STS16"]
-    assert (f"resuming from {out}.partial and {out}: reused SICKEntailment, STS12, STS13; recomputing STS14, STS15, "
-            "STS16 (no previous result)" in result.stderr)
+    assert (
+        f"resuming from {out}.partial and {out}: reused SICKEntailment, STS12, STS13; recomputing STS14, STS15, "
+        "STS16 (no previous result)" in result.stderr
+    )
     assert comparable(out) == comparable(uninterrupted)
     assert not progress_file(out).exists()
 
@@ -167,8 +177,11 @@ def test_resume_from_something_else_is_refused(cli, data_dir, tmp_path, content)
     path = task_file(tmp_path / "v.h5", data_dir, ["STS16"])
     out = tmp_path / "r.json"
     out.write_bytes(content)
-    refused(cli("score", path, "--data", data_dir, "--out", out, "--resume"), str(out),
-            "not an embeval results file; refusing to overwrite it")
+    refused(
+        cli("score", path, "--data", data_dir, "--out", out, "--resume"),
+        str(out),
+        "not an embeval results file; refusing to overwrite it",
+    )
     untouched(out, content)
 
 
@@ -180,5 +193,23 @@ def test_library_interrupt_names_the_saved_tasks(data_dir, tmp_path, monkeypatch
     assert isinstance(stop.value, KeyboardInterrupt)
     assert stop.value.saved == ["STS12"] and stop.value.kept_in == tmp_path / "r.json.partial"
     assert not (tmp_path / "r.json").exists()
-    assert np.isfinite(json.loads((tmp_path / "r.json.partial").read_text())["tasks"]["STS12"]["results"]["all"]
-                       ["pearson"]["mean"])
+    assert np.isfinite(
+        json.loads((tmp_path / "r.json.partial").read_text())["tasks"]["STS12"]["results"]["all"]["pearson"]["mean"]
+    )
+
+
+def test_an_unfinished_runs_partial_is_kept_unless_told(cli, data_dir, tmp_path, monkeypatch):
+    """A run without --resume never discards what an interrupted run kept: it stops in one line naming
+    the tasks kept and the two ways on; --restart discards them, --resume reuses them."""
+    path = task_file(tmp_path / "v.h5", data_dir, ["STS15", "STS16"])
+    out = tmp_path / "r.json"
+    counting(monkeypatch, stop_at=2)
+    assert cli("score", path, "--data", data_dir, "--out", out, "--bootstrap", "0").exit_code == 130
+    monkeypatch.undo()
+    kept = progress_file(out).read_bytes()
+    line = refused(cli("score", path, "--data", data_dir, "--out", out, "--bootstrap", "0"), str(progress_file(out)))
+    assert "STS15" in line and "--resume" in line and "--restart" in line
+    assert progress_file(out).read_bytes() == kept and not out.exists()
+    result = cli("score", path, "--data", data_dir, "--out", out, "--bootstrap", "0", "--restart")
+    assert result.exit_code == 0, result.stderr
+    assert not progress_file(out).exists() and json.loads(out.read_text())["tasks"].keys() == {"STS15", "STS16"}

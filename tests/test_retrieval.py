@@ -1,5 +1,6 @@
 """ImageCaptionRetrieval: SentEval's random draws, ranks against brute force, training end to end
 on small COCO pickles, and refusal of pickles that are not plain data."""
+
 import json
 import os
 import pickle
@@ -37,13 +38,14 @@ def one_thread():
 
 # --- SentEval's random draws ------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("n, start, size", [(300, 0, 128), (300, 128, 128), (300, 256, 44), (1000, 384, 128)])
 def test_contrast_draw_equals_choice_on_the_complement_list(n, start, size):
     """Legacy RandomState.choice(list, k) draws randint(0, len(list), k) positions: drawing the
     positions directly and mapping them past the batch's slice yields the same captions."""
     permutation = np.random.RandomState(7).permutation(n)
     senteval, ours = np.random.RandomState(1111), np.random.RandomState(1111)
-    complement = list(permutation[:start]) + list(permutation[start + size:])
+    complement = list(permutation[:start]) + list(permutation[start + size :])
     for _ in range(3):
         expected = senteval.choice(complement, 30 * size)
         np.testing.assert_array_equal(contrast_draw(ours, permutation, start, size, 30 * size), expected)
@@ -68,10 +70,15 @@ def test_epoch_batches_follow_senteval_draw_order():
         for _ in range(2):
             permutation = list(np.random.permutation(n))
             for i in range(0, n, 128):
-                batch = permutation[i:i + 128]
-                complement = permutation[:i] + permutation[i + 128:]
-                expected.append((batch, np.random.choice(complement, 30 * len(batch)),
-                                 np.random.choice(complement, 30 * len(batch))))
+                batch = permutation[i : i + 128]
+                complement = permutation[:i] + permutation[i + 128 :]
+                expected.append(
+                    (
+                        batch,
+                        np.random.choice(complement, 30 * len(batch)),
+                        np.random.choice(complement, 30 * len(batch)),
+                    )
+                )
     finally:
         np.random.set_state(state)
     rng = np.random.RandomState(seed)
@@ -111,6 +118,7 @@ def test_ranking_loss_equals_the_pairwise_hinge_written_out():
 
 
 # --- ranks and metrics against brute force -----------------------------------------------------
+
 
 def brute_force_ranks(images, captions):
     """Per query, sort every candidate by score (Python loops, float64) and find the positives."""
@@ -180,8 +188,10 @@ def test_evaluate_split_averages_five_folds_of_images():
     acc, score = evaluate_split(_IdentityModel(), split)
     per_fold = {"i2t": [], "t2i": []}
     for f in range(5):
-        ranks = brute_force_ranks(_unit(images[f * m:(f + 1) * m].astype(np.float64)),
-                                  _unit(captions[5 * f * m:5 * (f + 1) * m].astype(np.float64)))
+        ranks = brute_force_ranks(
+            _unit(images[f * m : (f + 1) * m].astype(np.float64)),
+            _unit(captions[5 * f * m : 5 * (f + 1) * m].astype(np.float64)),
+        )
         for d, r in zip(("i2t", "t2i"), ranks):
             per_fold[d].append(brute_force_metrics(list(r)))
     expected_score = sum(fm[f"r{k}"] for d in per_fold for fm in per_fold[d] for k in (1, 5, 10)) / 5
@@ -201,13 +211,15 @@ def test_fold_count():
 
 # --- end to end on small COCO pickles ------------------------------------------------------------
 
+
 def _score(cli, tmp, data, features, **encoder):
     out = tmp / "sentences"
     result = cli("export-sentences", "--data", data, "--out", out, "--tasks", TASK)
     assert result.exit_code == 0, result.stderr
     write(tmp / "v.h5", out, caption_encoder(features, **encoder), batch_size=512, progress=False)
-    result = cli("score", tmp / "v.h5", "--data", data, "--tasks", TASK, "--out", tmp / "r.json",
-                 "--device", "cpu", "--quiet")
+    result = cli(
+        "score", tmp / "v.h5", "--data", data, "--tasks", TASK, "--out", tmp / "r.json", "--device", "cpu", "--quiet"
+    )
     assert result.exit_code == 0, result.stderr
     return json.loads((tmp / "r.json").read_text())["tasks"][TASK], result.stdout
 
@@ -249,8 +261,19 @@ def test_image_count_not_a_multiple_of_five_is_refused(cli, tmp_path):
     out = tmp_path / "sentences"
     assert cli("export-sentences", "--data", tmp_path / "data", "--out", out, "--tasks", TASK).exit_code == 0
     write(tmp_path / "v.h5", out, caption_encoder(features), progress=False)
-    result = cli("score", tmp_path / "v.h5", "--data", tmp_path / "data", "--tasks", TASK,
-                 "--out", tmp_path / "r.json", "--device", "cpu", "--quiet")
+    result = cli(
+        "score",
+        tmp_path / "v.h5",
+        "--data",
+        tmp_path / "data",
+        "--tasks",
+        TASK,
+        "--out",
+        tmp_path / "r.json",
+        "--device",
+        "cpu",
+        "--quiet",
+    )
     assert result.exit_code == 2
     lines = result.stderr.strip().splitlines()
     assert [line for line in lines if line.startswith("embeval: error:")] == lines[-1:]
@@ -258,6 +281,7 @@ def test_image_count_not_a_multiple_of_five_is_refused(cli, tmp_path):
 
 
 # --- bad pickles ---------------------------------------------------------------------------------
+
 
 class _WritesFile:
     def __init__(self, path):
@@ -283,12 +307,27 @@ def test_pickle_that_would_run_code_is_refused(cli, tmp_path, payload):
     write(tmp_path / "v.h5", out, caption_encoder(features), progress=False)
     marker = tmp_path / "pwned"
     evil = tmp_path / "data" / "downstream" / "COCO" / "valid.pkl"
-    data = {"features": features["valid"], "image_to_caption_ids": [[1, 2, 3, 4, 5]] * 10,
-            "captions": {i: {"cleaned_caption": "x"} for i in range(1, 6)}, "note": payload(str(marker))}
+    data = {
+        "features": features["valid"],
+        "image_to_caption_ids": [[1, 2, 3, 4, 5]] * 10,
+        "captions": {i: {"cleaned_caption": "x"} for i in range(1, 6)},
+        "note": payload(str(marker)),
+    }
     evil.write_bytes(pickle.dumps(data, protocol=2))
-    for args in (("export-sentences", "--data", tmp_path / "data", "--out", tmp_path / "again", "--tasks", TASK),
-                 ("score", tmp_path / "v.h5", "--data", tmp_path / "data", "--tasks", TASK,
-                  "--out", tmp_path / "r.json", "--quiet")):
+    for args in (
+        ("export-sentences", "--data", tmp_path / "data", "--out", tmp_path / "again", "--tasks", TASK),
+        (
+            "score",
+            tmp_path / "v.h5",
+            "--data",
+            tmp_path / "data",
+            "--tasks",
+            TASK,
+            "--out",
+            tmp_path / "r.json",
+            "--quiet",
+        ),
+    ):
         result = cli(*args)
         assert result.exit_code == 2
         errors = [line for line in result.stderr.splitlines() if line.startswith("embeval: error:")]
@@ -323,6 +362,7 @@ def test_pickles_of_every_protocol_load(tmp_path, protocol):
 
 # --- the GPU, where there is one -------------------------------------------------------------------
 
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_and_cpu_agree(related):
     from embeval.evaluate.context import Context
@@ -337,8 +377,13 @@ def test_cuda_and_cpu_agree(related):
     row_of = {s: i for i, s in enumerate(sentences)}
     results = {}
     for device in ("cpu", "cuda"):
-        ctx = Context(TASKS[TASK], data, table.to(device), {k: split_rows(s, row_of) for k, s in data.splits.items()},
-                      torch.device(device))
+        ctx = Context(
+            TASKS[TASK],
+            data,
+            table.to(device),
+            {k: split_rows(s, row_of) for k, s in data.splits.items()},
+            torch.device(device),
+        )
         results[device] = retrieval.evaluate_retrieval(ctx)
     for direction in ("i2t", "t2i"):
         for key in ("r1", "r5", "r10"):

@@ -1,4 +1,5 @@
 """COCO retrieval against SentEval's code written out: ranks with exact ties, and one training step."""
+
 import copy
 
 import numpy as np
@@ -30,7 +31,7 @@ def senteval_t2i(images, captions):
     ims = torch.cat([images[i].unsqueeze(0) for i in range(0, len(images), 5)])
     ranks = np.zeros(5 * npts)
     for index in range(npts):
-        scores = torch.mm(captions[5 * index:5 * index + 5], ims.transpose(0, 1)).numpy()
+        scores = torch.mm(captions[5 * index : 5 * index + 5], ims.transpose(0, 1)).numpy()
         for i in range(len(scores)):
             inds = np.argsort(scores[i])[::-1]
             ranks[5 * index + i] = np.where(inds == index)[0][0]
@@ -42,7 +43,7 @@ def strictly_higher(images, captions):
     scores = (images[::5] @ captions.T).numpy()
     m = len(scores)
     own = scores.reshape(m, m, 5)[np.arange(m), np.arange(m)]
-    return (scores > own.max(1, keepdims=True)).sum(1), (scores.T > own.reshape(-1, 1)).sum(1)
+    return (scores > own.max(1, keepdims=True)).sum(1), (own.reshape(-1, 1) < scores.T).sum(1)
 
 
 @pytest.mark.parametrize("m", [6, 40])
@@ -83,8 +84,8 @@ def test_duplicate_sentences_tie_through_evaluate_split():
     ranks = {}
     evaluate_split(_IdentityModel(), split, ranks)
     for f in range(5):
-        repeated = torch.from_numpy(images[f * m:(f + 1) * m]).repeat_interleave(5, dim=0)
-        captions = table[rows[5 * f * m:5 * (f + 1) * m]]
+        repeated = torch.from_numpy(images[f * m : (f + 1) * m]).repeat_interleave(5, dim=0)
+        captions = table[rows[5 * f * m : 5 * (f + 1) * m]]
         assert np.array_equal(ranks["i2t"][f], senteval_i2t(repeated, captions))
         assert np.array_equal(ranks["t2i"][f], senteval_t2i(repeated, captions))
 
@@ -116,8 +117,13 @@ def _related_split(rng, n_images=60, dim=8):
     """Captions near their image in a shared space, so that hinge terms are both active and inactive."""
     images = rng.standard_normal((n_images, dim)).astype(np.float32)
     captions = np.repeat(images, 5, axis=0) + 0.7 * rng.standard_normal((5 * n_images, dim)).astype(np.float32)
-    return CaptionSplit(torch.from_numpy(captions), np.arange(5 * n_images), np.repeat(np.arange(n_images), 5),
-                        images, torch.device("cpu"))
+    return CaptionSplit(
+        torch.from_numpy(captions),
+        np.arange(5 * n_images),
+        np.repeat(np.arange(n_images), 5),
+        images,
+        torch.device("cpu"),
+    )
 
 
 def _independent_step(model, train, batch, margin, swap=False):
@@ -128,10 +134,14 @@ def _independent_step(model, train, batch, margin, swap=False):
     if swap:
         image_c, sentence_c = sentence_c, image_c
     b = len(idx)
-    loss = senteval_loss((theirs.image_proj, theirs.sentence_proj), train.images[train.image_of[idx]],
-                         train.table[train.rows[idx]],
-                         train.images[train.image_of[image_c]].view(b, retrieval.NCONTRAST, -1),
-                         train.table[train.rows[sentence_c]].view(b, retrieval.NCONTRAST, -1), margin)
+    loss = senteval_loss(
+        (theirs.image_proj, theirs.sentence_proj),
+        train.images[train.image_of[idx]],
+        train.table[train.rows[idx]],
+        train.images[train.image_of[image_c]].view(b, retrieval.NCONTRAST, -1),
+        train.table[train.rows[sentence_c]].view(b, retrieval.NCONTRAST, -1),
+        margin,
+    )
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
@@ -164,6 +174,9 @@ def _embedded(model, train, batch):
     idx, image_c, sentence_c = (torch.from_numpy(a) for a in batch)
     b = len(idx)
     with torch.no_grad():
-        return (model.images(train.image_vectors(idx)), model.sentences(train.caption_vectors(idx)),
-                model.images(train.image_vectors(image_c)).view(b, retrieval.NCONTRAST, -1),
-                model.sentences(train.caption_vectors(sentence_c)).view(b, retrieval.NCONTRAST, -1))
+        return (
+            model.images(train.image_vectors(idx)),
+            model.sentences(train.caption_vectors(idx)),
+            model.images(train.image_vectors(image_c)).view(b, retrieval.NCONTRAST, -1),
+            model.sentences(train.caption_vectors(sentence_c)).view(b, retrieval.NCONTRAST, -1),
+        )

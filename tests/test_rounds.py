@@ -1,4 +1,5 @@
 """SentEval's rounds and early stopping (shared by the trainer, the regressor and the ranker) on known scores."""
+
 import numpy as np
 
 from embeval.train import rounds
@@ -8,9 +9,15 @@ def _replay(sequence, tenacity, passes_per_round=1, max_passes=100):
     """Run the loop on a fixed sequence of dev scores: (rounds run, improving rounds, best, passes)."""
     scores = iter(sequence)
     trained, kept = [], []
-    stopping, passes = rounds.run(lambda running: trained.append(1), lambda: next(scores),
-                                  lambda improved, stopping: kept.append(bool(improved)), (), tenacity,
-                                  passes_per_round, max_passes)
+    stopping, passes = rounds.run(
+        lambda running: trained.append(1),
+        lambda: next(scores),
+        lambda improved, stopping: kept.append(bool(improved)),
+        (),
+        tenacity,
+        passes_per_round,
+        max_passes,
+    )
     return len(trained), [i for i, k in enumerate(kept) if k], float(stopping.best), passes
 
 

@@ -1,4 +1,5 @@
 """embeval.evaluate.stack.run_together: jobs' fit calls answered together, on the calling thread."""
+
 import threading
 
 import pytest
@@ -24,6 +25,7 @@ def test_run_together_fits_each_round_of_calls_together(monkeypatch):
             if name == "bad":
                 raise ValueError("broken after its fit")
             return got
+
         return body
 
     outcomes = stack.run_together([job("a", 2), job("b", 1), job("c", 0), job("bad", 1)])

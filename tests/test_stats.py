@@ -1,5 +1,6 @@
 """The bootstrap: weighted statistics against direct computation, intervals against known
 distributions, and the paired test's false-positive rate on encoders that are equally good."""
+
 import numpy as np
 import pytest
 from scipy.stats import norm, pearsonr, spearmanr
@@ -43,8 +44,9 @@ def test_stratified_statistics_average_the_strata():
     per = [spearmanr(scores["system"][group == g], scores["gold"][group == g])[0] for g in range(3)]
     ones = np.ones((1, n))
     assert stats.STATISTICS["scores"]["spearman.mean"].function(ones, scores)[0] == pytest.approx(np.mean(per))
-    assert stats.STATISTICS["scores"]["spearman.wmean"].function(ones, scores)[0] == \
-        pytest.approx(np.average(per, weights=[20, 35, 15]))
+    assert stats.STATISTICS["scores"]["spearman.wmean"].function(ones, scores)[0] == pytest.approx(
+        np.average(per, weights=[20, 35, 15])
+    )
     pooled = spearmanr(scores["system"], scores["gold"])[0]
     assert stats.observed("scores", "spearman.pooled", scores) == pytest.approx(pooled)
     fold_acc = [np.mean(labels["pred"][group == g] == labels["gold"][group == g]) for g in range(3)]
@@ -72,6 +74,7 @@ def test_recall_of_ranks():
 
 # Intervals against known distributions.
 
+
 def test_accuracy_interval_width_matches_the_binomial_standard_error():
     """n items each correct with p = 0.7: the 95% interval is 2 * 1.96 * sqrt(p(1-p)/n) wide."""
     rng = np.random.default_rng(0)
@@ -91,7 +94,7 @@ def test_correlation_interval_width_matches_fisher_theory(coefficient, variance)
     rng = np.random.default_rng(2)
     n, rho = 1500, 0.6
     x = rng.standard_normal(n)
-    y = rho * x + np.sqrt(1 - rho ** 2) * rng.standard_normal(n)
+    y = rho * x + np.sqrt(1 - rho**2) * rng.standard_normal(n)
     arrays = {"gold": x, "system": y}
     ci = stats.bootstrap_ci("scores", coefficient, arrays, seed=1, task="T", resamples=2000)
     z, se = np.arctanh(ci["value"]), np.sqrt(variance / (n - 3))
@@ -111,6 +114,7 @@ def test_accuracy_interval_covers_the_true_value_about_95_percent_of_the_time():
 
 
 # The paired test.
+
 
 def test_identical_encoders_never_differ():
     rng = np.random.default_rng(4)
@@ -135,8 +139,10 @@ def test_false_positive_rate_of_two_equally_accurate_classifiers():
 
     def pair(rng):
         gold = np.zeros(n, int)
-        return ({"gold": gold, "pred": (rng.random(n) >= 0.75).astype(int)},
-                {"gold": gold, "pred": (rng.random(n) >= 0.75).astype(int)})
+        return (
+            {"gold": gold, "pred": (rng.random(n) >= 0.75).astype(int)},
+            {"gold": gold, "pred": (rng.random(n) >= 0.75).astype(int)},
+        )
 
     rate = false_positive_rate(pair, "labels", "acc", trials=400)
     assert 0.02 <= rate <= 0.085, rate
@@ -148,8 +154,10 @@ def test_false_positive_rate_of_two_equally_good_sts_encoders():
 
     def pair(rng):
         gold = rng.uniform(0, 5, n)
-        return ({"gold": gold, "system": gold + rng.normal(0, 2, n)},
-                {"gold": gold, "system": gold + rng.normal(0, 2, n)})
+        return (
+            {"gold": gold, "system": gold + rng.normal(0, 2, n)},
+            {"gold": gold, "system": gold + rng.normal(0, 2, n)},
+        )
 
     rate = false_positive_rate(pair, "scores", "spearman", trials=250)
     assert 0.015 <= rate <= 0.095, rate

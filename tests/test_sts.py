@@ -1,4 +1,5 @@
 """Cosine STS: parity with SentEval, every figure against scipy on hand-made vectors, zero vectors."""
+
 import json
 import math
 
@@ -85,8 +86,9 @@ def test_cosine_sts_parity_with_senteval(devbow_vectors, data_dir, reference_dir
     assert checked == 2 * 24 + 5 * 4
     assert sensitive == TIE_SENSITIVE
     saved = json.loads((tmp_path / "r.json").read_text())
-    assert saved["tasks"]["STS12"]["results"]["all"]["spearman"]["pooled"] == \
-        pytest.approx(record["tasks"]["STS12"]["results"]["all"]["spearman"]["pooled"])
+    assert saved["tasks"]["STS12"]["results"]["all"]["spearman"]["pooled"] == pytest.approx(
+        record["tasks"]["STS12"]["results"]["all"]["spearman"]["pooled"]
+    )
 
 
 def handmade_sts13(tmp_path, rng):
@@ -156,7 +158,7 @@ def test_exact_correlations_on_constructed_vectors():
     assert np.allclose(system, np.cos(angles), atol=1e-6)
     pearson, spearman = correlations(system, gold)
     assert pearson == pytest.approx(1.0, abs=1e-6) and spearman == pytest.approx(1.0)
-    pearson, spearman = correlations(system ** 3, gold)
+    pearson, spearman = correlations(system**3, gold)
     assert pearson < 0.999 and spearman == pytest.approx(1.0)
 
 
@@ -172,8 +174,7 @@ def test_zero_vectors_give_cosine_zero_and_constant_scores_nan():
 
 def test_sts_benchmark_and_sick_cosine_on_test(devbow_vectors, data_dir, devbow):
     _, vectors = devbow_vectors
-    record = score(vectors, data_dir, tasks=["STSBenchmark", "SICKRelatedness"], progress=False,
-                   log=lambda m: None)
+    record = score(vectors, data_dir, tasks=["STSBenchmark", "SICKRelatedness"], progress=False, log=lambda m: None)
     for task in ("STSBenchmark", "SICKRelatedness"):
         test = TASKS[task].load(data_dir).splits["test"]
         u, v = devbow.encode(test.a).astype(float), devbow.encode(test.b).astype(float)

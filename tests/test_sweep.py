@@ -1,4 +1,5 @@
 """`embeval sweep`: stacked files score exactly as alone, best-on-dev, --dims, --resume, bad files."""
+
 import json
 
 import h5py
@@ -45,13 +46,22 @@ def test_stacked_files_score_exactly_as_each_alone(tmp_path, data_dir, solver, n
         return fit_together(calls)
 
     monkeypatch.setattr(stack, "fit_together", spy)
-    summary = sweep([str(p) for p in paths], data_dir, TASKS, tmp_path / "sweep", "cpu", config(solver, normalize),
-                    log=quiet)
+    summary = sweep(
+        [str(p) for p in paths], data_dir, TASKS, tmp_path / "sweep", "cpu", config(solver, normalize), log=quiet
+    )
     assert stacked == [3] * 5  # two stages of CR and of TREC, one of SICK-E: every fit of the three files together
     assert [s["label"] for s in summary["sources"]] == ["enc0", "enc1", "enc2"] and not summary["left_out"]
     for path in paths:
-        alone = score(path, data_dir, TASKS, out=tmp_path / f"{path.stem}.alone.json", device="cpu",
-                      config=config(solver, normalize), progress=False, log=quiet)
+        alone = score(
+            path,
+            data_dir,
+            TASKS,
+            out=tmp_path / f"{path.stem}.alone.json",
+            device="cpu",
+            config=config(solver, normalize),
+            progress=False,
+            log=quiet,
+        )
         swept = json.loads((tmp_path / "sweep" / f"{path.stem}.results.json").read_text())
         assert list(swept["tasks"]) == TASKS
         for task in TASKS:
@@ -71,10 +81,12 @@ def test_the_files_differ_so_stacking_is_tested(tmp_path, data_dir):
 
 
 def test_best_file_is_chosen_on_dev_never_on_test():
-    values = {"a": {"value": 90.0, "low": 1, "high": 2, "dev": 70.0},
-              "b": {"value": 80.0, "low": 1, "high": 2, "dev": 75.0},
-              "c": {"value": 85.0, "low": 1, "high": 2, "dev": 75.0},
-              "d": {"value": 99.0, "low": None, "high": None, "dev": None}}
+    values = {
+        "a": {"value": 90.0, "low": 1, "high": 2, "dev": 70.0},
+        "b": {"value": 80.0, "low": 1, "high": 2, "dev": 75.0},
+        "c": {"value": 85.0, "low": 1, "high": 2, "dev": 75.0},
+        "d": {"value": 99.0, "low": None, "high": None, "dev": None},
+    }
     assert sweep_report.best_on_dev(values) == "b"  # highest dev; first on ties; test figures ignored
     assert sweep_report.best_on_dev({"x": {"value": 1.0, "low": None, "high": None, "dev": None}}) is None
 
@@ -101,8 +113,16 @@ def test_dims_equal_files_truncated_by_hand(tmp_path, data_dir):
             for name in tasks:
                 cut.create_dataset(name, data=full[name][:, :dims])
                 cut[name].attrs["sha256"] = full[name].attrs["sha256"]
-        alone = score(by_hand, data_dir, tasks, out=tmp_path / f"cut{dims}.json", device="cpu", config=config(),
-                      progress=False, log=quiet)
+        alone = score(
+            by_hand,
+            data_dir,
+            tasks,
+            out=tmp_path / f"cut{dims}.json",
+            device="cpu",
+            config=config(),
+            progress=False,
+            log=quiet,
+        )
         swept = json.loads((tmp_path / "s" / f"enc0.d{dims}.results.json").read_text())
         assert swept["vectors"]["truncated_to"] == dims
         for task in tasks:
@@ -131,22 +151,49 @@ def test_resume_after_an_interruption_redoes_nothing_finished(tmp_path, data_dir
     paths = [str(p) for p in files(tmp_path, data_dir, tasks, count=2)]
     first, second = [], []
     with pytest.raises(KeyboardInterrupt):
-        sweep(paths, data_dir, tasks, tmp_path / "s", "cpu", config(), log=quiet,
-              runner=Interrupting("cpu", first, after=1))
+        sweep(
+            paths,
+            data_dir,
+            tasks,
+            tmp_path / "s",
+            "cpu",
+            config(),
+            log=quiet,
+            runner=Interrupting("cpu", first, after=1),
+        )
     assert first == [[(p, "TREC") for p in paths]]
-    sweep(paths, data_dir, tasks, tmp_path / "s", "cpu", config(), resume=True, log=quiet,
-          runner=Interrupting("cpu", second))
+    sweep(
+        paths,
+        data_dir,
+        tasks,
+        tmp_path / "s",
+        "cpu",
+        config(),
+        resume=True,
+        log=quiet,
+        runner=Interrupting("cpu", second),
+    )
     assert second == [[(p, "CR") for p in paths]]
     sweep(paths, data_dir, tasks, tmp_path / "full", "cpu", config(), log=quiet)
     for p in paths:
         stem = p.rsplit("/", 1)[1][:-3]
         resumed = json.loads((tmp_path / "s" / f"{stem}.results.json").read_text())
         whole = json.loads((tmp_path / "full" / f"{stem}.results.json").read_text())
-        assert {t: comparable(e) for t, e in resumed["tasks"].items()} == \
-            {t: comparable(e) for t, e in whole["tasks"].items()}
+        assert {t: comparable(e) for t, e in resumed["tasks"].items()} == {
+            t: comparable(e) for t, e in whole["tasks"].items()
+        }
     third = []
-    sweep(paths, data_dir, tasks, tmp_path / "s", "cpu", config(), resume=True, log=quiet,
-          runner=Interrupting("cpu", third))
+    sweep(
+        paths,
+        data_dir,
+        tasks,
+        tmp_path / "s",
+        "cpu",
+        config(),
+        resume=True,
+        log=quiet,
+        runner=Interrupting("cpu", third),
+    )
     assert third == []
 
 
@@ -156,15 +203,35 @@ def test_one_bad_file_among_four_is_left_out(tmp_path, data_dir, cli):
     with h5py.File(paths[2], "a") as f:
         f["TREC"][5, 1] = np.nan
     out = tmp_path / "s"
-    result = cli("sweep", *paths, "--data", data_dir, "--tasks", "TREC", "--config", "prototype", "--kfold", "3",
-                 "--bootstrap", "0", "--device", "cpu", "--out-dir", out, "--quiet")
+    result = cli(
+        "sweep",
+        *paths,
+        "--data",
+        data_dir,
+        "--tasks",
+        "TREC",
+        "--config",
+        "prototype",
+        "--kfold",
+        "3",
+        "--bootstrap",
+        "0",
+        "--device",
+        "cpu",
+        "--out-dir",
+        out,
+        "--quiet",
+    )
     assert result.exit_code == 2
     assert "Traceback" not in result.stderr
     bad = [line for line in result.stderr.splitlines() if "enc2.h5" in line and "left out of the sweep" in line]
     assert len(bad) == 1 and "TREC" in bad[0] and "NaN" in bad[0], result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("embeval: error: sweep: left out ")
-    assert sorted(p.name for p in out.glob("*.results.json")) == ["enc0.results.json", "enc1.results.json",
-                                                                  "enc3.results.json"]
+    assert sorted(p.name for p in out.glob("*.results.json")) == [
+        "enc0.results.json",
+        "enc1.results.json",
+        "enc3.results.json",
+    ]
     assert not list(out.glob("enc2*"))
     summary = json.loads((out / "sweep.json").read_text())
     assert [s["label"] for s in summary["sources"]] == ["enc0", "enc1", "enc3"]
@@ -179,8 +246,25 @@ def test_globs_are_expanded_and_steps_plotted(tmp_path, data_dir, cli):
         with h5py.File(path, "a") as f:
             f.attrs["step"] = step
     out = tmp_path / "s"
-    result = cli("sweep", str(tmp_path / "enc*.h5"), "--data", data_dir, "--tasks", "TREC", "--config", "prototype",
-                 "--kfold", "3", "--bootstrap", "100", "--device", "cpu", "--out-dir", out, "--quiet")
+    result = cli(
+        "sweep",
+        str(tmp_path / "enc*.h5"),
+        "--data",
+        data_dir,
+        "--tasks",
+        "TREC",
+        "--config",
+        "prototype",
+        "--kfold",
+        "3",
+        "--bootstrap",
+        "100",
+        "--device",
+        "cpu",
+        "--out-dir",
+        out,
+        "--quiet",
+    )
     assert result.exit_code == 0, result.stderr
     summary = json.loads((out / "sweep.json").read_text())
     assert [(s["label"], s["step"]) for s in summary["sources"]] == [("enc0", 300), ("enc1", 100), ("enc2", 300)]
@@ -190,11 +274,31 @@ def test_globs_are_expanded_and_steps_plotted(tmp_path, data_dir, cli):
 
 def test_dims_larger_than_the_file_leave_that_truncation_out(tmp_path, data_dir, cli):
     (path,) = files(tmp_path, data_dir, ["TREC"], count=1, dim=8)
-    result = cli("sweep", path, "--data", data_dir, "--tasks", "TREC", "--config", "prototype", "--kfold", "3",
-                 "--bootstrap", "0", "--device", "cpu", "--out-dir", tmp_path / "s", "--dims", "4,16", "--quiet")
+    result = cli(
+        "sweep",
+        path,
+        "--data",
+        data_dir,
+        "--tasks",
+        "TREC",
+        "--config",
+        "prototype",
+        "--kfold",
+        "3",
+        "--bootstrap",
+        "0",
+        "--device",
+        "cpu",
+        "--out-dir",
+        tmp_path / "s",
+        "--dims",
+        "4,16",
+        "--quiet",
+    )
     assert result.exit_code == 2
-    assert any("--dims 16 exceeds the file's 8 dimensions" in line and "TREC" in line
-               for line in result.stderr.splitlines())
+    assert any(
+        "--dims 16 exceeds the file's 8 dimensions" in line and "TREC" in line for line in result.stderr.splitlines()
+    )
     assert (tmp_path / "s" / "enc0.d4.results.json").exists()
     assert not (tmp_path / "s" / "enc0.d16.results.json").exists()
 
@@ -206,8 +310,15 @@ def test_stacked_features_are_each_part_at_its_offset():
     from embeval.train.features import DenseFeatures, Features, materialize
 
     rng = np.random.default_rng(0)
-    parts = [Features(torch.as_tensor(rng.standard_normal((n, 3)), dtype=torch.float32),
-                      rng.integers(0, n, 7 + n), rng.integers(0, n, 7 + n), "pair") for n in (5, 9, 4)]
+    parts = [
+        Features(
+            torch.as_tensor(rng.standard_normal((n, 3)), dtype=torch.float32),
+            rng.integers(0, n, 7 + n),
+            rng.integers(0, n, 7 + n),
+            "pair",
+        )
+        for n in (5, 9, 4)
+    ]
     stacked = stack_features(parts)
     assert isinstance(stacked, StackedFeatures) and len(stacked) == sum(len(p) for p in parts)
     whole = torch.cat([materialize(p).matrix for p in parts])
@@ -226,10 +337,10 @@ def test_files_beyond_the_memory_budget_go_in_further_groups(tmp_path, data_dir,
     sweep(paths, data_dir, ["TREC"], tmp_path / "one", "cpu", config(), log=quiet)
     ran = []
     monkeypatch.setattr(sweep_module, "memory_budget", lambda device: 2 * sweep_module.unit_bytes(probe[0]))
-    probe = sweep_module.plan_sources(paths[:1], data_dir, ["TREC"], config(), None, tmp_path / "x",
-                                      sweep_module.Workspace())[0][0].units
-    sweep(paths, data_dir, ["TREC"], tmp_path / "two", "cpu", config(), log=quiet,
-          runner=Interrupting("cpu", ran))
+    probe = sweep_module.plan_sources(
+        paths[:1], data_dir, ["TREC"], config(), None, tmp_path / "x", sweep_module.Workspace()
+    )[0][0].units
+    sweep(paths, data_dir, ["TREC"], tmp_path / "two", "cpu", config(), log=quiet, runner=Interrupting("cpu", ran))
     assert [len(group) for group in ran] == [2, 1]
     for p in paths:
         name = p.rsplit("/", 1)[1].replace(".h5", ".results.json")

@@ -1,5 +1,6 @@
 """`embeval sweep --ray`: a local Ray with two workers scores as the in-process sweep; a unit whose
 worker is killed is retried and the sweep completes."""
+
 import functools
 import json
 import os
@@ -48,8 +49,9 @@ def results(folder):
     out = {}
     for path in sorted(folder.glob("*.results.json")):
         record = json.loads(path.read_text())
-        out[path.name] = {t: {k: v for k, v in e.items() if k not in ("seconds", "device")}
-                          for t, e in record["tasks"].items()}
+        out[path.name] = {
+            t: {k: v for k, v in e.items() if k not in ("seconds", "device")} for t, e in record["tasks"].items()
+        }
     return out
 
 
@@ -59,8 +61,17 @@ def test_ray_sweep_equals_the_in_process_sweep(local_ray, swept, data_dir, tmp_p
     paths, local = swept
     pids = tmp_path / "pids"
     pids.mkdir()
-    summary = sweep(paths, data_dir, TASKS, tmp_path / "ray", "cpu", config(), dims=[4, 8], log=quiet,
-                    runner=RayRunner(None, "cpu", wrap=functools.partial(note_worker, folder=str(pids))))
+    summary = sweep(
+        paths,
+        data_dir,
+        TASKS,
+        tmp_path / "ray",
+        "cpu",
+        config(),
+        dims=[4, 8],
+        log=quiet,
+        runner=RayRunner(None, "cpu", wrap=functools.partial(note_worker, folder=str(pids))),
+    )
     assert all(s["complete"] for s in summary["sources"]) and len(summary["sources"]) == 6
     assert results(tmp_path / "ray") == results(local) and len(results(local)) == 6
     workers = {int(p.name) for p in pids.iterdir()}
@@ -88,8 +99,9 @@ def test_a_unit_whose_worker_is_killed_is_retried(local_ray, swept, data_dir, tm
     marker = tmp_path / "killed"
     lines = []
     runner = RayRunner(None, "cpu", wrap=functools.partial(kill_first_attempt, marker=str(marker)))
-    summary = sweep(paths, data_dir, TASKS, tmp_path / "ray", "cpu", config(), dims=[4, 8], log=lines.append,
-                    runner=runner)
+    summary = sweep(
+        paths, data_dir, TASKS, tmp_path / "ray", "cpu", config(), dims=[4, 8], log=lines.append, runner=runner
+    )
     assert marker.exists()
     assert [line for line in lines if "retrying once" in line and "TREC" in line]
     assert all(s["complete"] for s in summary["sources"])
@@ -98,9 +110,28 @@ def test_a_unit_whose_worker_is_killed_is_retried(local_ray, swept, data_dir, tm
 
 def test_the_command_runs_with_ray(local_ray, swept, data_dir, tmp_path, cli):
     paths, local = swept
-    result = cli("sweep", *paths, "--data", data_dir, "--tasks", "TREC,CR", "--config", "prototype", "--kfold", "3",
-                 "--bootstrap", "100", "--device", "cpu", "--dims", "4,8", "--out-dir", tmp_path / "cli", "--quiet",
-                 "--ray")
+    result = cli(
+        "sweep",
+        *paths,
+        "--data",
+        data_dir,
+        "--tasks",
+        "TREC,CR",
+        "--config",
+        "prototype",
+        "--kfold",
+        "3",
+        "--bootstrap",
+        "100",
+        "--device",
+        "cpu",
+        "--dims",
+        "4,8",
+        "--out-dir",
+        tmp_path / "cli",
+        "--quiet",
+        "--ray",
+    )
     assert result.exit_code == 0, result.stderr
     assert results(tmp_path / "cli") == results(local)
     assert ray.is_initialized()  # the command used the Ray already running here and left it running

@@ -1,4 +1,5 @@
 """The vectors file: round trips through every storage layout, union mode, and the reader's checks."""
+
 import json
 
 import h5py
@@ -43,8 +44,9 @@ def float32_scores(f32_vectors, data_dir):
     return scores_of(score(f32_vectors, data_dir, tasks=TASK_SET, progress=False, log=quiet))
 
 
-@pytest.mark.parametrize("dtype,compression", [("float32", "gzip"), ("float16", None), ("float16", "gzip"),
-                                               ("float64", None)])
+@pytest.mark.parametrize(
+    "dtype,compression", [("float32", "gzip"), ("float16", None), ("float16", "gzip"), ("float64", None)]
+)
 def test_round_trip_layouts(exported, data_dir, devbow, float32_scores, dtype, compression):
     path = exported / f"{dtype}-{compression}.h5"
     write(path, exported / "per-task", devbow.encode, dtype=dtype, compression=compression, progress=False)

@@ -1,4 +1,5 @@
 """What every command shares: one-line errors, warnings on stderr, progress lines, common options."""
+
 import functools
 import logging
 import sys
@@ -54,13 +55,20 @@ def say(message):
 
 
 data_option = click.option(
-    "--data", "data", metavar="DIR", default=None,
+    "--data",
+    "data",
+    metavar="DIR",
+    default=None,
     help="SentEval data folder (with downstream/ and probing/). Default: $EMBEVAL_DATA, "
-         "else the per-user data folder (see `embeval data list`).")
+    "else the per-user data folder (see `embeval data list`).",
+)
 tasks_option = click.option(
-    "--tasks", metavar="A,B,...", default=None,
+    "--tasks",
+    metavar="A,B,...",
+    default=None,
     help="Comma-separated task names, scored in that order (SentEval's names, any case, or the short names "
-         "STS-B, SICK-E, SICK-R, COCO). Default: all.")
+    "STS-B, SICK-E, SICK-R, COCO). Default: all.",
+)
 
 
 class OneLineErrorsGroup(click.Group):
@@ -87,22 +95,45 @@ class OneLineErrorsGroup(click.Group):
 def comparison_options(command):
     """The options of a fair comparison (README "Fair comparison"), shared by score and quickstart."""
     options = [
-        click.option("--classifiers", metavar="logreg,mlp", default=None,
-                     help="Classification tasks: run each classifier and report both (the Pitfalls paper's advice): "
-                          "logreg (nhid 0) and mlp (the configured nhid, 50 when it is 0), each tuned by the "
-                          "task's protocol. SentEval's top-level keys stay logistic regression's."),
-        click.option("--normalize", type=click.Choice(NORMALIZATIONS), default="none",
-                     show_default=True,
-                     help="Normalize the sentence vectors first (statistics from training sentences only); tune "
-                          "picks per task on dev. Cosine STS reports raw and normalized side by side."),
-        click.option("--bootstrap", type=int, default=1000, show_default=True, metavar="N",
-                     help="Bootstrap resamples of the 95% confidence intervals of every figure (0: none)."),
-        click.option("--baseline-bow-dim", type=int, default=None, metavar="D",
-                     help="Also score a hashing bag of words of dimension D (exporters/bow_numpy.py's rule, "
-                          "computed by embeval) for context."),
-        click.option("--save-predictions/--no-save-predictions", default=True, show_default=True,
-                     help="Write every task's per-test-item predictions to OUT.predictions.npz beside the results "
-                          "(what `embeval compare` and --resume read; well under a MB for a dozen tasks)."),
+        click.option(
+            "--classifiers",
+            metavar="logreg,mlp",
+            default=None,
+            help="Classification tasks: run each classifier and report both (the Pitfalls paper's advice): "
+            "logreg (nhid 0) and mlp (the configured nhid, 50 when it is 0), each tuned by the "
+            "task's protocol. SentEval's top-level keys stay logistic regression's.",
+        ),
+        click.option(
+            "--normalize",
+            type=click.Choice(NORMALIZATIONS),
+            default="none",
+            show_default=True,
+            help="Normalize the sentence vectors first (statistics from training sentences only); tune "
+            "picks per task on dev. Cosine STS reports raw and normalized side by side.",
+        ),
+        click.option(
+            "--bootstrap",
+            type=int,
+            default=1000,
+            show_default=True,
+            metavar="N",
+            help="Bootstrap resamples of the 95% confidence intervals of every figure (0: none).",
+        ),
+        click.option(
+            "--baseline-bow-dim",
+            type=int,
+            default=None,
+            metavar="D",
+            help="Also score a hashing bag of words of dimension D (exporters/bow_numpy.py's rule, "
+            "computed by embeval) for context.",
+        ),
+        click.option(
+            "--save-predictions/--no-save-predictions",
+            default=True,
+            show_default=True,
+            help="Write every task's per-test-item predictions to OUT.predictions.npz beside the results "
+            "(what `embeval compare` and --resume read; well under a MB for a dozen tasks).",
+        ),
     ]
     for option in reversed(options):
         command = option(command)

@@ -1,4 +1,5 @@
 """`embeval data fetch | verify | list`: getting and checking SentEval's task data."""
+
 import sys
 
 import click
@@ -33,14 +34,24 @@ def data():
 
 @data.command("fetch")
 @tasks_option
-@click.option("--data", "dest", metavar="DIR", default=None,
-              help="Data folder to fill (SentEval's layout: DIR/downstream, DIR/probing). Default: "
-                   "$EMBEVAL_DATA, else the per-user data folder.")
+@click.option(
+    "--data",
+    "dest",
+    metavar="DIR",
+    default=None,
+    help="Data folder to fill (SentEval's layout: DIR/downstream, DIR/probing). Default: "
+    "$EMBEVAL_DATA, else the per-user data folder.",
+)
 @click.option("--dest", "dest_alias", metavar="DIR", default=None, hidden=True)
-@click.option("--mirror", metavar="URL", envvar="EMBEVAL_MIRROR", default=None,
-              help="Fetch every file from this base URL (http(s)://, file:// or a folder) instead of "
-                   "the upstream hosts; it must hold the upstream file names (see README). "
-                   "Default: $EMBEVAL_MIRROR.")
+@click.option(
+    "--mirror",
+    metavar="URL",
+    envvar="EMBEVAL_MIRROR",
+    default=None,
+    help="Fetch every file from this base URL (http(s)://, file:// or a folder) instead of "
+    "the upstream hosts; it must hold the upstream file names (see README). "
+    "Default: $EMBEVAL_MIRROR.",
+)
 @click.option("--force", is_flag=True, help="Replace data sets that are present but differ or are incomplete.")
 @click.option("--keep-downloads", is_flag=True, help="Keep the downloaded archives in DIR/.downloads.")
 @click.option("--quiet", is_flag=True, help="No progress bars or status lines on stderr.")
@@ -60,8 +71,15 @@ def fetch(tasks, dest, dest_alias, mirror, force, keep_downloads, quiet):
 
     root = resolve_data_dir(dest)
     log = (lambda m: None) if quiet else (lambda m: click.echo(m, err=True))
-    report = run(root, _task_names(tasks), mirror=mirror, force=force, keep_downloads=keep_downloads,
-                 progress=not quiet and sys.stderr.isatty(), log=log)
+    report = run(
+        root,
+        _task_names(tasks),
+        mirror=mirror,
+        force=force,
+        keep_downloads=keep_downloads,
+        progress=not quiet and sys.stderr.isatty(),
+        log=log,
+    )
     for dataset in report.done:
         click.echo(f"{dataset.name:24s} fetched")
     for dataset, state in report.skipped:
@@ -75,8 +93,13 @@ def fetch(tasks, dest, dest_alias, mirror, force, keep_downloads, quiet):
 
 @data.command("verify")
 @click.argument("positional", metavar="[DIR]", required=False)
-@click.option("--data", "folder", metavar="DIR", default=None,
-              help="Data folder to check. Default: $EMBEVAL_DATA, else the per-user data folder.")
+@click.option(
+    "--data",
+    "folder",
+    metavar="DIR",
+    default=None,
+    help="Data folder to check. Default: $EMBEVAL_DATA, else the per-user data folder.",
+)
 @tasks_option
 @fails_cleanly
 def verify(positional, folder, tasks):
@@ -105,13 +128,20 @@ def verify(positional, folder, tasks):
         raise EmbevalError(f"{len(bad)} task(s) not usable: {', '.join(bad)}", file=root)
     usable = sum(status.usable for _, status in report)
     partial = sum(status.present and not status.usable for _, status in report)
-    click.echo(f"{root}: {usable} task(s) usable, {partial} incomplete, "
-               f"{len(report) - usable - partial} not present; no file differs from its record")
+    click.echo(
+        f"{root}: {usable} task(s) usable, {partial} incomplete, "
+        f"{len(report) - usable - partial} not present; no file differs from its record"
+    )
 
 
 @data.command("list")
-@click.option("--data", "folder", metavar="DIR", default=None,
-              help="Data folder to report on. Default: $EMBEVAL_DATA, else the per-user data folder.")
+@click.option(
+    "--data",
+    "folder",
+    metavar="DIR",
+    default=None,
+    help="Data folder to report on. Default: $EMBEVAL_DATA, else the per-user data folder.",
+)
 @click.option("--urls", is_flag=True, help="Print only the upstream URL of every file a mirror must hold.")
 @fails_cleanly
 def list_(folder, urls):

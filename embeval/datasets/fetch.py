@@ -8,6 +8,7 @@ folder renamed into place. A failure removes the staging folder, so DEST never h
 half-written data set; a corrupt archive is removed so the next run downloads it again; an
 interrupted download is resumed by the next run.
 """
+
 import os
 import shutil
 import tempfile
@@ -33,8 +34,7 @@ class FetchReport:
         self.done, self.skipped, self.failed = [], [], []
 
 
-def fetch(dest, task_names, mirror=None, force=False, keep_downloads=False, progress=False,
-          log=lambda message: None):
+def fetch(dest, task_names, mirror=None, force=False, keep_downloads=False, progress=False, log=lambda message: None):
     """Fetch the data sets of the given tasks into dest. Returns a FetchReport; raises
     FatalFetchError when nothing more can succeed (unreachable server, unwritable destination)."""
     dest = Path(dest)
@@ -53,9 +53,13 @@ def fetch(dest, task_names, mirror=None, force=False, keep_downloads=False, prog
             log(f"{dataset.name}: already present ({status.describe()})")
             continue
         if status.present and not force:
-            report.failed.append(EmbevalError(
-                f"already there but {status.describe()}; use --force to replace it",
-                file=dest / dataset.folder, task=label))
+            report.failed.append(
+                EmbevalError(
+                    f"already there but {status.describe()}; use --force to replace it",
+                    file=dest / dataset.folder,
+                    task=label,
+                )
+            )
             continue
         try:
             used.update(_fetch_one(dataset, dest, downloads, mirror, progress, log))
@@ -98,22 +102,29 @@ def _fetch_one(dataset, dest, downloads, mirror, progress, log):
             run_steps(dataset, archives, staging)
         except ArchiveError as err:
             _discard(dataset, downloads)
-            raise EmbevalError(f"{err.message}; removed it, run the command again to download it anew",
-                               file=err.file, task=label)
+            raise EmbevalError(
+                f"{err.message}; removed it, run the command again to download it anew", file=err.file, task=label
+            )
         except OSError as err:
-            raise FatalFetchError(f"cannot write: {files.describe(err)}",
-                                  file=err.filename or staging, task=label)
+            raise FatalFetchError(f"cannot write: {files.describe(err)}", file=err.filename or staging, task=label)
         problems = staged_problems(staging, dataset)
         if problems:
             removed = _discard(dataset, downloads)
-            raise EmbevalError(f"{problems[0]}{_more(problems)}; removed the download "
-                               f"{', '.join(removed)} so the next run fetches it anew",
-                               file=dest / dataset.folder, task=label)
+            raise EmbevalError(
+                f"{problems[0]}{_more(problems)}; removed the download "
+                f"{', '.join(removed)} so the next run fetches it anew",
+                file=dest / dataset.folder,
+                task=label,
+            )
         problem = _format_problem(dataset, staging, dest)
         if problem:
             removed = _discard(dataset, downloads)
-            raise EmbevalError(f"the downloaded data is not in the task's format ({problem}); removed the "
-                               f"download {', '.join(removed)}", file=dest / dataset.folder, task=label)
+            raise EmbevalError(
+                f"the downloaded data is not in the task's format ({problem}); removed the "
+                f"download {', '.join(removed)}",
+                file=dest / dataset.folder,
+                task=label,
+            )
         _place(dataset, staging, dest, label)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -142,14 +153,19 @@ def _check_download(item, path, url, label):
     """Known archive checksum, then a full read of the archive; a bad one is removed and named."""
     if item.sha256 and sha256_of(path)[1] != item.sha256:
         files.remove_file(path)
-        raise EmbevalError(f"download does not match its recorded sha256 (corrupt); removed {path}, "
-                           f"run the command again to download it anew", file=url, task=label)
+        raise EmbevalError(
+            f"download does not match its recorded sha256 (corrupt); removed {path}, "
+            f"run the command again to download it anew",
+            file=url,
+            task=label,
+        )
     try:
         Archive(path).check()
     except ArchiveError as err:
         files.remove_file(path)
-        raise EmbevalError(f"{err.message}; removed it, run the command again to download it anew",
-                           file=path, task=label)
+        raise EmbevalError(
+            f"{err.message}; removed it, run the command again to download it anew", file=path, task=label
+        )
 
 
 def _discard(dataset, downloads):

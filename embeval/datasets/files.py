@@ -4,6 +4,7 @@ Every file the data commands create goes through `create`; every folder through 
 `describe` turns an OSError met while writing into a short phrase for a one-line error. (Tests
 replace `create` and `make_dirs` to simulate a full disk or a read-only destination.)
 """
+
 import errno
 import os
 from pathlib import Path

@@ -18,10 +18,11 @@ The rules follow the script's order: whitespace and control characters, isolatio
 character that is not alphanumeric or one of . ' ` , -, multi-dot protection, commas outside
 numbers, apostrophes, the final-period rule, clean-up.
 """
+
 import re
 import sys
 import unicodedata
-from functools import lru_cache
+from functools import cache
 
 PERL_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 _BLANK_LINE = re.compile(f"^[{PERL_SPACE}]*$")
@@ -42,11 +43,10 @@ def _ranges(test):
             start = None
     if start is not None:
         parts.append((start, prev))
-    return "".join(re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}"
-                   for a, b in parts)
+    return "".join(re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in parts)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _classes():
     """Perl's \\p{IsAlpha}, \\p{IsAlnum}, \\p{IsN} and \\p{IsLower} as Python class bodies."""
     alpha = _ranges(lambda cat, ch: cat in ("Lu", "Ll", "Lt", "Lm", "Lo", "Nl"))
@@ -56,7 +56,7 @@ def _classes():
     return alpha, alnum, number, lower
 
 
-@lru_cache(maxsize=None)
+@cache
 def _nonbreaking_prefixes():
     """English non-breaking prefixes: {prefix: 1 always, 2 only before a number} (Moses' list)."""
     from sacremoses.corpus import NonbreakingPrefixes

@@ -7,6 +7,7 @@ MSZIP-compressed (MSZIP blocks are raw deflate streams, each using the previous 
 its dictionary); `extract_msi` combines both and returns every file of every cabinet in the package,
 under the names the cabinet gives them (the MSI File table keys).
 """
+
 import struct
 import zlib
 
@@ -48,7 +49,7 @@ def read_ole(data):
         start = (index + 1) * sector_size
         if start + sector_size > len(data):
             raise ArchiveError("OLE sector beyond the end of the file (truncated)")
-        return data[start:start + sector_size]
+        return data[start : start + sector_size]
 
     fat_sectors = [s for s in struct.unpack_from("<109I", data, 0x4C) if s != _FREE]
     next_difat = first_difat
@@ -75,7 +76,7 @@ def read_ole(data):
 
     limit = len(data) // sector_size + 1
     directory = b"".join(sector(s) for s in chain(first_dir, fat, limit))
-    entries = [directory[i:i + 128] for i in range(0, len(directory) - 127, 128)]
+    entries = [directory[i : i + 128] for i in range(0, len(directory) - 127, 128)]
     if not entries or entries[0][66] != _ROOT:
         raise ArchiveError("OLE file has no root directory entry (corrupt file)")
 
@@ -94,7 +95,7 @@ def read_ole(data):
 
     def mini_stream_bytes(start, size):
         blocks = chain(start, minifat, len(mini_stream) // mini_size + 1)
-        content = b"".join(mini_stream[b * mini_size:(b + 1) * mini_size] for b in blocks)
+        content = b"".join(mini_stream[b * mini_size : (b + 1) * mini_size] for b in blocks)
         if len(content) < size:
             raise ArchiveError("OLE mini stream shorter than its recorded size (corrupt file)")
         return content[:size]
@@ -108,7 +109,7 @@ def read_ole(data):
             raise ArchiveError("OLE directory entry out of range (corrupt file)")
         entry = entries[index]
         name_length = min(_u16(entry, 64), 64)
-        name = entry[:max(name_length - 2, 0)].decode("utf-16-le", errors="replace")
+        name = entry[: max(name_length - 2, 0)].decode("utf-16-le", errors="replace")
         kind = entry[66]
         walk(_u32(entry, 68), prefix, depth + 1)
         walk(_u32(entry, 72), prefix, depth + 1)
@@ -181,11 +182,11 @@ def read_cab(data):
     for _ in range(n_files):
         size, start, folder = struct.unpack_from("<IIH", data, offset)
         end = data.index(b"\0", offset + 16)
-        name = data[offset + 16:end].decode("utf-8" if _u16(data, offset + 14) & 0x80 else "latin-1")
+        name = data[offset + 16 : end].decode("utf-8" if _u16(data, offset + 14) & 0x80 else "latin-1")
         offset = end + 1
         if folder >= len(folders) or start + size > len(folders[folder]):
             raise ArchiveError(f"cabinet file {name} lies outside its folder (corrupt cabinet)")
-        files[name] = folders[folder][start:start + size]
+        files[name] = folders[folder][start : start + size]
     return files
 
 
@@ -198,10 +199,10 @@ def _read_folder(data, offset, n_blocks, compression, reserve):
         if offset + 8 > len(data):
             raise ArchiveError("cabinet data block beyond the end (truncated)")
         csum, packed, unpacked = struct.unpack_from("<IHH", data, offset)
-        body = data[offset + 8 + reserve:offset + 8 + reserve + packed]
+        body = data[offset + 8 + reserve : offset + 8 + reserve + packed]
         if len(body) < packed:
             raise ArchiveError("cabinet data block cut short (truncated)")
-        if csum and cab_checksum(data[offset + 4:offset + 8], cab_checksum(body)) != csum:
+        if csum and cab_checksum(data[offset + 4 : offset + 8], cab_checksum(body)) != csum:
             raise ArchiveError("cabinet data block fails its checksum (corrupt cabinet)")
         offset += 8 + reserve + packed
         block = _inflate_mszip(body, bytes(out[-32768:])) if compression == 1 else body

@@ -15,9 +15,10 @@ replace_line      an erratum: one line of a produced file replaced by SentEval's
 snli              SNLI's split: pairs with a gold label, columns 1, 6, 7; labels, then s1 and s2
                   through the Penn Treebank rules
 """
+
 import os
 import re
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from embeval.datasets import files, ptb
@@ -26,7 +27,7 @@ from embeval.datasets.moses import MosesTokenizer, lowercase
 from embeval.errors import EmbevalError
 
 
-@lru_cache(maxsize=None)
+@cache
 def _moses(profile):
     return MosesTokenizer(profile)
 
@@ -116,8 +117,12 @@ def _tokenize_columns(step, archives, target):
     path = target / step["file"]
     if not path.is_file():
         raise EmbevalError(f"the download has no file {step['file']}", file=path)
-    files.write_bytes(path, tokenize_columns(path.read_bytes(), step["columns"], step["moses"],
-                                             step.get("lowercase", False), step.get("header", False)))
+    files.write_bytes(
+        path,
+        tokenize_columns(
+            path.read_bytes(), step["columns"], step["moses"], step.get("lowercase", False), step.get("header", False)
+        ),
+    )
 
 
 def ptb_file(data, show_nonprinting=False):

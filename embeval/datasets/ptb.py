@@ -5,6 +5,7 @@ Penn Treebank tokenization, after `cat -v` for the four sentiment/subjectivity c
 reimplements both steps in Python: `show_nonprinting` is cat -v's byte notation, `tokenize` the sed
 rules in the sed script's order (one line, without its newline).
 """
+
 import re
 
 _CONTRACTIONS = (

@@ -1,13 +1,13 @@
 """The declared data sources (data/sources.json) and the checksum table (data/checksums.tsv).
 
-Both live in the repository's top-level data/ folder, which setup.py installs as the package
+Both live in the repository's top-level data/ folder, which pyproject.toml installs as the package
 `embeval._data`; a source checkout that is not installed reads the folder directly.
 """
+
 import json
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Dict, Optional, Tuple
 
 from embeval.errors import EmbevalError
 from embeval.tasks.registry import TASKS
@@ -29,15 +29,14 @@ def data_folder():
     checkout = Path(__file__).resolve().parents[2] / "data"
     if (checkout / SOURCES_FILE).is_file():
         return checkout
-    raise EmbevalError("the data source table is missing from this installation; reinstall embeval",
-                       file=SOURCES_FILE)
+    raise EmbevalError("the data source table is missing from this installation; reinstall embeval", file=SOURCES_FILE)
 
 
 @dataclass(frozen=True)
 class Download:
     file: str  # the name it has upstream, and in a mirror
     url: str
-    sha256: Optional[str]
+    sha256: str | None
 
 
 @dataclass(frozen=True)
@@ -45,20 +44,18 @@ class Dataset:
     """One unit of fetching: a folder (or, for probing, files) of SentEval's layout."""
 
     name: str
-    tasks: Tuple[str, ...]
+    tasks: tuple[str, ...]
     folder: str  # relative to the data folder
     license: str
-    downloads: Tuple[Download, ...]
-    steps: Tuple[dict, ...]
+    downloads: tuple[Download, ...]
+    steps: tuple[dict, ...]
     placement: str = "folder"  # folder: the folder is placed whole; files: file by file
 
     def outputs(self):
         """Files the steps name as outputs (relative to the data folder)."""
         names = []
         for step in self.steps:
-            if step["do"] in ("copy", "ptb"):
-                names.append(step["to"])
-            elif step["do"] == "rename":
+            if step["do"] in ("copy", "ptb") or step["do"] == "rename":
                 names.append(step["to"])
             elif step["do"] == "snli":
                 names += [f"{kind}.{step['split']}" for kind in ("s1", "s2", "labels")]
@@ -73,7 +70,7 @@ class Dataset:
         return sorted(files)
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_sources():
     """{data set name: Dataset}, in the order of data/sources.json."""
     folder = data_folder()
@@ -83,12 +80,19 @@ def load_sources():
     out = {}
     for entry in doc["datasets"]:
         downloads = tuple(Download(d["file"], d["url"], d.get("sha256")) for d in entry["downloads"])
-        out[entry["name"]] = Dataset(entry["name"], tuple(entry["tasks"]), entry["folder"], entry["license"],
-                                     downloads, tuple(entry["steps"]), entry.get("placement", "folder"))
+        out[entry["name"]] = Dataset(
+            entry["name"],
+            tuple(entry["tasks"]),
+            entry["folder"],
+            entry["license"],
+            downloads,
+            tuple(entry["steps"]),
+            entry.get("placement", "folder"),
+        )
     return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_checksums():
     """{path relative to the data folder: (size in bytes, sha256 hex)} of SentEval's layout."""
     table = {}
@@ -98,8 +102,7 @@ def load_checksums():
             continue
         parts = line.split("\t")
         if len(parts) != 3:
-            raise EmbevalError("expected path, size and sha256 separated by tabs", file=CHECKSUMS_FILE,
-                               line=number)
+            raise EmbevalError("expected path, size and sha256 separated by tabs", file=CHECKSUMS_FILE, line=number)
         table[parts[0]] = (int(parts[1]), parts[2])
     return table
 
@@ -117,7 +120,7 @@ def dataset_of_task():
 
 def mirror_files():
     """{file name in a mirror: Download}; names are unique across all data sets."""
-    out: Dict[str, Download] = {}
+    out: dict[str, Download] = {}
     for dataset in load_sources().values():
         for d in dataset.downloads:
             out.setdefault(d.file, d)

@@ -5,10 +5,10 @@ table records under its folder) are looked up: missing, present with the recorde
 present with another (differs), or present with no recorded checksum (the table cannot know files
 that could not be obtained when it was made, such as SNLI train, COCO and the probing tasks).
 """
+
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List
 
 from embeval.datasets.sources import dataset_of_task, load_checksums
 
@@ -95,7 +95,7 @@ def verify_tasks(root, task_names):
     return out
 
 
-def staged_problems(staging, dataset, table=None) -> List[str]:
+def staged_problems(staging, dataset, table=None) -> list[str]:
     """Problems of a freshly made data set in `staging` (laid out as the data folder): [message]."""
     table = load_checksums() if table is None else table
     problems = []
@@ -108,7 +108,7 @@ def staged_problems(staging, dataset, table=None) -> List[str]:
     return problems
 
 
-def record(root, datasets) -> List[str]:
+def record(root, datasets) -> list[str]:
     """Checksum-table lines (path, size, sha256) for every file present under the data sets."""
     lines = []
     root = Path(root)
@@ -122,4 +122,3 @@ def record(root, datasets) -> List[str]:
             size, digest = sha256_of(root / rel)
             lines.append(f"{rel}\t{size}\t{digest}")
     return lines
-

@@ -1,4 +1,5 @@
 """Evaluators by name (the registry's `evaluator` field). A name absent here is not implemented yet."""
+
 from embeval.evaluate import classify, probing, relatedness, retrieval, sts
 
 EVALUATORS = {

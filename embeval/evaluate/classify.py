@@ -5,8 +5,8 @@ Samples are put in SentEval's order first (the folds depend on it). Every (fold,
 problem of a stage is trained in one batched call; selection follows SentEval exactly: scores are
 accuracies in percent rounded to 2 decimals, the first best regularization wins.
 """
+
 from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 import torch
@@ -20,9 +20,12 @@ from embeval.tasks.samples import senteval_order
 from embeval.train import batched, lbfgs
 from embeval.train.features import Features
 
-TORCH_REGS = [10.0 ** t for t in range(-5, -1)]
-SKLEARN_REGS = {"inner_kfold": [2.0 ** t for t in range(-2, 4)], "kfold": [2.0 ** t for t in range(-1, 6)],
-                "split": [2.0 ** t for t in range(-2, 4)]}
+TORCH_REGS = [10.0**t for t in range(-5, -1)]
+SKLEARN_REGS = {
+    "inner_kfold": [2.0**t for t in range(-2, 4)],
+    "kfold": [2.0**t for t in range(-1, 6)],
+    "split": [2.0**t for t in range(-2, 4)],
+}
 NOREG = {"senteval": 1e-9, "lbfgs": 1e9}
 INNER_FOLD_SEED = 1111  # SentEval fixes both StratifiedKFold seeds of the inner k-fold protocol
 
@@ -36,7 +39,7 @@ class Samples:
     ranges: dict
     orders: dict = None  # split -> SentEval's permutation: sample i of the split is file position orders[split][i]
     a_rows: np.ndarray = None
-    b_rows: Optional[np.ndarray] = None
+    b_rows: np.ndarray | None = None
 
     def idx(self, split):
         return np.arange(*self.ranges[split])
@@ -69,8 +72,7 @@ def prepare(ctx, table=None):
     a_rows = np.concatenate(a_rows)
     b_rows = np.concatenate(b_rows) if b_rows else None
     features = Features(ctx.table if table is None else table, a_rows, b_rows, ctx.task.features).dense()
-    return Samples(features, torch.as_tensor(np.concatenate(labels), device=ctx.device), ranges, orders,
-                   a_rows, b_rows)
+    return Samples(features, torch.as_tensor(np.concatenate(labels), device=ctx.device), ranges, orders, a_rows, b_rows)
 
 
 @dataclass
@@ -82,8 +84,9 @@ class Fitted:
     info: dict
 
 
-def fit(solver, samples, nclasses, train_sets, valid_sets, regs, classifier, seed, device, progress=QUIET,
-        label="training"):
+def fit(
+    solver, samples, nclasses, train_sets, valid_sets, regs, classifier, seed, device, progress=QUIET, label="training"
+):
     """Fit problem (g, r) on train_sets[g] with regularization regs[g][r].
 
     senteval: valid_sets[g] is the early-stopping set (None: SentEval's 5% split of the train set);
@@ -94,12 +97,20 @@ def fit(solver, samples, nclasses, train_sets, valid_sets, regs, classifier, see
     if solver == "senteval":
         progress.stage(f"{label}, {regs.size} fits at once", total=classifier["max_epoch"], unit="pass")
         groups = [batched.Group(t, v) for t, v in zip(train_sets, valid_sets)]
-        trained = batched.train(samples.features, samples.labels, nclasses, groups, regs, classifier, seed, device,
-                                progress=lambda passes, active, total: progress.step(
-                                    passes, f"{active} of {total} fits still training"))
-        return Fitted(trained.best_accuracy,
-                      lambda g, idx: trained.predict(samples.features, idx, g),
-                      {"rounds": trained.rounds})
+        trained = batched.train(
+            samples.features,
+            samples.labels,
+            nclasses,
+            groups,
+            regs,
+            classifier,
+            seed,
+            device,
+            progress=lambda passes, active, total: progress.step(passes, f"{active} of {total} fits still training"),
+        )
+        return Fitted(
+            trained.best_accuracy, lambda g, idx: trained.predict(samples.features, idx, g), {"rounds": trained.rounds}
+        )
     progress.stage(f"{label}, {regs.size} fits at once (lbfgs)")
     theta, iterations, converged = lbfgs.fit(samples.features, samples.labels, nclasses, train_sets, regs, device)
 
@@ -194,33 +205,62 @@ def inner_kfold(ctx, classifier=None, prefix=""):
     outer = inner_kfold_folds(y, k)
     shift = [0] * k
     if per_fold:
-        features = normalize.fold_features(ctx, ctx.normalize, samples.a_rows, samples.b_rows,
-                                           [train for train, _, _ in outer])
-        samples = Samples(features, samples.labels.repeat(k), samples.ranges, samples.orders, samples.a_rows,
-                          samples.b_rows)
+        features = normalize.fold_features(
+            ctx, ctx.normalize, samples.a_rows, samples.b_rows, [train for train, _, _ in outer]
+        )
+        samples = Samples(
+            features, samples.labels.repeat(k), samples.ranges, samples.orders, samples.a_rows, samples.b_rows
+        )
         shift = [o * n for o in range(k)]
     train_sets = [itrain + shift[o] for o, (_, _, inner) in enumerate(outer) for itrain, _ in inner]
     valid_sets = [ivalid + shift[o] for o, (_, _, inner) in enumerate(outer) for _, ivalid in inner]
     nclasses = class_count(ctx)
-    stage1 = fitter(solver, samples, nclasses, train_sets, valid_sets, [regs] * len(train_sets), classifier, seed,
-                    ctx.device, ctx.progress, f"choosing the regularization ({k} x {k} inner folds)")
+    stage1 = fitter(
+        solver,
+        samples,
+        nclasses,
+        train_sets,
+        valid_sets,
+        [regs] * len(train_sets),
+        classifier,
+        seed,
+        ctx.device,
+        ctx.progress,
+        f"choosing the regularization ({k} x {k} inner folds)",
+    )
     chosen, dev_scores = [], []
     for o in range(k):
-        scores = [percent(np.mean(stage1.selection_accuracy[o * k:(o + 1) * k, r])) for r in range(len(regs))]
+        scores = [percent(np.mean(stage1.selection_accuracy[o * k : (o + 1) * k, r])) for r in range(len(regs))]
         reg, score = _select(scores, regs)
         chosen.append(reg)
         dev_scores.append(score)
-    stage2 = fitter(solver, samples, nclasses, [train + shift[o] for o, (train, _, _) in enumerate(outer)], [None] * k,
-                    [[r] for r in chosen], classifier, seed, ctx.device, ctx.progress,
-                    f"training the {k} outer folds")
+    stage2 = fitter(
+        solver,
+        samples,
+        nclasses,
+        [train + shift[o] for o, (train, _, _) in enumerate(outer)],
+        [None] * k,
+        [[r] for r in chosen],
+        classifier,
+        seed,
+        ctx.device,
+        ctx.progress,
+        f"training the {k} outer folds",
+    )
     yhat, fold_of, test_scores = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64), []
     for o, (_, test, _) in enumerate(outer):
         yhat[test] = stage2.predict(o, test + shift[o])[:, 0]
         fold_of[test] = o
         test_scores.append(percent(np.mean(yhat[test] == y[test])))
     keep_predictions(ctx, prefix, samples, "all", yhat, fold_of)
-    return {"devacc": round(float(np.mean(dev_scores)), 2), "acc": round(float(np.mean(test_scores)), 2),
-            "ndev": n, "ntest": n, "reg": chosen, "fold_acc": test_scores}
+    return {
+        "devacc": round(float(np.mean(dev_scores)), 2),
+        "acc": round(float(np.mean(test_scores)), 2),
+        "ndev": n,
+        "ntest": n,
+        "reg": chosen,
+        "fold_acc": test_scores,
+    }
 
 
 def kfold(ctx, classifier=None, prefix=""):
@@ -233,17 +273,45 @@ def kfold(ctx, classifier=None, prefix=""):
     train_idx, y = samples.idx("train"), samples.y("train")
     folds = kfold_folds(y, k, seed)
     nclasses = class_count(ctx)
-    stage1 = fitter(solver, samples, nclasses, [train_idx[t] for t, _ in folds], [train_idx[v] for _, v in folds],
-                    [regs] * k, classifier, seed, ctx.device, ctx.progress, f"choosing the regularization ({k} folds)")
+    stage1 = fitter(
+        solver,
+        samples,
+        nclasses,
+        [train_idx[t] for t, _ in folds],
+        [train_idx[v] for _, v in folds],
+        [regs] * k,
+        classifier,
+        seed,
+        ctx.device,
+        ctx.progress,
+        f"choosing the regularization ({k} folds)",
+    )
     scores = [percent(np.mean(stage1.selection_accuracy[:, r])) for r in range(len(regs))]
     reg, devacc = _select(scores, regs)
-    stage2 = fitter(solver, samples, nclasses, [train_idx], [None], [[reg]], classifier, seed, ctx.device, ctx.progress,
-                    "retraining on all of train")
+    stage2 = fitter(
+        solver,
+        samples,
+        nclasses,
+        [train_idx],
+        [None],
+        [[reg]],
+        classifier,
+        seed,
+        ctx.device,
+        ctx.progress,
+        "retraining on all of train",
+    )
     test_idx, y_test = samples.idx("test"), samples.y("test")
     yhat = stage2.predict(0, test_idx)[:, 0]
     keep_predictions(ctx, prefix, samples, "test", yhat)
-    result = {"devacc": devacc, "acc": percent(np.mean(yhat == y_test)), "ndev": len(train_idx),
-              "ntest": len(test_idx), "reg": reg, "dev_scores": dict(zip(map(str, regs), scores))}
+    result = {
+        "devacc": devacc,
+        "acc": percent(np.mean(yhat == y_test)),
+        "ndev": len(train_idx),
+        "ntest": len(test_idx),
+        "reg": reg,
+        "dev_scores": dict(zip(map(str, regs), scores)),
+    }
     if "f1" in ctx.task.metrics:
         result["f1"] = percent(f1_score(y_test, yhat))
     return result
@@ -261,15 +329,32 @@ def split(ctx, classifier=None, prefix=""):
     classifier = task_classifier(ctx.task, ctx.config, classifier)
     regs = regularization_grid(solver, "split", ctx.task)
     nclasses = class_count(ctx)
-    stage = fitter(solver, samples, nclasses, [samples.idx("train")], [samples.idx("dev")], [regs], classifier,
-                   seed, ctx.device, ctx.progress, "training, selected on dev")
+    stage = fitter(
+        solver,
+        samples,
+        nclasses,
+        [samples.idx("train")],
+        [samples.idx("dev")],
+        [regs],
+        classifier,
+        seed,
+        ctx.device,
+        ctx.progress,
+        "training, selected on dev",
+    )
     scores = [percent(a) for a in stage.selection_accuracy[0]]
     reg, devacc = _select(scores, regs)
     test_idx = samples.idx("test")
     yhat = stage.predict(0, test_idx)[:, regs.index(reg)]
     keep_predictions(ctx, prefix, samples, "test", yhat)
-    return {"devacc": devacc, "acc": percent(np.mean(yhat == samples.y("test"))), "ndev": len(samples.idx("dev")),
-            "ntest": len(test_idx), "reg": reg, "dev_scores": dict(zip(map(str, regs), scores))}
+    return {
+        "devacc": devacc,
+        "acc": percent(np.mean(yhat == samples.y("test"))),
+        "ndev": len(samples.idx("dev")),
+        "ntest": len(test_idx),
+        "reg": reg,
+        "dev_scores": dict(zip(map(str, regs), scores)),
+    }
 
 
 MLP_NHID = 50  # --classifiers mlp on the downstream tasks, when the configured classifier is logistic regression

@@ -1,6 +1,8 @@
 """What every evaluator receives: the task, its data, the sentence table and the run settings."""
+
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Optional, Tuple
+from typing import Optional
 
 import numpy as np
 import torch
@@ -40,15 +42,15 @@ class Context:
     task: Task
     data: TaskData
     table: torch.Tensor
-    rows: Dict[str, Tuple[np.ndarray, Optional[np.ndarray]]]
+    rows: dict[str, tuple[np.ndarray, np.ndarray | None]]
     device: torch.device
-    config: Dict = field(default_factory=dict)
+    config: dict = field(default_factory=dict)
     seed: int = 1111
     progress: Progress = QUIET
     normalize: str = "none"
     reference: Optional["Context"] = None
-    predictions: Dict = field(default_factory=dict)
-    fit: Optional[Callable] = None
+    predictions: dict = field(default_factory=dict)
+    fit: Callable | None = None
 
     def keep(self, name, prediction_set):
         """Record the prediction set whose figures sit at path `name` of the results."""

@@ -9,6 +9,7 @@ Computed on STSBenchmark (all three splits), on L2-normalized vectors f(x):
 - the singular values of the centred table of the task's distinct sentences (raw vectors), and
   its effective rank exp(entropy of the normalized singular values) (Roy & Vetterli, 2007).
 """
+
 import numpy as np
 import torch
 
@@ -72,8 +73,15 @@ def diagnostics(table, data, rows, seed):
     uniform, sampled = uniformity(table, seed=seed)
     values = spectrum(table)
     return {
-        "task": data.name, "alignment": alignment(u, v), "positive_pairs": int(len(u)), "positive_threshold": POSITIVE,
-        "uniformity": uniform, "uniformity_sample": sampled, "sample_seed": seed,
-        "singular_values": values.tolist(), "effective_rank": effective_rank(values),
-        "sentences": int(len(table)), "dim": int(table.shape[1]),
+        "task": data.name,
+        "alignment": alignment(u, v),
+        "positive_pairs": int(len(u)),
+        "positive_threshold": POSITIVE,
+        "uniformity": uniform,
+        "uniformity_sample": sampled,
+        "sample_seed": seed,
+        "singular_values": values.tolist(),
+        "effective_rank": effective_rank(values),
+        "sentences": int(len(table)),
+        "dim": int(table.shape[1]),
     }

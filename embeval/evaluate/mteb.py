@@ -6,14 +6,18 @@ tokenized and lowercased; the task STSBenchmarkRaw holds them, scored by cosine 
 SICK-R: MTEB pools SentEval's train, trial and test splits (9,927 pairs); SICKRelatedness reports
 that figure under `mteb`.
 """
+
 import numpy as np
 
 from embeval.evaluate import sts
 from embeval.tasks.registry import TASKS
 
 # MTEB's task name -> (embeval task, path of MTEB's cosine Spearman in that task's results)
-MTEB_FIGURES = {task.mteb.name: (name, task.mteb.figures.format(coef="spearman"))
-                for name, task in TASKS.items() if task.mteb is not None}
+MTEB_FIGURES = {
+    task.mteb.name: (name, task.mteb.figures.format(coef="spearman"))
+    for name, task in TASKS.items()
+    if task.mteb is not None
+}
 
 
 def pooled_cosine(ctx, splits):
@@ -25,8 +29,12 @@ def pooled_cosine(ctx, splits):
         system.append(sts.cosine(ctx.table, ia, ib))
         gold.append(ctx.data.splits[name].y)
     pearson, spearman = sts.correlations(np.concatenate(system), np.concatenate(gold))
-    return {"pearson": pearson, "spearman": spearman, "nsamples": int(sum(len(g) for g in gold)),
-            "splits": list(splits)}
+    return {
+        "pearson": pearson,
+        "spearman": spearman,
+        "nsamples": int(sum(len(g) for g in gold)),
+        "splits": list(splits),
+    }
 
 
 def figures(record):

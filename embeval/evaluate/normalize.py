@@ -15,8 +15,8 @@ STS12-16 (test sets only) the distinct sentences of STSBenchmark's train split. 
 every method and keeps the one with the best dev figure (embeval.tasks.figures.SELECTION; STS12-16:
 the cosine Spearman on STSBenchmark's dev split; first best wins in the order above).
 """
+
 from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 import torch
@@ -42,8 +42,8 @@ class Normalizer:
     """x -> normalized x, row by row; `mean` and `scale` (1/std) are float32 (dim,) tensors for zscore."""
 
     method: str
-    mean: Optional[torch.Tensor] = None
-    scale: Optional[torch.Tensor] = None
+    mean: torch.Tensor | None = None
+    scale: torch.Tensor | None = None
     fitted_on: int = 0  # distinct sentences the statistics were estimated on
 
     def __call__(self, x):
@@ -63,17 +63,20 @@ def fit(method, table, rows=None, chunk=65536):
         raise ValueError(f"unknown normalization {method!r}")
     if not method.startswith("zscore"):
         return Normalizer(method)
-    rows = torch.arange(len(table), device=table.device) if rows is None else \
-        torch.as_tensor(np.unique(np.asarray(rows)), dtype=torch.long, device=table.device)
+    rows = (
+        torch.arange(len(table), device=table.device)
+        if rows is None
+        else torch.as_tensor(np.unique(np.asarray(rows)), dtype=torch.long, device=table.device)
+    )
     if len(rows) == 0:
         raise EmbevalError("no training sentences to estimate the normalization statistics on", file="--normalize")
     total = torch.zeros(table.shape[1], dtype=torch.float64, device=table.device)
     for i in range(0, len(rows), chunk):
-        total += table.index_select(0, rows[i:i + chunk]).double().sum(0)
+        total += table.index_select(0, rows[i : i + chunk]).double().sum(0)
     mean = total / len(rows)
     squares = torch.zeros_like(total)
     for i in range(0, len(rows), chunk):
-        squares += ((table.index_select(0, rows[i:i + chunk]).double() - mean) ** 2).sum(0)
+        squares += ((table.index_select(0, rows[i : i + chunk]).double() - mean) ** 2).sum(0)
     std = torch.sqrt(squares / len(rows))
     scale = torch.where(std > 0, 1.0 / torch.where(std > 0, std, torch.ones_like(std)), torch.ones_like(std))
     return Normalizer(method, mean.float(), scale.float(), int(len(rows)))
@@ -95,8 +98,9 @@ def for_task(ctx, method=None):
         return fit(method, ctx.table, split_rows(ctx, "train"))
     if ctx.reference is not None:
         return fit(method, ctx.reference.table, split_rows(ctx.reference, "train"))
-    raise EmbevalError(f"{method} needs training sentences for its statistics; {ctx.task.name} has no train "
-                       "split", file="--normalize")
+    raise EmbevalError(
+        f"{method} needs training sentences for its statistics; {ctx.task.name} has no train split", file="--normalize"
+    )
 
 
 def table(ctx, method=None):
@@ -175,4 +179,3 @@ def fold_features(ctx, method, a_rows, b_rows, fold_train_samples):
         rows = a_rows[train] if b_rows is None else np.concatenate([a_rows[train], b_rows[train]])
         normalizers.append(fit(method, ctx.table, rows))
     return FoldFeatures(ctx.table, a_rows, b_rows, ctx.task.features, normalizers).dense()
-

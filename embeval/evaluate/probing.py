@@ -8,6 +8,7 @@ recommends: nhid in {50, 100, 200} x dropout in {0, 0.1, 0.2} x the regularizati
 on dev (the SentEval solver; every grid point of one nhid is trained in one batched call).
 WordContent is always logistic regression (nhid 0), as in SentEval.
 """
+
 import numpy as np
 
 from embeval.evaluate import classify, normalize
@@ -31,16 +32,32 @@ def _mlp(ctx):
     candidates = []
     for nhid in MLP_GRID["nhid"]:
         classifier = dict(ctx.config["classifier"], nhid=nhid)
-        trained = batched.train(samples.features, samples.labels, nclasses, [batched.Group(train, dev)],
-                                [columns], classifier, ctx.seed, ctx.device, dropouts=dropouts)
+        trained = batched.train(
+            samples.features,
+            samples.labels,
+            nclasses,
+            [batched.Group(train, dev)],
+            [columns],
+            classifier,
+            ctx.seed,
+            ctx.device,
+            dropouts=dropouts,
+        )
         for r, (dropout, reg) in enumerate(zip(dropouts, columns)):
             candidates.append((classify.percent(trained.best_accuracy[0, r]), nhid, dropout, reg, trained, r))
     scores = [c[0] for c in candidates]
     devacc, nhid, dropout, reg, trained, r = candidates[int(np.argmax(scores))]
     yhat = trained.predict(samples.features, test, 0)[:, r]
     classify.keep_predictions(ctx, "mlp", samples, "test", yhat)
-    return {"devacc": devacc, "acc": classify.percent(np.mean(yhat == samples.y("test"))), "ndev": len(dev),
-            "ntest": len(test), "nhid": nhid, "dropout": dropout, "reg": reg}
+    return {
+        "devacc": devacc,
+        "acc": classify.percent(np.mean(yhat == samples.y("test"))),
+        "ndev": len(dev),
+        "ntest": len(test),
+        "nhid": nhid,
+        "dropout": dropout,
+        "reg": reg,
+    }
 
 
 def _configured(ctx):

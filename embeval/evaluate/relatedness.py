@@ -6,6 +6,7 @@ p·[1, 2, 3, 4, 5]. Training runs in rounds of 50 passes with early stopping on 
 The random streams are SentEval's: numpy permutations from RandomState(seed) (the stream of
 np.random.seed(seed)) and the layer drawn as nn.Linear draws it after torch.manual_seed(seed).
 """
+
 import contextlib
 import copy
 
@@ -86,12 +87,12 @@ class SoftmaxRegressor:
         grad_logits = torch._softmax_backward_data(grad_proba, proba, 1, proba.dtype)
         grads = (grad_logits.t().mm(x), grad_logits.sum(0))
         self.steps += 1
-        correction1 = 1 - self.BETA1 ** self.steps
-        correction2 = 1 - self.BETA2 ** self.steps
+        correction1 = 1 - self.BETA1**self.steps
+        correction2 = 1 - self.BETA2**self.steps
         for param, grad, (mean, sq_mean) in zip(self.params, grads, self.moments):
             mean.lerp_(grad, 1 - self.BETA1)
             sq_mean.mul_(self.BETA2).addcmul_(grad, grad, value=1 - self.BETA2)
-            denom = (sq_mean.sqrt() / correction2 ** 0.5).add_(self.EPS)
+            denom = (sq_mean.sqrt() / correction2**0.5).add_(self.EPS)
             param.addcdiv_(mean, denom, value=-self.LR / correction1)
 
     def predict(self, x):
@@ -133,19 +134,26 @@ def train_regressor(train_x, train_target, dev_x, dev_scores, seed):
     kept = {}
 
     def train_round(running):
-        orders, = to_device([np.stack([rng.permutation(n) for _ in range(PASSES_PER_ROUND)])], train_x.device)
+        (orders,) = to_device([np.stack([rng.permutation(n) for _ in range(PASSES_PER_ROUND)])], train_x.device)
         for order in orders:
             x, target = train_x[order], train_target[order]
             for i in range(0, n, BATCH_SIZE):
-                model.step(x[i:i + BATCH_SIZE], target[i:i + BATCH_SIZE])
+                model.step(x[i : i + BATCH_SIZE], target[i : i + BATCH_SIZE])
 
     def keep_best(improved, stopping):
         if improved:
             kept["model"] = model.copy()
 
     with torch.no_grad(), one_cpu_thread(train_x.device):
-        stopping, passes = rounds.run(train_round, lambda: dev_pearson(model.predict(dev_x), dev_scores), keep_best,
-                                      (), TENACITY, PASSES_PER_ROUND, MAX_PASSES)
+        stopping, passes = rounds.run(
+            train_round,
+            lambda: dev_pearson(model.predict(dev_x), dev_scores),
+            keep_best,
+            (),
+            TENACITY,
+            PASSES_PER_ROUND,
+            MAX_PASSES,
+        )
     return float(stopping.best), kept.get("model"), passes
 
 
@@ -161,8 +169,11 @@ def split_features(ctx, name, table=None):
     scores = np.asarray(split.y, dtype=np.float64)
     bad = ~np.isfinite(scores) | (scores < SCORE_RANGE[0]) | (scores > SCORE_RANGE[1])
     if len(scores) == 0 or bad.any():
-        what = "no samples" if len(scores) == 0 else (
-            f"{int(bad.sum())} relatedness scores outside 0..5 (first: {scores[bad][0]!r})")
+        what = (
+            "no samples"
+            if len(scores) == 0
+            else (f"{int(bad.sum())} relatedness scores outside 0..5 (first: {scores[bad][0]!r})")
+        )
         raise DataFileError(f"{name} split: {what}", file=_split_file(ctx, name), task=ctx.task.name)
     order = senteval_order(split, ctx.task.sort)
     ia, ib = ctx.rows[name]
@@ -181,7 +192,8 @@ def evaluate_relatedness(ctx):
     normalizer = normalize.for_task(ctx)
     table = normalizer(ctx.table)
     (train_x, train_y, _), (dev_x, dev_y, _), (test_x, test_y, test_order) = (
-        split_features(ctx, s, table) for s in SPLITS)
+        split_features(ctx, s, table) for s in SPLITS
+    )
     target = torch.from_numpy(tai_encode(train_y)).to(train_x.device)
     devpearson, model, _ = train_regressor(train_x, target, dev_x, dev_y, ctx.seed)
     yhat = model.predict(test_x)
@@ -192,8 +204,12 @@ def evaluate_relatedness(ctx):
     cosine, cosine_set = sts.cosine_on_test(ctx)
     ctx.keep("cosine", cosine_set)
     result = {
-        "devpearson": float(devpearson), "pearson": pearson, "spearman": spearman,
-        "mse": float(np.mean((yhat - test_y) ** 2)), "ndev": len(dev_y), "ntest": len(test_y),
+        "devpearson": float(devpearson),
+        "pearson": pearson,
+        "spearman": spearman,
+        "mse": float(np.mean((yhat - test_y) ** 2)),
+        "ndev": len(dev_y),
+        "ntest": len(test_y),
         "cosine": cosine,
     }
     if ctx.task.mteb is not None and ctx.task.mteb.pooled_splits:

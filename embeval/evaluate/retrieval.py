@@ -11,6 +11,7 @@ draws `randint(0, len(list), size)` positions, so drawing positions in the compl
 and mapping them past the batch's slice gives the same samples without building the list.
 Train image features are held once and indexed through each caption's image, never copied per caption.
 """
+
 import copy
 
 import numpy as np
@@ -61,8 +62,9 @@ def ranking_loss(image, sentence, contrast_images, contrast_sentences, margin=MA
     anchor = (image * sentence).sum(1, keepdim=True)
     image_vs_sentences = torch.bmm(contrast_sentences, image.unsqueeze(2)).squeeze(2)
     sentence_vs_images = torch.bmm(contrast_images, sentence.unsqueeze(2)).squeeze(2)
-    return ((margin - anchor + image_vs_sentences).clamp(min=0).sum()
-            + (margin - anchor + sentence_vs_images).clamp(min=0).sum())
+    return (margin - anchor + image_vs_sentences).clamp(min=0).sum() + (margin - anchor + sentence_vs_images).clamp(
+        min=0
+    ).sum()
 
 
 def contrast_draw(rng, permutation, start, size, count):
@@ -136,7 +138,8 @@ class CaptionSplit:
     def __init__(self, table, rows, image_of, images, device):
         self.table = table
         self.rows, self.image_of, self.images = to_device(
-            [np.asarray(rows, dtype=np.int64), np.asarray(image_of, dtype=np.int64), np.asarray(images)], device)
+            [np.asarray(rows, dtype=np.int64), np.asarray(image_of, dtype=np.int64), np.asarray(images)], device
+        )
 
     def __len__(self):
         return len(self.rows)
@@ -162,24 +165,27 @@ def evaluate_split(model, split, ranks_out=None):
     with torch.no_grad():
         ranks = []
         for f in range(NFOLDS):
-            images, image_index = torch.unique(split.images[f * m:(f + 1) * m], dim=0, return_inverse=True)
-            rows, caption_index = torch.unique(split.rows[f * m * CAPTIONS_PER_IMAGE:(f + 1) * m * CAPTIONS_PER_IMAGE],
-                                               return_inverse=True)
-            ranks += fold_ranks(model.images(images), model.sentences(split.table.index_select(0, rows)),
-                                image_index, caption_index)
+            images, image_index = torch.unique(split.images[f * m : (f + 1) * m], dim=0, return_inverse=True)
+            rows, caption_index = torch.unique(
+                split.rows[f * m * CAPTIONS_PER_IMAGE : (f + 1) * m * CAPTIONS_PER_IMAGE], return_inverse=True
+            )
+            ranks += fold_ranks(
+                model.images(images), model.sentences(split.table.index_select(0, rows)), image_index, caption_index
+            )
         host = torch.cat(ranks).cpu().numpy()
     per_fold, score, start = {"i2t": [], "t2i": []}, 0.0, 0
-    for f in range(NFOLDS):
+    for _ in range(NFOLDS):
         for direction, size in (("i2t", m), ("t2i", m * CAPTIONS_PER_IMAGE)):
-            r = host[start:start + size]
+            r = host[start : start + size]
             start += size
             if ranks_out is not None:
                 ranks_out.setdefault(direction, []).append(r)
             metrics = recall_metrics(r)
             per_fold[direction].append(metrics)
             score += sum(metrics[f"r{k}"] for k in RECALLS) / NFOLDS
-    averaged = {d: {key: float(np.mean([fm[key] for fm in folds])) for key in folds[0]}
-                for d, folds in per_fold.items()}
+    averaged = {
+        d: {key: float(np.mean([fm[key] for fm in folds])) for key in folds[0]} for d, folds in per_fold.items()
+    }
     return averaged, score
 
 
@@ -188,7 +194,7 @@ def epoch_batches(rng, n):
     drawn in SentEval's order: the epoch's permutation, then per batch 30 per caption of each."""
     permutation = rng.permutation(n)
     for start in range(0, n, BATCH_SIZE):
-        batch = permutation[start:start + BATCH_SIZE]
+        batch = permutation[start : start + BATCH_SIZE]
         image_c = contrast_draw(rng, permutation, start, len(batch), NCONTRAST * len(batch))
         sentence_c = contrast_draw(rng, permutation, start, len(batch), NCONTRAST * len(batch))
         yield batch, image_c, sentence_c
@@ -198,13 +204,16 @@ def device_batches(rng, n, device):
     """The batches of `epoch_batches` as device tensors, the whole epoch drawn first and moved to
     the device in one copy (the draws do not depend on the model)."""
     batches = list(epoch_batches(rng, n))
-    ids, = to_device([np.concatenate([b[i] for i in range(3) for b in batches])], device)
-    captions, image_c, sentence_c = ids[:n], ids[n:n * (1 + NCONTRAST)], ids[n * (1 + NCONTRAST):]
+    (ids,) = to_device([np.concatenate([b[i] for i in range(3) for b in batches])], device)
+    captions, image_c, sentence_c = ids[:n], ids[n : n * (1 + NCONTRAST)], ids[n * (1 + NCONTRAST) :]
     start = 0
     for batch, _, _ in batches:
         size = len(batch)
-        yield (captions[start:start + size], image_c[start * NCONTRAST:(start + size) * NCONTRAST],
-               sentence_c[start * NCONTRAST:(start + size) * NCONTRAST])
+        yield (
+            captions[start : start + size],
+            image_c[start * NCONTRAST : (start + size) * NCONTRAST],
+            sentence_c[start * NCONTRAST : (start + size) * NCONTRAST],
+        )
         start += size
 
 
@@ -299,7 +308,12 @@ def evaluate_retrieval(ctx):
     ranks = {}
     acc, _ = evaluate_split(model, test, ranks)
     m = fold_count(len(test.images))
-    ctx.keep("acc", predictions.ranks(np.concatenate(ranks["i2t"]),
-                                      np.concatenate(ranks["t2i"]).reshape(-1, CAPTIONS_PER_IMAGE),
-                                      np.repeat(np.arange(NFOLDS), m)))
+    ctx.keep(
+        "acc",
+        predictions.ranks(
+            np.concatenate(ranks["i2t"]),
+            np.concatenate(ranks["t2i"]).reshape(-1, CAPTIONS_PER_IMAGE),
+            np.repeat(np.arange(NFOLDS), m),
+        ),
+    )
     return {"devacc": float(devacc), "acc": acc, "ndev": len(dev), "ntest": len(test)}

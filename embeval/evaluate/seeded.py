@@ -3,6 +3,7 @@
 SentEval calls torch.manual_seed(seed) and then builds nn.Linear layers; building them here with
 `torch.Generator().manual_seed(seed)` gives the same weights without touching global state.
 """
+
 import math
 
 import torch

@@ -14,6 +14,7 @@ operation is per problem; lbfgs solves problems on disjoint samples on pools of 
 Classifiers with dropout draw their masks from one stream for all groups, so they are fitted source
 by source, as are calls whose settings differ.
 """
+
 import json
 
 import numpy as np
@@ -47,7 +48,7 @@ class StackedFeatures:
             if where.numel():
                 rows[where] = features(flat[where] - int(self.offsets[v]))
         if out is not None:
-            out = out.reshape(-1)[:rows.numel()].view_as(rows)
+            out = out.reshape(-1)[: rows.numel()].view_as(rows)
             out.copy_(rows)
             rows = out
         return rows.reshape(tuple(idx.shape) + (self.dim,))
@@ -73,16 +74,27 @@ def _key(call):
     """Calls with equal keys can be fitted together."""
     a = call["args"]
     regs = np.asarray(a["regs"], dtype=np.float64)
-    return (a["solver"], a["nclasses"], regs.shape[1:], json.dumps(a["classifier"], sort_keys=True), a["seed"],
-            str(a["device"]), a["samples"].features.dim, len(a["train_sets"]))
+    return (
+        a["solver"],
+        a["nclasses"],
+        regs.shape[1:],
+        json.dumps(a["classifier"], sort_keys=True),
+        a["seed"],
+        str(a["device"]),
+        a["samples"].features.dim,
+        len(a["train_sets"]),
+    )
 
 
 def fit_together(calls):
     """Fitted of each call (in order), from one classify.fit of all their problems."""
     samples = [c["args"]["samples"] for c in calls]
     features = stack_features([s.features for s in samples])
-    offsets = features.offsets if isinstance(features, StackedFeatures) else \
-        np.concatenate([[0], np.cumsum([len(s.features) for s in samples])])
+    offsets = (
+        features.offsets
+        if isinstance(features, StackedFeatures)
+        else np.concatenate([[0], np.cumsum([len(s.features) for s in samples])])
+    )
     labels = torch.cat([s.labels for s in samples])
     train_sets, valid_sets, regs, first = [], [], [], []
     for call, offset in zip(calls, offsets):
@@ -90,21 +102,36 @@ def fit_together(calls):
         first.append(len(train_sets))
         train_sets += [np.asarray(t) + offset for t in a["train_sets"]]
         valid_sets += [None if v is None else np.asarray(v) + offset for v in a["valid_sets"]]
-        regs += list(np.broadcast_to(np.asarray(a["regs"], dtype=np.float64),
-                                     (len(a["train_sets"]), np.shape(a["regs"])[-1])))
+        regs += list(
+            np.broadcast_to(np.asarray(a["regs"], dtype=np.float64), (len(a["train_sets"]), np.shape(a["regs"])[-1]))
+        )
     a = calls[0]["args"]
     stacked = classify.Samples(features, labels, ranges={})
-    together = classify.fit(a["solver"], stacked, a["nclasses"], train_sets, valid_sets, np.stack(regs),
-                            a["classifier"], a["seed"], a["device"], label=f"{a['label']}, {len(calls)} sources")
-    return [_share(together, g0, len(c["args"]["train_sets"]), int(offset))
-            for c, g0, offset in zip(calls, first, offsets)]
+    together = classify.fit(
+        a["solver"],
+        stacked,
+        a["nclasses"],
+        train_sets,
+        valid_sets,
+        np.stack(regs),
+        a["classifier"],
+        a["seed"],
+        a["device"],
+        label=f"{a['label']}, {len(calls)} sources",
+    )
+    return [
+        _share(together, g0, len(c["args"]["train_sets"]), int(offset)) for c, g0, offset in zip(calls, first, offsets)
+    ]
 
 
 def _share(fitted, g0, count, offset):
     """The part of a stacked Fitted that belongs to one source: groups g0.. g0+count-1, samples from offset."""
-    info = {k: (v[g0:g0 + count] if isinstance(v, np.ndarray) else v) for k, v in fitted.info.items()}
-    return classify.Fitted(fitted.selection_accuracy[g0:g0 + count],
-                           lambda g, idx: fitted.predict(g0 + g, np.asarray(idx) + offset), info)
+    info = {k: (v[g0 : g0 + count] if isinstance(v, np.ndarray) else v) for k, v in fitted.info.items()}
+    return classify.Fitted(
+        fitted.selection_accuracy[g0 : g0 + count],
+        lambda g, idx: fitted.predict(g0 + g, np.asarray(idx) + offset),
+        info,
+    )
 
 
 def fit_calls(calls):
@@ -125,8 +152,19 @@ def fit_calls(calls):
     return results
 
 
-FIT_PARAMETERS = ("solver", "samples", "nclasses", "train_sets", "valid_sets", "regs", "classifier", "seed",
-                  "device", "progress", "label")
+FIT_PARAMETERS = (
+    "solver",
+    "samples",
+    "nclasses",
+    "train_sets",
+    "valid_sets",
+    "regs",
+    "classifier",
+    "seed",
+    "device",
+    "progress",
+    "label",
+)
 
 
 class _Unanswered(BaseException):

@@ -1,4 +1,5 @@
 """Cosine STS: per-subset Pearson and Spearman, and the mean, wmean and pooled aggregations."""
+
 import numpy as np
 import torch
 from scipy.stats import pearsonr, spearmanr
@@ -23,12 +24,12 @@ def cosine(table, ia, ib):
     out = np.empty(len(ia), dtype=np.float64)
     step = max(1, _CHUNK_VALUES // max(1, x.shape[1]))
     for start in range(0, len(ia), step):
-        u = x[ia[start:start + step]].astype(np.float64)
-        v = x[ib[start:start + step]].astype(np.float64)
+        u = x[ia[start : start + step]].astype(np.float64)
+        v = x[ib[start : start + step]].astype(np.float64)
         dot, uu, vv = (u * v).sum(axis=1), (u * u).sum(axis=1), (v * v).sum(axis=1)
         root = np.sqrt(uu * vv)
         with np.errstate(invalid="ignore", divide="ignore"):
-            out[start:start + step] = np.where(root > 0, dot / root, 0.0)
+            out[start : start + step] = np.where(root > 0, dot / root, 0.0)
     return out
 
 
@@ -47,8 +48,11 @@ def aggregate(per_subset, pooled_system, pooled_gold):
     out = {}
     for i, coef in enumerate(("pearson", "spearman")):
         values = np.array([r[coef] for r in per_subset.values()], dtype=np.float64)
-        out[coef] = {"mean": float(np.mean(values)), "wmean": float(np.average(values, weights=weights)),
-                     "pooled": pooled[i]}
+        out[coef] = {
+            "mean": float(np.mean(values)),
+            "wmean": float(np.average(values, weights=weights)),
+            "pooled": pooled[i],
+        }
     return out
 
 
@@ -64,8 +68,12 @@ def subset_scores(table, ctx):
         golds.append(split.y)
         groups.append(np.full(len(split), g))
     results["all"] = aggregate(results, np.concatenate(systems), np.concatenate(golds))
-    pset = predictions.scores(np.concatenate(golds), np.concatenate(systems), np.concatenate(groups),
-                              order="subsets in file order, pairs in file order")
+    pset = predictions.scores(
+        np.concatenate(golds),
+        np.concatenate(systems),
+        np.concatenate(groups),
+        order="subsets in file order, pairs in file order",
+    )
     return results, pset
 
 

@@ -1,4 +1,5 @@
 """Atomic file writes: a temporary file in the same folder, flushed, then renamed over the target."""
+
 import errno
 import os
 import stat
@@ -135,10 +136,16 @@ class WriterLock:
                 if owner is not None and owner.get("host") == me["host"] and not _running(owner.get("pid")):
                     self._remove()
                     continue
-                who = "another process" if owner is None else \
-                    f"embeval process {owner.get('pid')} on {owner.get('host')} (since {owner.get('started')})"
-                raise EmbevalError(f"is being written by {who}; wait for it to finish or choose another "
-                                   f"--out (if no such process runs, delete {self.lock.name})", file=self.path)
+                who = (
+                    "another process"
+                    if owner is None
+                    else f"embeval process {owner.get('pid')} on {owner.get('host')} (since {owner.get('started')})"
+                )
+                raise EmbevalError(
+                    f"is being written by {who}; wait for it to finish or choose another "
+                    f"--out (if no such process runs, delete {self.lock.name})",
+                    file=self.path,
+                )
             except OSError as err:
                 raise EmbevalError(f"cannot write: {_describe(err)}", file=self.lock)
             self.held = True

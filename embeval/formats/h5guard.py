@@ -8,6 +8,7 @@ not finish in time, the file is refused with a one-line error. Python-level erro
 the scorer, which meets them again and reports them itself. On Linux the child is forked
 (milliseconds); elsewhere it is a fresh interpreter.
 """
+
 import os
 import signal
 import subprocess
@@ -32,8 +33,9 @@ def check(path, names, inspect, seconds=None):
     if failure is None:
         return
     where = f"reading /{last}" if last else "opening the file"
-    raise VectorsError(f"corrupted HDF5 file: the HDF5 library {failure} while {where}; write the file again",
-                       file=path, task=last)
+    raise VectorsError(
+        f"corrupted HDF5 file: the HDF5 library {failure} while {where}; write the file again", file=path, task=last
+    )
 
 
 def _failure(kind, value, seconds):
@@ -144,13 +146,22 @@ def _limit_memory():
 
 def _spawned(path, names, seconds, inspect):
     package_root = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p))
-    command = [sys.executable, "-c", "import sys; from embeval.formats.h5guard import main; main(sys.argv[1:])",
-               f"{inspect.__module__}:{inspect.__name__}", str(path), *names]
+    env = dict(
+        os.environ,
+        OMP_NUM_THREADS="1",
+        OPENBLAS_NUM_THREADS="1",
+        PYTHONPATH=os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p),
+    )
+    command = [
+        sys.executable,
+        "-c",
+        "import sys; from embeval.formats.h5guard import main; main(sys.argv[1:])",
+        f"{inspect.__module__}:{inspect.__name__}",
+        str(path),
+        *names,
+    ]
     try:
-        child = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=seconds,
-                               env=env)
+        child = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=seconds, env=env)
     except subprocess.TimeoutExpired as err:
         return _failure("timeout", None, seconds), _last(err.stdout or b"")
     code = child.returncode

@@ -13,13 +13,13 @@ results: the set "" gives `acc`, "mlp" gives `mlp.acc`, "all" gives `all.spearma
 - ranks: i2t (per image, 0-based rank of its best caption), t2i (per image, the ranks of its 5
   captions), group (COCO fold of the image): R@K (%) and their mean
 """
+
 import hashlib
 import io
 import json
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Tuple
 
 import numpy as np
 
@@ -36,10 +36,10 @@ ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 @dataclass
 class PredictionSet:
     kind: str  # labels | scores | ranks
-    arrays: Dict[str, np.ndarray]
-    figures: Tuple[str, ...]
+    arrays: dict[str, np.ndarray]
+    figures: tuple[str, ...]
     order: str = "test split, file order"
-    extra: Dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)
 
     @property
     def items(self):
@@ -64,8 +64,11 @@ def scores(gold, system, group=None, order="test split, file order"):
 
 
 def ranks(i2t, t2i, group):
-    arrays = {"i2t": np.asarray(i2t, dtype=np.int64), "t2i": np.asarray(t2i, dtype=np.int64),
-              "group": np.asarray(group, dtype=np.int64)}
+    arrays = {
+        "i2t": np.asarray(i2t, dtype=np.int64),
+        "t2i": np.asarray(t2i, dtype=np.int64),
+        "group": np.asarray(group, dtype=np.int64),
+    }
     figures = ("mean_recall",) + tuple(f"{d}.r{k}" for d in ("i2t", "t2i") for k in (1, 5, 10))
     return PredictionSet("ranks", arrays, figures, "test split: images in file order, their 5 captions")
 
@@ -84,8 +87,13 @@ def intervals(task, sets, seed, resamples, level=stats.LEVEL):
             ci = stats.bootstrap_ci(pset.kind, figure, pset.arrays, seed, task, resamples, level)
             ci["n"] = pset.items
             figures[figure_path(name, figure)] = ci
-    return {"method": "percentile bootstrap over test items (paired across runs)", "level": level,
-            "resamples": resamples, "seed": seed, "figures": figures}
+    return {
+        "method": "percentile bootstrap over test items (paired across runs)",
+        "level": level,
+        "resamples": resamples,
+        "seed": seed,
+        "figures": figures,
+    }
 
 
 def sidecar_path(out):
@@ -118,17 +126,27 @@ def encode(runs, meta_extra=None):
                 for field_name, array in sorted(pset.arrays.items()):
                     keys[field_name] = f"a{len(arrays)}"
                     arrays.append(array)
-                sets[name] = {"kind": pset.kind, "figures": list(pset.figures), "items": pset.items,
-                              "order": pset.order, "arrays": keys}
-            meta["runs"][run][task] = {"data_sha256": entry["data_sha256"],
-                                       "vectors_sha256": entry["vectors_sha256"], "sets": sets}
+                sets[name] = {
+                    "kind": pset.kind,
+                    "figures": list(pset.figures),
+                    "items": pset.items,
+                    "order": pset.order,
+                    "arrays": keys,
+                }
+            meta["runs"][run][task] = {
+                "data_sha256": entry["data_sha256"],
+                "vectors_sha256": entry["vectors_sha256"],
+                "sets": sets,
+            }
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+
         def put(name, data):
             info = zipfile.ZipInfo(f"{name}.npy", date_time=ZIP_TIME)
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
             archive.writestr(info, data)
+
         put(META, _npy(np.frombuffer(json.dumps(meta, sort_keys=True).encode(), dtype=np.uint8)))
         for i, array in enumerate(arrays):
             put(f"a{i}", _npy(array))
@@ -142,6 +160,27 @@ def write(path, runs, meta_extra=None):
     return hashlib.sha256(data).hexdigest()
 
 
+def check_replaceable(path):
+    """Refuse, in one line, to replace a file at `path` that is not an embeval predictions file."""
+    path = Path(path)
+    if not path.exists():
+        return
+    refused = EmbevalError(
+        "exists and is not an embeval predictions file; refusing to overwrite it (choose another --out, or "
+        "--no-save-predictions)",
+        file=path,
+    )
+    if not path.is_file():
+        raise refused
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            meta = json.loads(bytes(npz[META]).decode())
+    except (ValueError, KeyError, TypeError, zipfile.BadZipFile, OSError, UnicodeDecodeError):
+        raise refused
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise refused
+
+
 def read(path, sha256=None):
     """{run: {task: {"data_sha256", "vectors_sha256", "sets": {name: PredictionSet}}}} from a sidecar
     (no pickles are loaded); sha256, when given, must match the file's."""
@@ -149,13 +188,18 @@ def read(path, sha256=None):
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        raise EmbevalError("predictions file not found (it is written beside the results by "
-                           "`embeval score --save-predictions`)", file=path)
+        raise EmbevalError(
+            "predictions file not found (it is written beside the results by `embeval score --save-predictions`)",
+            file=path,
+        )
     except OSError as err:
         raise EmbevalError(f"cannot read: {err.strerror}", file=path)
     if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
-        raise EmbevalError("predictions file does not match its results file (sha256 differs); it was "
-                           "changed or belongs to another run", file=path)
+        raise EmbevalError(
+            "predictions file does not match its results file (sha256 differs); it was "
+            "changed or belongs to another run",
+            file=path,
+        )
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:
             meta = json.loads(bytes(npz[META]).decode())
@@ -165,11 +209,20 @@ def read(path, sha256=None):
             for run, tasks in meta["runs"].items():
                 runs[run] = {}
                 for task, entry in tasks.items():
-                    sets = {name: PredictionSet(s["kind"], {f: npz[key] for f, key in s["arrays"].items()},
-                                                tuple(s["figures"]), s.get("order", ""))
-                            for name, s in entry["sets"].items()}
-                    runs[run][task] = {"data_sha256": entry["data_sha256"],
-                                       "vectors_sha256": entry["vectors_sha256"], "sets": sets}
+                    sets = {
+                        name: PredictionSet(
+                            s["kind"],
+                            {f: npz[key] for f, key in s["arrays"].items()},
+                            tuple(s["figures"]),
+                            s.get("order", ""),
+                        )
+                        for name, s in entry["sets"].items()
+                    }
+                    runs[run][task] = {
+                        "data_sha256": entry["data_sha256"],
+                        "vectors_sha256": entry["vectors_sha256"],
+                        "sets": sets,
+                    }
     except (ValueError, KeyError, TypeError, zipfile.BadZipFile, OSError) as err:
         raise EmbevalError(f"not a valid embeval predictions file ({err})", file=path)
     return runs

@@ -1,4 +1,5 @@
 """Result records: plain JSON (written atomically) and the terminal table."""
+
 import json
 import math
 
@@ -67,9 +68,13 @@ def _sts_rows(r, ci=None, prefix="", label="cosine"):
     rows = []
     for coef in ("spearman", "pearson"):
         a = r["all"][coef]
-        rows.append((f"{label} {coef.capitalize()} x100 mean | wmean | pooled",
-                     f"{_pct(a['mean'])} | {_pct(a['wmean'])} | {_pct(a['pooled'])}"
-                     + _interval(ci, f"{prefix}all.{coef}.pooled")))
+        rows.append(
+            (
+                f"{label} {coef.capitalize()} x100 mean | wmean | pooled",
+                f"{_pct(a['mean'])} | {_pct(a['wmean'])} | {_pct(a['pooled'])}"
+                + _interval(ci, f"{prefix}all.{coef}.pooled"),
+            )
+        )
     return rows
 
 
@@ -92,25 +97,41 @@ def summary_rows(kind, r, ci=None):
         return rows
     if "cosine" in r:
         c = r["cosine"]
-        rows.append(("cosine Spearman | Pearson x100 (test)",
-                     f"{_pct(c['spearman'])}{_interval(ci, 'cosine.spearman')} | {_pct(c['pearson'])}"))
+        rows.append(
+            (
+                "cosine Spearman | Pearson x100 (test)",
+                f"{_pct(c['spearman'])}{_interval(ci, 'cosine.spearman')} | {_pct(c['pearson'])}",
+            )
+        )
     if normalized and "cosine" in normalized:
         c = normalized["cosine"]
-        rows.append((f"{normalized['method']} cosine Spearman | Pearson x100 (test)",
-                     f"{_pct(c['spearman'])}{_interval(ci, 'normalized.cosine.spearman')} | {_pct(c['pearson'])}"))
+        rows.append(
+            (
+                f"{normalized['method']} cosine Spearman | Pearson x100 (test)",
+                f"{_pct(c['spearman'])}{_interval(ci, 'normalized.cosine.spearman')} | {_pct(c['pearson'])}",
+            )
+        )
     if "mse" in r:
-        rows.append(("Spearman | Pearson x100, MSE (test)",
-                     f"{_pct(r['spearman'])} | {_pct(r['pearson'])}{_interval(ci, 'pearson')}, "
-                     f"{_num(r['mse'], '{:.3f}')}"))
+        rows.append(
+            (
+                "Spearman | Pearson x100, MSE (test)",
+                f"{_pct(r['spearman'])} | {_pct(r['pearson'])}{_interval(ci, 'pearson')}, {_num(r['mse'], '{:.3f}')}",
+            )
+        )
         rows.append(("dev Pearson x100", _pct(r["devpearson"])))
     if kind == "retrieval" and "acc" in r:
         for direction, label in (("i2t", "image->text"), ("t2i", "text->image")):
             m = r["acc"][direction]
-            rows.append((f"{label} R@1 | R@5 | R@10, medr",
-                         f"{_num(m['r1'])} | {_num(m['r5'])} | {_num(m['r10'])}, {_num(m['medr'], '{:.1f}')}"))
+            rows.append(
+                (
+                    f"{label} R@1 | R@5 | R@10, medr",
+                    f"{_num(m['r1'])} | {_num(m['r5'])} | {_num(m['r10'])}, {_num(m['medr'], '{:.1f}')}",
+                )
+            )
         if ci and "acc.mean_recall" in ci:
-            rows.append(("mean of the six R@K %", _num(ci["acc.mean_recall"]["value"])
-                         + _interval(ci, "acc.mean_recall", 1.0)))
+            rows.append(
+                ("mean of the six R@K %", _num(ci["acc.mean_recall"]["value"]) + _interval(ci, "acc.mean_recall", 1.0))
+            )
         rows.append(("dev score (R@1+5+10 both ways, max 600)", _num(r["devacc"])))
     elif "acc" in r:
         classifiers = [c for c in ("logreg", "mlp") if isinstance(r.get(c), dict)]
@@ -128,8 +149,12 @@ def _entry_rows(entry):
         rows.append(("normalization", norm["method"] + (" (tuned on dev)" if norm.get("requested") == "tune" else "")))
     geo = entry.get("geometry")
     if geo:
-        rows.append(("alignment | uniformity (lower is better)",
-                     f"{_num(geo['alignment'], '{:.3f}')} | {_num(geo['uniformity'], '{:.3f}')}"))
+        rows.append(
+            (
+                "alignment | uniformity (lower is better)",
+                f"{_num(geo['alignment'], '{:.3f}')} | {_num(geo['uniformity'], '{:.3f}')}",
+            )
+        )
     return rows
 
 

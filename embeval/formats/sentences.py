@@ -5,6 +5,7 @@ COCO train, valid, test), within a split every first sentence in file order, the
 sentence; each distinct sentence is kept at its first occurrence. A union export concatenates the
 requested tasks' lists in registry order and keeps each sentence once.
 """
+
 import hashlib
 import json
 from pathlib import Path
@@ -63,8 +64,11 @@ def export(task_datas, out_dir, union=False):
     for data in task_datas:
         sentences = task_sentences(data)
         lists.append(sentences)
-        entry = {"file": None if union else f"{data.name}.txt", "count": len(sentences),
-                 "sha256": fingerprint(sentences)}
+        entry = {
+            "file": None if union else f"{data.name}.txt",
+            "count": len(sentences),
+            "sha256": fingerprint(sentences),
+        }
         if not union:
             atomic.write_bytes(out_dir / entry["file"], encode_lines(sentences))
         tasks[data.name] = entry
@@ -73,8 +77,12 @@ def export(task_datas, out_dir, union=False):
         names = [d.name for d in task_datas]
         sentences = union_sentences(lists)
         atomic.write_bytes(out_dir / f"{UNION}.txt", encode_lines(sentences))
-        manifest["union"] = {"file": f"{UNION}.txt", "count": len(sentences),
-                             "sha256": fingerprint(sentences), "tasks": names}
+        manifest["union"] = {
+            "file": f"{UNION}.txt",
+            "count": len(sentences),
+            "sha256": fingerprint(sentences),
+            "tasks": names,
+        }
     atomic.write_text(out_dir / "manifest.json", json.dumps(manifest, indent=1) + "\n")
     return manifest
 
@@ -93,13 +101,18 @@ def load_manifest(export_dir):
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise EmbevalError(f"not an {FORMAT} manifest", file=path)
     if manifest.get("format_version") != FORMAT_VERSION:
-        raise EmbevalError(f"format_version {manifest.get('format_version')} is not supported "
-                           f"(this embeval reads {FORMAT_VERSION})", file=path)
+        raise EmbevalError(
+            f"format_version {manifest.get('format_version')} is not supported (this embeval reads {FORMAT_VERSION})",
+            file=path,
+        )
     for name, entry in manifest.get("tasks", {}).items():
         if name not in TASKS:
             raise EmbevalError(f"unknown task {name!r} in the manifest", file=path)
-        if not isinstance(entry, dict) or not isinstance(entry.get("count"), int) or \
-                not isinstance(entry.get("sha256"), str):
+        if (
+            not isinstance(entry, dict)
+            or not isinstance(entry.get("count"), int)
+            or not isinstance(entry.get("sha256"), str)
+        ):
             raise EmbevalError("task entry needs count and sha256", file=path, task=name)
     return manifest
 
@@ -120,8 +133,7 @@ def read_export_file(export_dir, file, count, sha256, task):
     except OSError as err:
         raise EmbevalError(f"cannot read export file: {err.strerror}", file=path, task=task)
     if hashlib.sha256(data).hexdigest() != sha256:
-        raise EmbevalError("file differs from its manifest fingerprint (edited or truncated?)",
-                           file=path, task=task)
+        raise EmbevalError("file differs from its manifest fingerprint (edited or truncated?)", file=path, task=task)
     sentences = split_lines(data, path)
     if len(sentences) != count:
         raise EmbevalError(f"{len(sentences)} lines, the manifest says {count}", file=path, task=task)
@@ -142,8 +154,9 @@ def export_sentences(data_dir, out_dir, tasks=None, union=False, log=None):
     missing = [n for n in names if n not in present]
     if tasks is not None and missing:
         first = TASKS[missing[0]]
-        raise DataFileError(f"missing data file; {DATA_HINT}", file=root / first.missing_files(root)[0],
-                            task=first.name)
+        raise DataFileError(
+            f"missing data file; {DATA_HINT}", file=root / first.missing_files(root)[0], task=first.name
+        )
     if not present:
         raise DataFileError(f"no task data in this folder; {DATA_HINT}", file=root)
     loaded = []

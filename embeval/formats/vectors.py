@@ -5,6 +5,7 @@ task's fingerprint in its `sha256` attribute, or one /ALL dataset for a union ex
 attributes `sha256` and `tasks`. Contiguous datasets are read through a memory map, chunked or
 compressed ones block by block, so only the rows of the task being scored are ever in memory.
 """
+
 import logging
 import os
 from pathlib import Path
@@ -81,8 +82,7 @@ class VectorsFile:
         if not h5py.is_hdf5(self.path):
             raise VectorsError("not an HDF5 file", file=self.path)
         if guard:
-            h5guard.check(self.path, list(names) if names is not None else list(TASKS) + [UNION],
-                          inspect_metadata)
+            h5guard.check(self.path, list(names) if names is not None else list(TASKS) + [UNION], inspect_metadata)
         try:
             self.h5 = h5py.File(self.path, "r")
         except OSError as err:
@@ -122,8 +122,7 @@ class VectorsFile:
         while stack and visited < limit:
             group, prefix = stack.pop()
             try:
-                items = [(k, group.get(k)) for k in group.keys()
-                         if isinstance(group.get(k, getlink=True), h5py.HardLink)]
+                items = [(k, group.get(k)) for k in group if isinstance(group.get(k, getlink=True), h5py.HardLink)]
             except H5_ERRORS:
                 continue
             for key, obj in items:
@@ -160,8 +159,9 @@ class VectorsFile:
                 return None
             return _attr_text(ds.attrs[key])
         except H5_ERRORS as err:
-            raise self._error(f"corrupted HDF5 file: cannot read the `{key}` attribute of {ds.name} "
-                               f"({_h5_reason(err)})", task)
+            raise self._error(
+                f"corrupted HDF5 file: cannot read the `{key}` attribute of {ds.name} ({_h5_reason(err)})", task
+            )
 
     def _resolve(self, name, task):
         """The object at /name, following soft links inside the file; links out of it are refused."""
@@ -178,17 +178,19 @@ class VectorsFile:
             if link is None:
                 raise self._error(f"/{name}: no entry {part!r} (dangling link?)", task)
             if isinstance(link, h5py.ExternalLink):
-                raise self._error(f"/{name} leads through an external link to {link.filename}; a vectors file "
-                                  "must hold its own data", task)
+                raise self._error(
+                    f"/{name} leads through an external link to {link.filename}; a vectors file must hold its own data",
+                    task,
+                )
             if isinstance(link, h5py.SoftLink):
                 hops += 1
                 if hops > MAX_LINK_HOPS:
                     raise self._error(f"/{name}: more than {MAX_LINK_HOPS} soft links (a cycle?)", task)
                 target = [p for p in link.path.split("/") if p]
                 if link.path.startswith("/"):
-                    parts, obj, i = target + parts[i + 1:], self.h5, 0
+                    parts, obj, i = target + parts[i + 1 :], self.h5, 0
                 else:
-                    parts = parts[:i] + target + parts[i + 1:]
+                    parts = parts[:i] + target + parts[i + 1 :]
                 continue
             if not isinstance(link, h5py.HardLink):
                 raise self._error(f"/{name} is a user-defined link; a vectors file must hold its own data", task)
@@ -201,8 +203,9 @@ class VectorsFile:
         try:
             ds = self._resolve(name, task)
             if not isinstance(ds, h5py.Dataset):
-                raise self._error(f"/{name} is a {'group' if isinstance(ds, h5py.Group) else 'named type'}, "
-                                  "not a dataset", task)
+                raise self._error(
+                    f"/{name} is a {'group' if isinstance(ds, h5py.Group) else 'named type'}, not a dataset", task
+                )
             if ds.is_virtual:
                 raise self._error(f"/{name} is a virtual dataset; a vectors file must hold its own data", task)
             if ds.external:
@@ -211,17 +214,21 @@ class VectorsFile:
             if shape is None or len(shape) != 2:
                 raise self._error(f"/{name} has shape {shape}; expected 2-D (sentences, dimension)", task)
             if dtype.kind != "f" or dtype.itemsize not in FLOAT_SIZES:
-                raise self._error(f"/{name} has dtype {describe_dtype(dtype)}; expected float16, float32 or "
-                                  "float64", task)
+                raise self._error(
+                    f"/{name} has dtype {describe_dtype(dtype)}; expected float16, float32 or float64", task
+                )
             if shape[1] == 0:
                 raise self._error(f"/{name} has dimension 0", task)
             plist = ds.id.get_create_plist()
             for k in range(plist.get_nfilters()):
                 code, _flags, _values, label = plist.get_filter(k)
                 if code not in BUILTIN_FILTERS:
-                    raise self._error(f"/{name} is compressed with HDF5 filter {code} "
-                                      f"({label.decode('utf-8', 'replace')}), which would load a plugin; "
-                                      "write it uncompressed or with gzip", task)
+                    raise self._error(
+                        f"/{name} is compressed with HDF5 filter {code} "
+                        f"({label.decode('utf-8', 'replace')}), which would load a plugin; "
+                        "write it uncompressed or with gzip",
+                        task,
+                    )
             return ds
         except VectorsError:
             raise
@@ -245,15 +252,20 @@ class VectorsFile:
         if ds.shape[0] != count:
             hint = ""
             if ds.shape[1] == count:
-                hint = (f"; it looks transposed: write shape (sentences, dimension) = ({count}, {ds.shape[0]}), "
-                        "e.g. numpy's array.T")
+                hint = (
+                    f"; it looks transposed: write shape (sentences, dimension) = ({count}, {ds.shape[0]}), "
+                    "e.g. numpy's array.T"
+                )
             raise self._error(f"/{name} has {ds.shape[0]} rows, the task has {count} sentences{hint}", task)
         got = self.attribute(ds, "sha256", task)
         if got is None:
             return False
         if got.strip().lower() != sha256:
-            raise self._error(f"/{name} fingerprint {got[:12]}… does not match the task data's {sha256[:12]}… "
-                              "(vectors of another export or data version)", task)
+            raise self._error(
+                f"/{name} fingerprint {got[:12]}… does not match the task data's {sha256[:12]}… "
+                "(vectors of another export or data version)",
+                task,
+            )
         return True
 
     def check_memory(self, count, dim, task):
@@ -261,8 +273,11 @@ class VectorsFile:
         need = count * dim * 4
         free = available_memory()
         if free is not None and need > free:
-            raise self._error(f"{count} x {dim} vectors need {need / 2**30:.1f} GiB as float32, more than "
-                              f"the {free / 2**30:.1f} GiB of memory available", task)
+            raise self._error(
+                f"{count} x {dim} vectors need {need / 2**30:.1f} GiB as float32, more than "
+                f"the {free / 2**30:.1f} GiB of memory available",
+                task,
+            )
 
     def read_rows(self, ds, task, rows=None):
         """The float32 table of `rows` of ds (all rows when None), checked to be finite."""
@@ -277,7 +292,7 @@ class VectorsFile:
                 if ds.chunks:
                     block = max(ds.chunks[0], block // ds.chunks[0] * ds.chunks[0])
                 for start in range(0, count, block):
-                    table[start:start + block] = source[start:start + block]
+                    table[start : start + block] = source[start : start + block]
             else:
                 self._gather(source, ds, np.asarray(rows, dtype=np.int64), table, block)
         except H5_ERRORS as err:
@@ -306,15 +321,15 @@ class VectorsFile:
         sorted_rows = rows[order]
         if isinstance(source, np.memmap):
             for start in range(0, len(rows), block):
-                part = order[start:start + block]
-                table[part] = source[sorted_rows[start:start + block]]
+                part = order[start : start + block]
+                table[part] = source[sorted_rows[start : start + block]]
             return
         step = ds.chunks[0] if ds.chunks else block
         step = max(step, block // step * step)
         starts = np.unique(sorted_rows // step) * step
         for lo in starts:
             a, b = np.searchsorted(sorted_rows, [lo, lo + step])
-            chunk = source[lo:min(lo + step, ds.shape[0])]
+            chunk = source[lo : min(lo + step, ds.shape[0])]
             table[order[a:b]] = chunk[sorted_rows[a:b] - lo]
 
 
@@ -339,7 +354,7 @@ def _h5_reason(err):
     text = " ".join(str(err).split())
     for prefix in ("Unable to synchronously ", "Can't synchronously ", "Unable to "):
         if text.startswith(prefix):
-            text = text[len(prefix):]
+            text = text[len(prefix) :]
             break
     return text[:200]
 
@@ -349,23 +364,28 @@ def _open_problem(err):
     if "truncated" in text:
         return f"truncated HDF5 file ({_h5_reason(err)}); it was not completely written or copied"
     if "lock" in text:
-        return (f"cannot lock the file ({_h5_reason(err)}); is another program still writing it? "
-                "(HDF5_USE_FILE_LOCKING=FALSE turns locking off)")
+        return (
+            f"cannot lock the file ({_h5_reason(err)}); is another program still writing it? "
+            "(HDF5_USE_FILE_LOCKING=FALSE turns locking off)"
+        )
     return f"corrupted HDF5 file ({_h5_reason(err)})"
 
 
 def _nonfinite_rows(table, block=65536):
     bad = []
     for start in range(0, len(table), block):
-        ok = np.isfinite(table[start:start + block]).all(axis=1)
+        ok = np.isfinite(table[start : start + block]).all(axis=1)
         bad.extend((np.flatnonzero(~ok) + start).tolist())
     return bad
 
 
 def warn_unverified(path, names):
     """One loud warning for every dataset without a sha256 attribute."""
-    log.warning("%s: %s: no sha256 attribute: cannot verify that the rows follow this data's sentence "
-                "order", path, ", ".join(f"/{n}" for n in names))
+    log.warning(
+        "%s: %s: no sha256 attribute: cannot verify that the rows follow this data's sentence order",
+        path,
+        ", ".join(f"/{n}" for n in names),
+    )
 
 
 def union_rows(union_sentences, task_sentences):
@@ -381,11 +401,15 @@ def check_against_manifest(path, export_dir, tasks=None):
     report = []
     entries = manifest_files(manifest)
     if tasks is not None:
-        unknown = [t for t in tasks if t not in {e[0] for e in entries} and
-                   not any(t in e[4] for e in entries if e[0] == UNION)]
+        unknown = [
+            t
+            for t in tasks
+            if t not in {e[0] for e in entries} and not any(t in e[4] for e in entries if e[0] == UNION)
+        ]
         if unknown:
-            raise VectorsError(f"not in the export's manifest: {', '.join(unknown)}", file=Path(export_dir),
-                               task=unknown[0])
+            raise VectorsError(
+                f"not in the export's manifest: {', '.join(unknown)}", file=Path(export_dir), task=unknown[0]
+            )
         entries = [e for e in entries if e[0] in tasks or (e[0] == UNION and any(t in e[4] for t in tasks))]
     with VectorsFile(path, names=[e[0] for e in entries]) as vf:
         names = vf.names()
@@ -400,8 +424,11 @@ def check_against_manifest(path, export_dir, tasks=None):
                 if name == UNION:
                     got = vf.union_tasks()
                     if got != union_tasks:
-                        raise VectorsError(f"union built from {','.join(got)}, the export has "
-                                           f"{','.join(union_tasks)}", file=path, task=name)
+                        raise VectorsError(
+                            f"union built from {','.join(got)}, the export has {','.join(union_tasks)}",
+                            file=path,
+                            task=name,
+                        )
                 vf.read_rows(ds, name)
                 report.append((name, None))
             except VectorsError as err:
@@ -409,8 +436,7 @@ def check_against_manifest(path, export_dir, tasks=None):
     return report
 
 
-def write(path, export_dir, encode, batch_size=256, dtype="float32", compression=None, overwrite=False,
-          progress=True):
+def write(path, export_dir, encode, batch_size=256, dtype="float32", compression=None, overwrite=False, progress=True):
     """Embed an export folder with `encode(list[str]) -> array (n, dim)` and write the vectors file.
 
     One dataset per task (or /ALL for a union export) with its fingerprint; written to a temporary
@@ -425,21 +451,22 @@ def write(path, export_dir, encode, batch_size=256, dtype="float32", compression
     if np.dtype(dtype).kind != "f" or np.dtype(dtype).itemsize not in FLOAT_SIZES:
         raise VectorsError(f"dtype {dtype} is not float16, float32 or float64", file=path)
     manifest = load_manifest(export_dir)
-    jobs = [(name, read_export_file(export_dir, file, count, sha, name), sha, tasks)
-            for name, file, count, sha, tasks in manifest_files(manifest)]
+    jobs = [
+        (name, read_export_file(export_dir, file, count, sha, name), sha, tasks)
+        for name, file, count, sha, tasks in manifest_files(manifest)
+    ]
     total = sum(len(sentences) for _, sentences, _, _ in jobs)
     tmp = atomic.temporary_sibling(path)
     try:
-        with h5py.File(tmp, "w") as h5, tqdm(total=total, unit="sent", disable=not progress,
-                                              desc="embedding") as bar:
+        with h5py.File(tmp, "w") as h5, tqdm(total=total, unit="sent", disable=not progress, desc="embedding") as bar:
             for name, sentences, sha, tasks in jobs:
                 ds = None
                 for start in range(0, len(sentences), batch_size):
-                    batch = sentences[start:start + batch_size]
+                    batch = sentences[start : start + batch_size]
                     vectors = _encoded(encode, batch, name, start, path)
                     if ds is None:
                         ds = _create(h5, name, len(sentences), vectors.shape[1], dtype, compression)
-                    ds[start:start + len(batch)] = vectors
+                    ds[start : start + len(batch)] = vectors
                     bar.update(len(batch))
                 if ds is None:
                     raise VectorsError("nothing to embed (empty sentence list)", file=path, task=name)
@@ -467,6 +494,7 @@ def _encoded(encode, batch, name, start, path):
 
 def _create(h5, name, count, dim, dtype, compression):
     if compression:
-        return h5.create_dataset(name, (count, dim), dtype=dtype, chunks=(min(max(count, 1), 1024), dim),
-                                 compression=compression)
+        return h5.create_dataset(
+            name, (count, dim), dtype=dtype, chunks=(min(max(count, 1), 1024), dim), compression=compression
+        )
     return h5.create_dataset(name, (count, dim), dtype=dtype)

@@ -6,10 +6,10 @@ the way that column is (same task, metric, protocol, classifier, STS aggregation
 source only has a figure computed otherwise, it is shown with a dagger and the table's notes say what
 differs. Nothing is averaged across protocols silently.
 """
+
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 from embeval.errors import EmbevalError
 from embeval.reports.cells import Cell
@@ -18,11 +18,23 @@ DATA = Path(__file__).with_name("baselines.json")
 STS_YEARS = ("STS12", "STS13", "STS14", "STS15", "STS16")
 SPLIT_TASKS = ("STSBenchmark", "SICKRelatedness")
 # How each field's values read in a note.
-WORDS = {"pooled": "all pairs pooled", "wmean": "weighted mean over subsets", "mean": "mean over subsets",
-         "logreg": "logistic regression", "mlp": "MLP", "cosine": "cosine, no training",
-         "regressor": "SentEval's supervised regressor", "classifier": "a trained classifier",
-         "spearman": "Spearman", "pearson": "Pearson", "accuracy": "accuracy", "f1": "F1", "raw": "raw vectors",
-         "normalized": "normalized vectors", "test": "test split"}
+WORDS = {
+    "pooled": "all pairs pooled",
+    "wmean": "weighted mean over subsets",
+    "mean": "mean over subsets",
+    "logreg": "logistic regression",
+    "mlp": "MLP",
+    "cosine": "cosine, no training",
+    "regressor": "SentEval's supervised regressor",
+    "classifier": "a trained classifier",
+    "spearman": "Spearman",
+    "pearson": "Pearson",
+    "accuracy": "accuracy",
+    "f1": "F1",
+    "raw": "raw vectors",
+    "normalized": "normalized vectors",
+    "test": "test split",
+}
 FIELDS = ("metric", "protocol", "classifier", "aggregation", "split", "vectors")
 
 
@@ -35,11 +47,11 @@ class Figure:
     protocol: str
     source: str
     table: str
-    classifier: Optional[str] = None
-    aggregation: Optional[str] = None  # STS12-16 only
-    split: Optional[str] = None  # STS-B and SICK-R only
+    classifier: str | None = None
+    aggregation: str | None = None  # STS12-16 only
+    split: str | None = None  # STS-B and SICK-R only
     vectors: str = "raw"  # published figures are on the encoder's own vectors
-    note: Optional[str] = None
+    note: str | None = None
 
 
 def read(path=DATA):
@@ -49,11 +61,21 @@ def read(path=DATA):
     for group in data["groups"]:
         for name, values in group["rows"].items():
             for task, value in values.items():
-                found.append(Figure(
-                    name, task, value * group["scale"], group["metric"], group["protocol"], group["source"],
-                    group["table"], classifier=group.get("classifier"),
-                    aggregation=group.get("aggregation") if task in STS_YEARS else None,
-                    split=group.get("split") if task in SPLIT_TASKS else None, note=group.get("note")))
+                found.append(
+                    Figure(
+                        name,
+                        task,
+                        value * group["scale"],
+                        group["metric"],
+                        group["protocol"],
+                        group["source"],
+                        group["table"],
+                        classifier=group.get("classifier"),
+                        aggregation=group.get("aggregation") if task in STS_YEARS else None,
+                        split=group.get("split") if task in SPLIT_TASKS else None,
+                        note=group.get("note"),
+                    )
+                )
     return data["baselines"], data["sources"], found
 
 
@@ -67,8 +89,11 @@ def resolve(names):
         elif name in sources:
             picked = [b for b in baselines if any(f.baseline == b and f.source == name for f in figures)]
         else:
-            raise EmbevalError(f"unknown baseline '{name}'; known: {', '.join(baselines)} "
-                               f"(or every baseline of a source: {', '.join(sources)})", file="--baselines")
+            raise EmbevalError(
+                f"unknown baseline '{name}'; known: {', '.join(baselines)} "
+                f"(or every baseline of a source: {', '.join(sources)})",
+                file="--baselines",
+            )
         chosen += [p for p in picked if p not in chosen]
     if not chosen:
         raise EmbevalError("no baseline named", file="--baselines")
@@ -103,9 +128,15 @@ def pick(column, figures, preferred=()):
         return None, []
     rank = {key: i for i, key in enumerate(preferred)}
     sources = [source for source, _ in preferred]
-    best = min(candidates, key=lambda f: (len(differences(column, f)), f.metric != column.get("metric"),
-                                          rank.get((f.source, f.table), len(rank)),
-                                          sources.index(f.source) if f.source in sources else len(sources)))
+    best = min(
+        candidates,
+        key=lambda f: (
+            len(differences(column, f)),
+            f.metric != column.get("metric"),
+            rank.get((f.source, f.table), len(rank)),
+            sources.index(f.source) if f.source in sources else len(sources),
+        ),
+    )
     return best, differences(column, best)
 
 
@@ -153,15 +184,18 @@ def add_rows(tables, names):
             if name not in used:
                 continue
             label = baselines[name]["label"] + " [published]"
-            cells = [_average(cells[:i]) if c is None and table.header[2 + i] == "Avg." else (c or Cell())
-                     for i, c in enumerate(cells)]
+            cells = [
+                _average(cells[:i]) if c is None and table.header[2 + i] == "Avg." else (c or Cell())
+                for i, c in enumerate(cells)
+            ]
             table.rows.append([Cell(text=label), Cell(text=str(baselines[name]["dim"]))] + cells)
             if marks:
                 table.notes.append(f"\u2020 {label}: computed differently from the column: {'; '.join(marks)}.")
         if used:
             cited = "; ".join(f"{baselines[n]['label']}: {_cite(sorted(used[n]), sources)}" for n in used)
-            table.notes.append(f"Published rows (figures as printed in their source, not computed by embeval): "
-                               f"{cited}.")
+            table.notes.append(
+                f"Published rows (figures as printed in their source, not computed by embeval): {cited}."
+            )
 
 
 def _average(cells):

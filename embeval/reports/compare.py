@@ -8,6 +8,7 @@ difference B - A, its 95% percentile interval and the paired bootstrap p-value
 table (Holm-Bonferroni). The runs must have predicted the same test items in the same order:
 same task data (sha256), same item count, same gold values.
 """
+
 from pathlib import Path
 
 import numpy as np
@@ -29,8 +30,7 @@ def load_run(path):
     record = load(path)
     saved = record.get("predictions")
     if not isinstance(saved, dict) or not isinstance(saved.get("file"), str):
-        raise EmbevalError("has no saved predictions; score it again with --save-predictions to compare it",
-                           file=path)
+        raise EmbevalError("has no saved predictions; score it again with --save-predictions to compare it", file=path)
     runs = predictions.read(path.parent / Path(saved["file"]).name, saved.get("sha256"))
     return record, runs.get("encoder", {})
 
@@ -39,7 +39,7 @@ def locate(sets, path):
     """(set name, figure) of a figure path among a task's prediction sets, or None."""
     for name in sorted(sets, key=len, reverse=True):
         if name == "" or path.startswith(name + "."):
-            figure = path[len(name) + 1:] if name else path
+            figure = path[len(name) + 1 :] if name else path
             if figure in sets[name].figures:
                 return name, figure
     return None
@@ -48,15 +48,23 @@ def locate(sets, path):
 def _check_same_items(task, a_entry, b_entry, set_name, paths):
     where = f"{paths[0]}, {paths[1]}"
     if a_entry["data_sha256"] != b_entry["data_sha256"]:
-        raise EmbevalError("the runs scored different task data (data sha256 differs); a paired comparison "
-                           "needs the same test items", file=where, task=task)
+        raise EmbevalError(
+            "the runs scored different task data (data sha256 differs); a paired comparison needs the same test items",
+            file=where,
+            task=task,
+        )
     a, b = a_entry["sets"][set_name], b_entry["sets"][set_name]
     if a.kind != b.kind or a.items != b.items:
-        raise EmbevalError(f"the runs predicted different test items ({a.items} and {b.items} items in "
-                           f"{set_name or 'the headline set'})", file=where, task=task)
+        raise EmbevalError(
+            f"the runs predicted different test items ({a.items} and {b.items} items in "
+            f"{set_name or 'the headline set'})",
+            file=where,
+            task=task,
+        )
     for key in ("gold", "group"):
-        if (key in a.arrays) != (key in b.arrays) or (key in a.arrays and not np.array_equal(a.arrays[key],
-                                                                                            b.arrays[key])):
+        if (key in a.arrays) != (key in b.arrays) or (
+            key in a.arrays and not np.array_equal(a.arrays[key], b.arrays[key])
+        ):
             raise EmbevalError("the runs' test items differ (gold values or order)", file=where, task=task)
 
 
@@ -79,37 +87,54 @@ def compare(paths, labels=None, tasks=None, resamples=None, seed=None, level=sta
     if len(paths) < 2:
         raise EmbevalError("give at least two results files to compare", file="compare")
     if labels and len(labels) != len(paths):
-        raise EmbevalError(f"{len(labels)} labels for {len(paths)} results files; give one --label per file",
-                           file="--label")
+        raise EmbevalError(
+            f"{len(labels)} labels for {len(paths)} results files; give one --label per file", file="--label"
+        )
     loaded = [load_run(p) for p in paths]
     reference, ref_runs = loaded[0]
     seed = reference.get("config", {}).get("seed", 1111) if seed is None else seed
     wanted_resamples = resamples
     resamples = resamples or reference.get("config", {}).get("bootstrap") or stats.RESAMPLES
     names = labels or [default_label(r, p) for (r, _), p in zip(loaded, paths)]
-    encoders = [{"label": n, "file": str(p), "dim": r.get("vectors", {}).get("dim")}
-                for n, (r, _), p in zip(names, loaded, paths)]
+    encoders = [
+        {"label": n, "file": str(p), "dim": r.get("vectors", {}).get("dim")}
+        for n, (r, _), p in zip(names, loaded, paths)
+    ]
     specs, not_compared = [], []
     for other in range(1, len(loaded)):
         record, runs = loaded[other]
-        wanted = [t for t in TASKS if (tasks is None or t in tasks)
-                  and (t in reference["tasks"] or t in record["tasks"])]
+        wanted = [
+            t for t in TASKS if (tasks is None or t in tasks) and (t in reference["tasks"] or t in record["tasks"])
+        ]
         for task in wanted:
             if task not in ref_runs or task not in runs:
-                not_compared.append({"task": task, "b": names[other],
-                                     "why": "scored by only one of the runs"})
+                not_compared.append({"task": task, "b": names[other], "why": "scored by only one of the runs"})
                 continue
             a_entry, b_entry = ref_runs[task], runs[task]
-            for path, label, percent in _figure_paths(task, reference["tasks"][task]["results"],
-                                                      record["tasks"][task]["results"]):
+            for path, label, percent in _figure_paths(
+                task, reference["tasks"][task]["results"], record["tasks"][task]["results"]
+            ):
                 found_a, found_b = locate(a_entry["sets"], path), locate(b_entry["sets"], path)
                 if found_a is None or found_b is None or found_a != found_b:
                     continue
                 set_name, figure = found_a
                 _check_same_items(task, a_entry, b_entry, set_name, (paths[0], paths[other]))
-                specs.append((a_entry["sets"][set_name], b_entry["sets"][set_name], figure,
-                              dict(task=task, figure=path, label=label, percent=percent, a_label=names[0],
-                                   b_label=names[other], n=a_entry["sets"][set_name].items)))
+                specs.append(
+                    (
+                        a_entry["sets"][set_name],
+                        b_entry["sets"][set_name],
+                        figure,
+                        {
+                            "task": task,
+                            "figure": path,
+                            "label": label,
+                            "percent": percent,
+                            "a_label": names[0],
+                            "b_label": names[other],
+                            "n": a_entry["sets"][set_name].items,
+                        },
+                    )
+                )
     needed = resamples_for(len(specs), alpha)
     if wanted_resamples is None:
         resamples = max(resamples, needed)
@@ -121,8 +146,16 @@ def compare(paths, labels=None, tasks=None, resamples=None, seed=None, level=sta
         row["p_holm"] = adjusted
         row["significant"] = bool(row["p"] < alpha)
         row["significant_holm"] = bool(adjusted < alpha)
-    return {"encoders": encoders, "resamples": resamples, "resamples_needed": needed, "seed": seed,
-            "level": level, "alpha": alpha, "rows": rows, "not_compared": not_compared}
+    return {
+        "encoders": encoders,
+        "resamples": resamples,
+        "resamples_needed": needed,
+        "seed": seed,
+        "level": level,
+        "alpha": alpha,
+        "rows": rows,
+        "not_compared": not_compared,
+    }
 
 
 def resamples_for(comparisons, alpha=ALPHA):
@@ -136,27 +169,46 @@ def table(result):
     """The comparison as a report Table (figures in the units of the papers: x100 for correlations)."""
     level = int(round(100 * result["level"]))
     dims = ", ".join(f"{e['label']} {e['dim']}-d" for e in result["encoders"])
-    caption = (f"Paired comparison with {result['encoders'][0]['label']} ({dims}). Delta = B - A on the same test "
-               f"items; [low, high]: its {level}% percentile bootstrap interval; p: two-sided paired bootstrap "
-               f"p-value ({result['resamples']} resamples of the test items, seed {result['seed']}; "
-               f"<= {1 / (result['resamples'] + 1):.1g}: no resample as extreme, the smallest p this many "
-               f"resamples can show); p (Holm): adjusted for the {len(result['rows'])} comparisons of this table. "
-               f"Significant: p < {result['alpha']:g}. Correlations x100, accuracies and recalls in %. Intervals "
-               "reflect test-set sampling only, not the randomness of classifier training."
-               + ("" if result["resamples"] >= result["resamples_needed"] else
-                  f" Too few resamples for Holm's adjustment to reach significance over this many comparisons: "
-                  f"use --resamples {result['resamples_needed']} or more."))
-    t = Table("compare", "Paired comparison", caption,
-              ["task", "figure", "A", "B", "A value", "B value", "Delta", "p", "p (Holm)", "significant"],
-              metrics=["", "", "", "", "", "", "", "", ""])
+    caption = (
+        f"Paired comparison with {result['encoders'][0]['label']} ({dims}). Delta = B - A on the same test "
+        f"items; [low, high]: its {level}% percentile bootstrap interval; p: two-sided paired bootstrap "
+        f"p-value ({result['resamples']} resamples of the test items, seed {result['seed']}; "
+        f"<= {1 / (result['resamples'] + 1):.1g}: no resample as extreme, the smallest p this many "
+        f"resamples can show); p (Holm): adjusted for the {len(result['rows'])} comparisons of this table. "
+        f"Significant: p < {result['alpha']:g}. Correlations x100, accuracies and recalls in %. Intervals "
+        "reflect test-set sampling only, not the randomness of classifier training."
+        + (
+            ""
+            if result["resamples"] >= result["resamples_needed"]
+            else f" Too few resamples for Holm's adjustment to reach significance over this many comparisons: "
+            f"use --resamples {result['resamples_needed']} or more."
+        )
+    )
+    t = Table(
+        "compare",
+        "Paired comparison",
+        caption,
+        ["task", "figure", "A", "B", "A value", "B value", "Delta", "p", "p (Holm)", "significant"],
+        metrics=["", "", "", "", "", "", "", "", ""],
+    )
     for r in result["rows"]:
         scale = 1.0 if r["percent"] else 100.0
         verdict = "yes" if r["significant_holm"] else ("yes (uncorrected)" if r["significant"] else "no")
         floor = 1 / (result["resamples"] + 1)
-        t.rows.append([Cell(text=r["task"]), Cell(text=r["label"]), Cell(text=r["a_label"]), Cell(text=r["b_label"]),
-                       Cell(scale * r["a"]), Cell(scale * r["b"]),
-                       Cell(scale * r["diff"], scale * r["low"], scale * r["high"]),
-                       Cell(text=_p(r["p"], floor)), Cell(text=_p(r["p_holm"])), Cell(text=verdict)])
+        t.rows.append(
+            [
+                Cell(text=r["task"]),
+                Cell(text=r["label"]),
+                Cell(text=r["a_label"]),
+                Cell(text=r["b_label"]),
+                Cell(scale * r["a"]),
+                Cell(scale * r["b"]),
+                Cell(scale * r["diff"], scale * r["low"], scale * r["high"]),
+                Cell(text=_p(r["p"], floor)),
+                Cell(text=_p(r["p_holm"])),
+                Cell(text=verdict),
+            ]
+        )
     return t
 
 
@@ -172,8 +224,7 @@ def text(result):
     t = table(result)
     cells = [[c.text if c.text is not None else _cell_text(c) for c in row] for row in t.rows]
     widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(t.header)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(t.header, widths)),
-             "  ".join("-" * w for w in widths)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(t.header, widths)), "  ".join("-" * w for w in widths)]
     lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]
     for skipped in result["not_compared"]:
         lines.append(f"not compared: {skipped['task']} ({skipped['b']}: {skipped['why']})")

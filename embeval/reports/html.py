@@ -8,6 +8,7 @@ with --save-predictions, the paired comparison of each file with the first and i
 Given a sweep (render_sweep), the page holds the sweep's files x tasks table and, when the files carry
 a `step`, each task's headline figure against step with its interval band.
 """
+
 import base64
 import html
 import io
@@ -21,7 +22,7 @@ from embeval.run import sweep_report
 from embeval.tasks.registry import TASKS
 
 STS_YEARS = ("STS12", "STS13", "STS14", "STS15", "STS16")
-AGGREGATIONS = (("mean", "mean"), ("wmean", "wmean"), ("pooled", "pooled (\"all\")"))
+AGGREGATIONS = (("mean", "mean"), ("wmean", "wmean"), ("pooled", 'pooled ("all")'))
 PLOTTED = ("transfer", "sts", "probing")  # tables drawn as per-task figures
 STYLE = """
 body { font-family: sans-serif; margin: 1.5em auto; padding: 0 1em; max-width: 84em; color: #222; line-height: 1.4; }
@@ -40,11 +41,13 @@ SWEEP_STYLE = "td.best { font-weight: bold; background: #eef6ee; }\n"
 def _pyplot():
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise EmbevalError("the HTML report's figures need matplotlib: pip install 'embeval[report]'",
-                           file="--format html")
+        raise EmbevalError(
+            "the HTML report's figures need matplotlib: pip install 'embeval[report]'", file="--format html"
+        )
     return plt
 
 
@@ -63,8 +66,10 @@ def _data_uri(png):
 
 
 def _figure(png, caption, alt):
-    return (f'<figure><img src="{_data_uri(png)}" alt="{html.escape(alt)}">'
-            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+    return (
+        f'<figure><img src="{_data_uri(png)}" alt="{html.escape(alt)}">'
+        f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+    )
 
 
 def _row_class(label):
@@ -86,11 +91,14 @@ def _cell(c, digits, ci):
 
 def table_html(t, ci=True):
     digits = rep._digits(t)
-    out = [f'<div class="scroll"><table id="table-{html.escape(t.key)}">',
-           "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in t.header) + "</tr>"]
+    out = [
+        f'<div class="scroll"><table id="table-{html.escape(t.key)}">',
+        "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in t.header) + "</tr>",
+    ]
     for row in t.rows:
-        out.append(f"<tr{_row_class(row[0].text or '')}>" + "".join(f"<td>{_cell(c, digits, ci)}</td>" for c in row)
-                   + "</tr>")
+        out.append(
+            f"<tr{_row_class(row[0].text or '')}>" + "".join(f"<td>{_cell(c, digits, ci)}</td>" for c in row) + "</tr>"
+        )
     out.append("</table></div>")
     return "\n".join(out)
 
@@ -115,12 +123,21 @@ def table_plot(t, plt):
             lows.append(c.value - c.low if c.low is not None else 0.0)
             highs.append(c.high - c.value if c.high is not None else 0.0)
         published = (row[0].text or "").endswith("[published]")
-        ax.errorbar(xs, ys, yerr=[lows, highs], fmt="o" if not published else "D", capsize=3, markersize=5,
-                    mfc="none" if published else None, label=row[0].text)
+        ax.errorbar(
+            xs,
+            ys,
+            yerr=[lows, highs],
+            fmt="o" if not published else "D",
+            capsize=3,
+            markersize=5,
+            mfc="none" if published else None,
+            label=row[0].text,
+        )
     ax.set_xticks(range(len(columns)))
     ax.set_xticklabels([t.header[2 + i] for i in columns], rotation=30 if len(columns) > 8 else 0)
-    ax.set_ylabel(t.metrics[columns[0]] if len({t.metrics[i] for i in columns}) == 1
-                  else "accuracy % | correlation x100")
+    ax.set_ylabel(
+        t.metrics[columns[0]] if len({t.metrics[i] for i in columns}) == 1 else "accuracy % | correlation x100"
+    )
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_title(t.title, fontsize=10)
@@ -155,8 +172,12 @@ def aggregation_plot(rows, plt):
     for ax, enc in zip(axes[0], found):
         for k, (key, name) in enumerate(AGGREGATIONS):
             values = [rep.cell(enc.tasks.get(y), f"all.spearman.{key}", 100.0).value for y in STS_YEARS]
-            ax.bar([i + (k - 1) * 0.27 for i in range(len(STS_YEARS))],
-                   [v if v is not None else 0.0 for v in values], width=0.27, label=name)
+            ax.bar(
+                [i + (k - 1) * 0.27 for i in range(len(STS_YEARS))],
+                [v if v is not None else 0.0 for v in values],
+                width=0.27,
+                label=name,
+            )
         ax.set_xticks(range(len(STS_YEARS)))
         ax.set_xticklabels(STS_YEARS, fontsize=8)
         ax.set_title(f"{enc.label} ({enc.dim}-d)", fontsize=9)
@@ -168,16 +189,27 @@ def aggregation_plot(rows, plt):
 
 def comparison_plot(result, plt):
     """Forest plot of B - A with its interval, for each task's headline figure (per classifier and vectors)."""
-    rows = [r for r in result["rows"] if r["figure"].split(".", 1)[-1] == TASKS[r["task"]].headline.path
-            or r["figure"] == TASKS[r["task"]].headline.path]
+    rows = [
+        r
+        for r in result["rows"]
+        if r["figure"].split(".", 1)[-1] == TASKS[r["task"]].headline.path
+        or r["figure"] == TASKS[r["task"]].headline.path
+    ]
     if not rows:
         return None
     fig, ax = plt.subplots(figsize=(7.5, 0.28 * len(rows) + 1.2))
     for i, r in enumerate(reversed(rows)):
         scale = 1.0 if r["percent"] else 100.0
         d, lo, hi = scale * r["diff"], scale * r["low"], scale * r["high"]
-        ax.errorbar([d], [i], xerr=[[d - lo], [hi - d]], fmt="o", color="C0" if r["significant_holm"] else "C7",
-                    capsize=3, markersize=4)
+        ax.errorbar(
+            [d],
+            [i],
+            xerr=[[d - lo], [hi - d]],
+            fmt="o",
+            color="C0" if r["significant_holm"] else "C7",
+            capsize=3,
+            markersize=4,
+        )
     ax.axvline(0.0, color="k", linewidth=0.8)
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels([f"{r['task']}: {r['label']} ({r['b_label']})" for r in reversed(rows)], fontsize=7)
@@ -187,9 +219,13 @@ def comparison_plot(result, plt):
 
 
 def _head(title, style=STYLE):
-    return ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-            '<meta name="viewport" content="width=device-width, initial-scale=1">',
-            f"<title>{html.escape(title)}</title>", f"<style>{style}</style></head><body>"]
+    return [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{html.escape(title)}</title>",
+        f"<style>{style}</style></head><body>",
+    ]
 
 
 def sweep_table(summary, ci=True):
@@ -200,8 +236,10 @@ def sweep_table(summary, ci=True):
     with_step = any(step is not None for step in steps.values())
     percent = [TASKS[t].headline.percent for t in summary["tasks"]]
     names = header[:1] + (["step"] if with_step else []) + header[1:]
-    out = ['<div class="scroll"><table id="table-sweep">',
-           "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in names) + "</tr>"]
+    out = [
+        '<div class="scroll"><table id="table-sweep">',
+        "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in names) + "</tr>",
+    ]
     for label, cells in rows:
         line = [f"<td>{html.escape(label)}</td>"]
         if with_step:
@@ -225,9 +263,11 @@ def render_sweep(path, ci=True):
     tasks = summary["tasks"]
     parts = _head(f"embeval sweep report: {folder}", STYLE + SWEEP_STYLE)
     parts.append(f"<h1>embeval sweep report: {html.escape(folder)}</h1>")
-    parts.append(f"<p>{len(summary['sources'])} sources scored on {len(tasks)} tasks by <code>embeval sweep</code>"
-                 + (f" in {summary['seconds']:.0f} s" if isinstance(summary.get("seconds"), (int, float)) else "")
-                 + ".</p>")
+    parts.append(
+        f"<p>{len(summary['sources'])} sources scored on {len(tasks)} tasks by <code>embeval sweep</code>"
+        + (f" in {summary['seconds']:.0f} s" if isinstance(summary.get("seconds"), (int, float)) else "")
+        + ".</p>"
+    )
     parts.append("<ul>")
     for source in summary["sources"]:
         details = [Path(source["file"]).name]
@@ -244,29 +284,40 @@ def render_sweep(path, ci=True):
         parts.append(f'<p class="note">Left out: {html.escape(item["error"])}</p>')
     selected = sorted({f"{TASKS[t].label}: {c['selected_by']}" for t, c in tasks.items() if c["selected_by"]})
     parts.append('<h2 id="sweep">Files x tasks</h2>')
-    parts.append('<p class="caption">Each task\'s headline figure (accuracies in %, correlations as fractions)'
-                 + (" with its 95% bootstrap interval where one was computed" if ci else "")
-                 + ". In bold and marked *: the best file on the task's dev figure, never chosen on test"
-                 + (f" ({html.escape(', '.join(selected))})" if selected else "")
-                 + "; a task without a dev figure has no best file.</p>")
+    parts.append(
+        '<p class="caption">Each task\'s headline figure (accuracies in %, correlations as fractions)'
+        + (" with its 95% bootstrap interval where one was computed" if ci else "")
+        + ". In bold and marked *: the best file on the task's dev figure, never chosen on test"
+        + (f" ({html.escape(', '.join(selected))})" if selected else "")
+        + "; a task without a dev figure has no best file.</p>"
+    )
     parts.append(sweep_table(summary, ci))
     parts.append('<h2 id="curves">Curves against step</h2>')
     if not sweep_report.stepped(summary):
-        parts.append('<p class="note">No curves: no file of this sweep carries a <code>step</code> attribute '
-                     "(the x axis of the curves). Give each vectors file a numeric root attribute "
-                     "<code>step</code> to plot each task's figure against it.</p>")
+        parts.append(
+            '<p class="note">No curves: no file of this sweep carries a <code>step</code> attribute '
+            "(the x axis of the curves). Give each vectors file a numeric root attribute "
+            "<code>step</code> to plot each task's figure against it.</p>"
+        )
         tasks = {}
     for task in tasks:
         fig = sweep_report.curve(summary, task, plt)
         if fig is None:
-            parts.append(f'<p class="note">{html.escape(TASKS[task].label)}: no file with a step has this '
-                         "figure.</p>")
+            parts.append(f'<p class="note">{html.escape(TASKS[task].label)}: no file with a step has this figure.</p>')
             continue
         banded = any(f["low"] is not None for f in tasks[task]["values"].values())
-        parts.append(_figure(_png(fig, plt), f"{TASKS[task].label} ({tasks[task]['label']}) against step"
-                             + ("; band: its 95% bootstrap interval." if banded else
-                                " (no interval: the sweep was run without bootstrap)."),
-                             f"{TASKS[task].label} against step"))
+        parts.append(
+            _figure(
+                _png(fig, plt),
+                f"{TASKS[task].label} ({tasks[task]['label']}) against step"
+                + (
+                    "; band: its 95% bootstrap interval."
+                    if banded
+                    else " (no interval: the sweep was run without bootstrap)."
+                ),
+                f"{TASKS[task].label} against step",
+            )
+        )
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
@@ -279,8 +330,10 @@ def render(paths, labels=None, baselines=True, ci=True, published=None, compare_
     parts = _head(f"embeval report: {', '.join(names)}") + ["<h1>embeval report</h1>", "<ul>"]
     for name, path in zip(names, paths):
         record = rep.load(path)
-        parts.append(f"<li>{html.escape(name)}: {html.escape(Path(str(path)).name)} (embeval "
-                     f"{html.escape(str(record.get('embeval', '?')))}, {len(record['tasks'])} tasks)</li>")
+        parts.append(
+            f"<li>{html.escape(name)}: {html.escape(Path(str(path)).name)} (embeval "
+            f"{html.escape(str(record.get('embeval', '?')))}, {len(record['tasks'])} tasks)</li>"
+        )
     parts.append("</ul>")
     for t in tables:
         parts.append(f'<h2 id="{html.escape(t.key)}">{html.escape(t.title)}</h2>')
@@ -290,10 +343,15 @@ def render(paths, labels=None, baselines=True, ci=True, published=None, compare_
         if t.key.split("-")[0] in PLOTTED:
             png = table_plot(t, plt)
             if png:
-                parts.append(_figure(png, "Each figure of the table; error bars: its 95% bootstrap interval "
-                                          "(test-set sampling). Open diamonds: published figures (no interval; "
-                                          "those marked \u2020 in the table are left out).",
-                                     f"{t.title}: figures with intervals"))
+                parts.append(
+                    _figure(
+                        png,
+                        "Each figure of the table; error bars: its 95% bootstrap interval "
+                        "(test-set sampling). Open diamonds: published figures (no interval; "
+                        "those marked \u2020 in the table are left out).",
+                        f"{t.title}: figures with intervals",
+                    )
+                )
         if t.key == "geometry":
             with tempfile.TemporaryDirectory() as folder:
                 for caption, path in rep.plots(rows, folder, relative_to=folder).get("geometry", []):
@@ -301,15 +359,18 @@ def render(paths, labels=None, baselines=True, ci=True, published=None, compare_
     spearman = aggregation_table(rows, "spearman")
     if spearman:
         parts.append('<h2 id="sts-aggregations">STS12-16: the three aggregations side by side</h2>')
-        parts.append('<p class="caption">Cosine correlation x100 of the raw vectors over each year\'s subsets: '
-                     "mean (SentEval's 'mean'), weighted by subset size (SentEval's 'wmean'), and all pairs "
-                     "pooled into one correlation (SimCSE's and MTEB's 'all'). Papers differ in which they "
-                     "report; compare like with like. [low, high]: 95% bootstrap interval where one was "
-                     "computed.</p>")
+        parts.append(
+            '<p class="caption">Cosine correlation x100 of the raw vectors over each year\'s subsets: '
+            "mean (SentEval's 'mean'), weighted by subset size (SentEval's 'wmean'), and all pairs "
+            "pooled into one correlation (SimCSE's and MTEB's 'all'). Papers differ in which they "
+            "report; compare like with like. [low, high]: 95% bootstrap interval where one was "
+            "computed.</p>"
+        )
         parts += ["<h3>Spearman</h3>", spearman, "<h3>Pearson</h3>", aggregation_table(rows, "pearson")]
         png = aggregation_plot(rows, plt)
-        parts.append(_figure(png, "Cosine Spearman x100 of each STS year under the three aggregations.",
-                             "STS aggregations"))
+        parts.append(
+            _figure(png, "Cosine Spearman x100 of each STS year under the three aggregations.", "STS aggregations")
+        )
     if len(paths) >= 2:
         parts.append('<h2 id="compare">Paired comparison</h2>')
         try:
@@ -322,8 +383,13 @@ def render(paths, labels=None, baselines=True, ci=True, published=None, compare_
             parts.append(table_html(t))
             png = comparison_plot(result, plt)
             if png:
-                parts.append(_figure(png, "Headline figure of each task: B - A with its 95% paired bootstrap "
-                                          "interval; blue: significant after Holm's adjustment.",
-                                     "paired comparison forest plot"))
+                parts.append(
+                    _figure(
+                        png,
+                        "Headline figure of each task: B - A with its 95% paired bootstrap "
+                        "interval; blue: significant after Holm's adjustment.",
+                        "paired comparison forest plot",
+                    )
+                )
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

@@ -16,6 +16,7 @@ task out with a note, never writing a figure of another protocol as MTEB's main 
 No other SentEval task has an MTEB counterpart with the same data and protocol (MTEB has no MR, CR,
 SUBJ, MPQA, SST, TREC, MRPC, SICK-E, SNLI, COCO caption retrieval or probing task).
 """
+
 import json
 import re
 from pathlib import Path
@@ -41,9 +42,9 @@ MTEB_TASKS = {task.mteb.name: (name, task.mteb) for name, task in TASKS.items() 
 # Why an MTEB task is left out when the results hold SentEval's figure but not MTEB's (by MTEB name).
 WHY_ABSENT = {
     "STSBenchmark": "the results hold no MTEB-protocol figure (cosine on the raw, cased test sentences: the task "
-                    "STSBenchmarkRaw); SentEval's figure is on tokenized text",
+    "STSBenchmarkRaw); SentEval's figure is on tokenized text",
     "SICK-R": "the results hold no MTEB-protocol figure (cosine over all 9927 pairs); SentEval's cosine figure "
-              "covers the test split only",
+    "covers the test split only",
 }
 
 MODEL_NAME = re.compile(r"^[^/\s]+/[^/\s]+$")
@@ -62,8 +63,9 @@ def _figure(results, path):
 def _pairs(task, results):
     """The pairs the figure was computed on, or None when the results do not say."""
     if MTEB_TASKS[task][1].figures == POOLED:
-        counts = [v.get("nsamples") for k, v in results.items() if isinstance(v, dict) and k not in
-                  ("all", "normalized")]
+        counts = [
+            v.get("nsamples") for k, v in results.items() if isinstance(v, dict) and k not in ("all", "normalized")
+        ]
         return sum(counts) if counts and all(isinstance(c, int) for c in counts) else None
     found = (results.get("mteb") or {}).get("nsamples")
     return found if isinstance(found, int) else None
@@ -98,33 +100,65 @@ def task_result(task, spec, spearman, pearson, entry, source):
         "dataset_revision": spec.revision,
         "task_name": spec.name,
         "mteb_version": MTEB_SCHEMA_VERSION,
-        "scores": {SPLIT: [{
-            "cosine_spearman": spearman,
-            "cosine_pearson": pearson,
-            "main_score": spearman,
-            "hf_subset": SUBSET,
-            "languages": list(LANGUAGES),
-        }]},
+        "scores": {
+            SPLIT: [
+                {
+                    "cosine_spearman": spearman,
+                    "cosine_pearson": pearson,
+                    "main_score": spearman,
+                    "hf_subset": SUBSET,
+                    "languages": list(LANGUAGES),
+                }
+            ]
+        },
         "evaluation_time": entry.get("seconds"),
         "kg_co2_emissions": None,
         # Ignored by MTEB's loader; says where the figures come from.
-        "embeval": {"version": __version__, "results_file": source, "task": task,
-                    "figures": spec.figures.format(coef="<spearman|pearson>"), "protocol": spec.protocol,
-                    "written_by": "embeval export-mteb, not by mteb.evaluate"},
+        "embeval": {
+            "version": __version__,
+            "results_file": source,
+            "task": task,
+            "figures": spec.figures.format(coef="<spearman|pearson>"),
+            "protocol": spec.protocol,
+            "written_by": "embeval export-mteb, not by mteb.evaluate",
+        },
     }
 
 
 def model_meta(name, revision, dim):
     """model_meta.json: the fields of MTEB's ModelMeta, unknown ones null (MTEB's empty ModelMeta)."""
     return {
-        "name": name, "revision": revision, "release_date": None, "languages": None, "n_parameters": None,
-        "n_active_parameters_override": None, "n_embedding_parameters": None, "memory_usage_mb": None,
-        "max_tokens": None, "embed_dim": dim, "license": None, "open_weights": None, "public_training_code": None,
-        "public_training_data": None, "framework": [], "reference": None, "similarity_fn_name": "cosine",
-        "use_instructions": None, "training_datasets": None, "adapted_from": None, "superseded_by": None,
-        "modalities": ["text"], "model_type": ["dense"], "citation": None, "contacts": None,
-        "experiment_kwargs": None, "output_dtypes": None, "extra_requirements_groups": None, "loader_kwargs": {},
-        "loader": None, "is_cross_encoder": False,
+        "name": name,
+        "revision": revision,
+        "release_date": None,
+        "languages": None,
+        "n_parameters": None,
+        "n_active_parameters_override": None,
+        "n_embedding_parameters": None,
+        "memory_usage_mb": None,
+        "max_tokens": None,
+        "embed_dim": dim,
+        "license": None,
+        "open_weights": None,
+        "public_training_code": None,
+        "public_training_data": None,
+        "framework": [],
+        "reference": None,
+        "similarity_fn_name": "cosine",
+        "use_instructions": None,
+        "training_datasets": None,
+        "adapted_from": None,
+        "superseded_by": None,
+        "modalities": ["text"],
+        "model_type": ["dense"],
+        "citation": None,
+        "contacts": None,
+        "experiment_kwargs": None,
+        "output_dtypes": None,
+        "extra_requirements_groups": None,
+        "loader_kwargs": {},
+        "loader": None,
+        "is_cross_encoder": False,
     }
 
 
@@ -136,23 +170,30 @@ def model_folder(name):
 def export(results_path, model, out, revision=None):
     """Write the MTEB result files; returns (folder written, [(MTEB task, file, main score, protocol)], notes)."""
     if not MODEL_NAME.match(model or ""):
-        raise EmbevalError("the model name must be 'organization/model' (MTEB's form), e.g. my-org/my-encoder",
-                           file="--model")
+        raise EmbevalError(
+            "the model name must be 'organization/model' (MTEB's form), e.g. my-org/my-encoder", file="--model"
+        )
     revision = revision or NO_REVISION
     if not REVISION.match(revision):
         raise EmbevalError("the revision may hold letters, digits, '.', '_' and '-' only", file="--revision")
     record = load(results_path)
     chosen, notes = scores(record)
     if not chosen:
-        raise EmbevalError("no task with an MTEB-protocol figure (STS12-16, STSBenchmark, SICK-R) to export"
-                           + (f" ({'; '.join(notes)})" if notes else ""), file=results_path)
+        raise EmbevalError(
+            "no task with an MTEB-protocol figure (STS12-16, STSBenchmark, SICK-R) to export"
+            + (f" ({'; '.join(notes)})" if notes else ""),
+            file=results_path,
+        )
     folder = Path(out) / "results" / model_folder(model) / revision
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise EmbevalError(f"cannot create the folder ({err.strerror})", file=folder)
-    dims = {e["vectors"]["dim"] for e in record["tasks"].values() if isinstance(e.get("vectors"), dict)
-            and isinstance(e["vectors"].get("dim"), int)}
+    dims = {
+        e["vectors"]["dim"]
+        for e in record["tasks"].values()
+        if isinstance(e.get("vectors"), dict) and isinstance(e["vectors"].get("dim"), int)
+    }
     written = []
     for name, (task, spec, spearman, pearson) in chosen.items():
         path = folder / f"{name}.json"

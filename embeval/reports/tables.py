@@ -9,6 +9,7 @@
 
 Every table has a dimension column, and its caption names the metric and the aggregation.
 """
+
 import csv
 import io
 import json
@@ -52,19 +53,30 @@ def load(path):
     if not isinstance(record, dict) or record.get("format") != FORMAT or not isinstance(record.get("tasks"), dict):
         raise EmbevalError("not an embeval results file", file=path)
     if record.get("format_version") != FORMAT_VERSION:
-        raise EmbevalError(f"results format version {record.get('format_version')!r}; this embeval reads version "
-                           f"{FORMAT_VERSION} (score the vectors again with this version)", file=path)
+        raise EmbevalError(
+            f"results format version {record.get('format_version')!r}; this embeval reads version "
+            f"{FORMAT_VERSION} (score the vectors again with this version)",
+            file=path,
+        )
     check_structure(record, path)
     return record
 
 
-GEOMETRY_NUMBERS = ("alignment", "uniformity", "effective_rank", "positive_pairs", "positive_threshold",
-                    "uniformity_sample", "sentences")
+GEOMETRY_NUMBERS = (
+    "alignment",
+    "uniformity",
+    "effective_rank",
+    "positive_pairs",
+    "positive_threshold",
+    "uniformity_sample",
+    "sentences",
+)
 
 
 def check_structure(record, path):
     """Refuse, in one line naming the file and the task, a results file whose parts the report and
     the comparison read are not what embeval writes (a hand-edited or truncated record)."""
+
     def bad(what, task=None):
         return EmbevalError(f"not a valid embeval results file: {what}", file=path, task=task)
 
@@ -88,9 +100,10 @@ def check_structure(record, path):
                 raise bad("'ci.figures' is not an object", name)
             geometry = entry.get("geometry")
             if geometry is not None and (
-                    any(not _is_number(geometry.get(k)) for k in GEOMETRY_NUMBERS)
-                    or not isinstance(geometry.get("singular_values"), list)
-                    or not all(_is_number(v) for v in geometry["singular_values"])):
+                any(not _is_number(geometry.get(k)) for k in GEOMETRY_NUMBERS)
+                or not isinstance(geometry.get("singular_values"), list)
+                or not all(_is_number(v) for v in geometry["singular_values"])
+            ):
                 raise bad("'geometry' lacks a figure or has one that is not a number", name)
 
 
@@ -102,15 +115,16 @@ def default_label(record, path):
     name = Path(str(record.get("vectors", {}).get("file") or path)).name
     for suffix in (".h5", ".hdf5", ".results.json", ".json"):
         if name.endswith(suffix):
-            return name[:-len(suffix)]
+            return name[: -len(suffix)]
     return name
 
 
 def encoders(records, paths, labels=None, baselines=True):
     """One Encoder per results file, then each distinct baseline (dimension) once."""
     if labels and len(labels) != len(records):
-        raise EmbevalError(f"{len(labels)} labels for {len(records)} results files; give one --label per file",
-                           file="--label")
+        raise EmbevalError(
+            f"{len(labels)} labels for {len(records)} results files; give one --label per file", file="--label"
+        )
     rows, seen = [], set()
     for i, (record, path) in enumerate(zip(records, paths)):
         label = labels[i] if labels else default_label(record, path)
@@ -175,18 +189,24 @@ def _settings(records, ci=True):
     configs = [{k: v for k, v in r.get("config", {}).items() if k not in NOT_SETTINGS} for r in records]
     differ = sorted({k for c in configs for k in c if any(c.get(k) != other.get(k) for other in configs)})
     if differ:
-        return (f"The results files were scored with different settings ({', '.join(differ)}; see each file's "
-                "config): their rows are not directly comparable.")
+        return (
+            f"The results files were scored with different settings ({', '.join(differ)}; see each file's "
+            "config): their rows are not directly comparable."
+        )
     config = records[0].get("config", {})
     classifier = config.get("classifier", {})
-    text = (f"Configuration {config.get('preset', '?')} (kfold {config.get('kfold')}, {config.get('solver')} solver, "
-            f"optim {classifier.get('optim')}, batch {classifier.get('batch_size')}, tenacity "
-            f"{classifier.get('tenacity')}, epoch_size {classifier.get('epoch_size')}), seed {config.get('seed')}")
+    text = (
+        f"Configuration {config.get('preset', '?')} (kfold {config.get('kfold')}, {config.get('solver')} solver, "
+        f"optim {classifier.get('optim')}, batch {classifier.get('batch_size')}, tenacity "
+        f"{classifier.get('tenacity')}, epoch_size {classifier.get('epoch_size')}), seed {config.get('seed')}"
+    )
     text += f"; normalization {config.get('normalize', 'none')}"
     if config.get("bootstrap") and ci:
-        text += (f"; [low, high]: 95% percentile bootstrap interval over the test items "
-                 f"({config['bootstrap']} resamples, seed {config.get('seed')}; test-set sampling only, "
-                 "not classifier training randomness)")
+        text += (
+            f"; [low, high]: 95% percentile bootstrap interval over the test items "
+            f"({config['bootstrap']} resamples, seed {config.get('seed')}; test-set sampling only, "
+            "not classifier training randomness)"
+        )
     return text + "."
 
 
@@ -206,21 +226,37 @@ def transfer_tables(rows, settings):
         paths = [(t, (prefix if c.per_classifier else "") + c.path, c.scale) for t, c in columns]
         classifier = variant or _configured_classifier(rows)
         specs = [c.spec(t, classifier=classifier) for t, c in columns]
-        who = {"logreg": "logistic regression", None: "the configured classifier",
-               "mlp": f"an MLP ({_mlp_nhid(rows)} hidden units, sigmoid)"}[variant]
-        caption = (f"SentEval transfer tasks. Classification: test accuracy (%) of {who}, SentEval's protocols "
-                   "(MR, CR, SUBJ, MPQA: nested k-fold, mean of the outer folds; TREC, MRPC: k-fold on train; "
-                   "the others: dev split). MRPC also F1 (%) of the paraphrase class. SICK-R and STS-B: test "
-                   "Pearson x100 of SentEval's supervised regressor on [|u-v|, u*v] (the same in every "
-                   "classifier's table)"
-                   + (". COCO: mean of R@1, R@5, R@10 (%) image->text and text->image, 5 folds of 1k images"
-                      if "retrieval" in kinds else "") + f". {settings}")
-        table = Table(f"transfer{'-' + variant if variant else ''}",
-                      f"Transfer tasks ({CLASSIFIER_NAMES[variant] if variant else 'configured classifier'})",
-                      caption, header, metrics=metrics, columns=specs)
+        who = {
+            "logreg": "logistic regression",
+            None: "the configured classifier",
+            "mlp": f"an MLP ({_mlp_nhid(rows)} hidden units, sigmoid)",
+        }[variant]
+        caption = (
+            f"SentEval transfer tasks. Classification: test accuracy (%) of {who}, SentEval's protocols "
+            "(MR, CR, SUBJ, MPQA: nested k-fold, mean of the outer folds; TREC, MRPC: k-fold on train; "
+            "the others: dev split). MRPC also F1 (%) of the paraphrase class. SICK-R and STS-B: test "
+            "Pearson x100 of SentEval's supervised regressor on [|u-v|, u*v] (the same in every "
+            "classifier's table)"
+            + (
+                ". COCO: mean of R@1, R@5, R@10 (%) image->text and text->image, 5 folds of 1k images"
+                if "retrieval" in kinds
+                else ""
+            )
+            + f". {settings}"
+        )
+        table = Table(
+            f"transfer{'-' + variant if variant else ''}",
+            f"Transfer tasks ({CLASSIFIER_NAMES[variant] if variant else 'configured classifier'})",
+            caption,
+            header,
+            metrics=metrics,
+            columns=specs,
+        )
         for enc in rows:
-            table.rows.append([Cell(text=enc.label), Cell(text=str(enc.dim))]
-                              + [cell(enc.tasks.get(t), path, scale) for t, path, scale in paths])
+            table.rows.append(
+                [Cell(text=enc.label), Cell(text=str(enc.dim))]
+                + [cell(enc.tasks.get(t), path, scale) for t, path, scale in paths]
+            )
         tables.append(table)
     return tables
 
@@ -246,30 +282,48 @@ def _average(cells):
 
 
 def sts_tables(rows, settings):
-    columns = {task: c for task, c in group_columns("sts")}
+    columns = dict(group_columns("sts"))
     tasks = _present(rows, list(columns))
     if not tasks:
         return []
     tables = []
-    normalized = any(isinstance((enc.tasks.get(t) or {}).get("results", {}).get("normalized"), dict)
-                     for enc in rows for t in tasks)
+    normalized = any(
+        isinstance((enc.tasks.get(t) or {}).get("results", {}).get("normalized"), dict) for enc in rows for t in tasks
+    )
     for kind in ("raw", "normalized") if normalized else ("raw",):
         prefix = "normalized." if kind == "normalized" else ""
         header = ["encoder", "dim"] + [TASKS[t].label for t in tasks] + ["Avg."]
-        methods = sorted({(enc.tasks.get(t) or {}).get("results", {}).get("normalized", {}).get("method", "")
-                          for enc in rows for t in tasks} - {""})
-        what = "raw vectors" if kind == "raw" else f"normalized vectors ({', '.join(methods)}; statistics from " \
+        methods = sorted(
+            {
+                (enc.tasks.get(t) or {}).get("results", {}).get("normalized", {}).get("method", "")
+                for enc in rows
+                for t in tasks
+            }
+            - {""}
+        )
+        what = (
+            "raw vectors"
+            if kind == "raw"
+            else f"normalized vectors ({', '.join(methods)}; statistics from "
             "training sentences only: STS-B's train split for STS12-16)"
-        caption = ("Semantic textual similarity without training (SimCSE's protocol): Spearman's correlation x100 "
-                   f"between the cosine of the two sentence vectors ({what}) and the gold score. STS12-16: all "
-                   "pairs of the year's subsets pooled into one correlation (SimCSE's \"all\"; not SentEval's "
-                   "mean or weighted mean over subsets). STS-B, SICK-R: the test split. Avg.: the mean of the "
-                   f"{len(tasks)} columns" + (" (not the 7 of SimCSE's table)" if len(tasks) != len(columns) else "")
-                   + f". {settings}")
-        table = Table(f"sts{'-normalized' if prefix else ''}",
-                      f"STS, cosine Spearman x100 ({kind})", caption, header,
-                      metrics=["Spearman x100"] * len(tasks) + ["mean"],
-                      columns=[columns[t].spec(t, vectors=kind) for t in tasks] + [None])
+        )
+        caption = (
+            "Semantic textual similarity without training (SimCSE's protocol): Spearman's correlation x100 "
+            f"between the cosine of the two sentence vectors ({what}) and the gold score. STS12-16: all "
+            "pairs of the year's subsets pooled into one correlation (SimCSE's \"all\"; not SentEval's "
+            "mean or weighted mean over subsets). STS-B, SICK-R: the test split. Avg.: the mean of the "
+            f"{len(tasks)} columns"
+            + (" (not the 7 of SimCSE's table)" if len(tasks) != len(columns) else "")
+            + f". {settings}"
+        )
+        table = Table(
+            f"sts{'-normalized' if prefix else ''}",
+            f"STS, cosine Spearman x100 ({kind})",
+            caption,
+            header,
+            metrics=["Spearman x100"] * len(tasks) + ["mean"],
+            columns=[columns[t].spec(t, vectors=kind) for t in tasks] + [None],
+        )
         for enc in rows:
             cells = [cell(enc.tasks.get(t), prefix + columns[t].path, columns[t].scale) for t in tasks]
             table.rows.append([Cell(text=enc.label), Cell(text=str(enc.dim))] + cells + [_average(cells)])
@@ -278,7 +332,7 @@ def sts_tables(rows, settings):
 
 
 def probing_tables(rows, settings):
-    columns = {task: c for task, c in group_columns("probing")}
+    columns = dict(group_columns("probing"))
     tasks = _present(rows, list(columns))
     if not tasks:
         return []
@@ -286,13 +340,22 @@ def probing_tables(rows, settings):
     tables = []
     for variant in variants:
         prefix = f"{variant}." if variant else ""
-        who = {"logreg": "logistic regression", "mlp": "the MLP grid (nhid 50/100/200 x dropout 0/0.1/0.2, "
-               "tuned on dev)", None: "the configured classifier"}[variant]
-        caption = (f"Probing tasks (Conneau et al., 2018): test accuracy (%) of {who}, regularization tuned on the dev "
-                   f"split; WordContent is always logistic regression. {settings}")
-        table = Table(f"probing{'-' + variant if variant else ''}",
-                      f"Probing tasks ({CLASSIFIER_NAMES.get(variant, 'configured classifier')})", caption,
-                      ["encoder", "dim"] + list(tasks), metrics=["accuracy %"] * len(tasks))
+        who = {
+            "logreg": "logistic regression",
+            "mlp": "the MLP grid (nhid 50/100/200 x dropout 0/0.1/0.2, tuned on dev)",
+            None: "the configured classifier",
+        }[variant]
+        caption = (
+            f"Probing tasks (Conneau et al., 2018): test accuracy (%) of {who}, regularization tuned on the dev "
+            f"split; WordContent is always logistic regression. {settings}"
+        )
+        table = Table(
+            f"probing{'-' + variant if variant else ''}",
+            f"Probing tasks ({CLASSIFIER_NAMES.get(variant, 'configured classifier')})",
+            caption,
+            ["encoder", "dim"] + list(tasks),
+            metrics=["accuracy %"] * len(tasks),
+        )
         for enc in rows:
             cells = []
             for t in tasks:
@@ -308,8 +371,14 @@ def probing_tables(rows, settings):
 
 def _geometry(enc):
     """The geometry record of an encoder's results (from the task that hosts the diagnostics), or None."""
-    return next((entry["geometry"] for name, entry in enc.tasks.items()
-                 if name in TASKS and TASKS[name].geometry and isinstance(entry.get("geometry"), dict)), None)
+    return next(
+        (
+            entry["geometry"]
+            for name, entry in enc.tasks.items()
+            if name in TASKS and TASKS[name].geometry and isinstance(entry.get("geometry"), dict)
+        ),
+        None,
+    )
 
 
 def geometry_table(rows):
@@ -317,15 +386,21 @@ def geometry_table(rows):
     if not any(g for _, g in found):
         return []
     sample = next(g for _, g in found if g)
-    caption = ("Geometry on STS-B (Wang & Isola, 2020; SimCSE): alignment = mean squared distance of the "
-               f"L2-normalized vectors of the {sample['positive_pairs']} pairs with gold score >= "
-               f"{sample['positive_threshold']:g} (all splits); uniformity = log mean exp(-2 x squared distance) "
-               f"over the pairs of a seeded sample of {sample['uniformity_sample']} distinct sentences (both: lower "
-               "is better); effective rank = exp(entropy of the normalized singular values) of the centred table "
-               f"of STS-B's {sample['sentences']} distinct sentences.")
-    table = Table("geometry", "Geometry (STS-B)", caption,
-                  ["encoder", "dim", "alignment", "uniformity", "effective rank"],
-                  metrics=["alignment", "uniformity", "effective rank"])
+    caption = (
+        "Geometry on STS-B (Wang & Isola, 2020; SimCSE): alignment = mean squared distance of the "
+        f"L2-normalized vectors of the {sample['positive_pairs']} pairs with gold score >= "
+        f"{sample['positive_threshold']:g} (all splits); uniformity = log mean exp(-2 x squared distance) "
+        f"over the pairs of a seeded sample of {sample['uniformity_sample']} distinct sentences (both: lower "
+        "is better); effective rank = exp(entropy of the normalized singular values) of the centred table "
+        f"of STS-B's {sample['sentences']} distinct sentences."
+    )
+    table = Table(
+        "geometry",
+        "Geometry (STS-B)",
+        caption,
+        ["encoder", "dim", "alignment", "uniformity", "effective rank"],
+        metrics=["alignment", "uniformity", "effective rank"],
+    )
     for enc, geo in found:
         values = [Cell(geo[k]) if geo else Cell() for k in ("alignment", "uniformity", "effective_rank")]
         table.rows.append([Cell(text=enc.label), Cell(text=str(enc.dim))] + values)
@@ -338,8 +413,12 @@ def build(paths, labels=None, baselines=True, ci=True, published=None):
     records = [load(p) for p in paths]
     rows = encoders(records, paths, labels, baselines)
     settings = _settings(records, ci)
-    tables = transfer_tables(rows, settings) + sts_tables(rows, settings) + probing_tables(rows, settings) + \
-        geometry_table(rows)
+    tables = (
+        transfer_tables(rows, settings)
+        + sts_tables(rows, settings)
+        + probing_tables(rows, settings)
+        + geometry_table(rows)
+    )
     if not tables:
         raise EmbevalError("no scored task to report", file=str(paths[0]))
     if published:
@@ -350,6 +429,7 @@ def build(paths, labels=None, baselines=True, ci=True, published=None):
 
 
 # Rendering.
+
 
 def _fmt(x, digits):
     return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
@@ -391,42 +471,81 @@ def markdown(tables, ci=True, figures=None):
 
 
 def _latex_escape(text):
-    for a, b in (("\\", "\\textbackslash{}"), ("&", "\\&"), ("%", "\\%"), ("_", "\\_"), ("#", "\\#"),
-                 ("$", "\\$"), ("{", "\\{"), ("}", "\\}"), ("~", "\\textasciitilde{}"), ("^", "\\^{}")):
+    for a, b in (
+        ("\\", "\\textbackslash{}"),
+        ("&", "\\&"),
+        ("%", "\\%"),
+        ("_", "\\_"),
+        ("#", "\\#"),
+        ("$", "\\$"),
+        ("{", "\\{"),
+        ("}", "\\}"),
+        ("~", "\\textasciitilde{}"),
+        ("^", "\\^{}"),
+    ):
         text = text.replace(a, b)
-    return text.replace("|u-v|", "$|u-v|$").replace("u*v", "$u \\ast v$").replace(" x100", " $\\times$100") \
-        .replace("<=", "$\\leq$").replace(">=", "$\\geq$")
+    return (
+        text.replace("|u-v|", "$|u-v|$")
+        .replace("u*v", "$u \\ast v$")
+        .replace(" x100", " $\\times$100")
+        .replace("<=", "$\\leq$")
+        .replace(">=", "$\\geq$")
+    )
 
 
 def latex(tables, ci=True, figures=None):
     out = ["% Needs \\usepackage{booktabs}."]
     for t in tables:
-        out += ["\\begin{table}[t]", "\\centering", "\\small",
-                "\\begin{tabular}{l" + "r" * (len(t.header) - 1) + "}", "\\toprule",
-                " & ".join(_latex_escape(h) for h in t.header) + " \\\\", "\\midrule"]
+        out += [
+            "\\begin{table}[t]",
+            "\\centering",
+            "\\small",
+            "\\begin{tabular}{l" + "r" * (len(t.header) - 1) + "}",
+            "\\toprule",
+            " & ".join(_latex_escape(h) for h in t.header) + " \\\\",
+            "\\midrule",
+        ]
         for row in t.rows:
-            out.append(" & ".join(text_of(c, _digits(t), ci, latex=True) if c.text is None else _latex_escape(c.text)
-                                  for c in row) + " \\\\")
+            out.append(
+                " & ".join(
+                    text_of(c, _digits(t), ci, latex=True) if c.text is None else _latex_escape(c.text) for c in row
+                )
+                + " \\\\"
+            )
         caption = _latex_escape(" ".join([t.caption] + t.notes)).replace("\u2020", "$^\\dagger$")
-        out += ["\\bottomrule", "\\end{tabular}", f"\\caption{{{caption}}}",
-                f"\\label{{tab:embeval-{t.key}}}", "\\end{table}", ""]
+        out += [
+            "\\bottomrule",
+            "\\end{tabular}",
+            f"\\caption{{{caption}}}",
+            f"\\label{{tab:embeval-{t.key}}}",
+            "\\end{table}",
+            "",
+        ]
     return "\n".join(out)
 
 
 def csv_text(tables, ci=True, figures=None):
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["table", "encoder", "dim", "column", "metric", "value", "ci_low", "ci_high", "caption",
-                     "differs"])
+    writer.writerow(["table", "encoder", "dim", "column", "metric", "value", "ci_low", "ci_high", "caption", "differs"])
     for t in tables:
         caption = " ".join([t.caption] + t.notes)
         for row in t.rows:
             for header, metric, c in zip(t.header[2:], t.metrics, row[2:]):
-                writer.writerow([t.key, row[0].text, row[1].text, header, metric,
-                                 "" if c.value is None else repr(round(c.value, 6)),
-                                 "" if c.low is None else repr(round(c.low, 6)),
-                                 "" if c.high is None else repr(round(c.high, 6)), caption,
-                                 "yes" if c.mark else ""])
+                writer.writerow(
+                    [
+                        t.key,
+                        row[0].text,
+                        row[1].text,
+                        header,
+                        metric,
+                        "" if c.value is None else repr(round(c.value, 6)),
+                        "" if c.low is None else repr(round(c.low, 6)),
+                        "" if c.high is None else repr(round(c.high, 6)),
+                        caption,
+                        "yes" if c.mark else "",
+                    ]
+                )
     return buffer.getvalue()
 
 
@@ -442,11 +561,13 @@ def render(tables, fmt, ci=True, figures=None):
 MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
 SPECTRUM_FLOOR = 1e-4  # relative singular values below this are numerically zero for the reader
 
+
 def plots(rows, folder, relative_to=None):
     """PNG figures of the geometry: alignment vs uniformity, and the singular-value spectra.
     Returns {table key: [(caption, path relative to `relative_to`)]}."""
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         from matplotlib.ticker import MaxNLocator
@@ -472,8 +593,13 @@ def plots(rows, folder, relative_to=None):
     ax.set_ylabel("alignment (lower is better)")
     ax.set_title("Alignment and uniformity on STS-B")
     ax.grid(alpha=0.3)
-    made.append(("Alignment (STS-B pairs with gold >= 4) against uniformity (sample of STS-B sentences); "
-                 "lower is better on both axes.", _save(fig, folder / "alignment_uniformity.png", plt)))
+    made.append(
+        (
+            "Alignment (STS-B pairs with gold >= 4) against uniformity (sample of STS-B sentences); "
+            "lower is better on both axes.",
+            _save(fig, folder / "alignment_uniformity.png", plt),
+        )
+    )
     fig, ax = plt.subplots(figsize=(5, 4))
     for enc, g in found:
         values = [v for v in g["singular_values"] if v > 0]
@@ -488,9 +614,14 @@ def plots(rows, folder, relative_to=None):
     ax.set_title("Singular-value spectrum (centred STS-B sentences)")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
-    made.append(("Singular values of the centred table of STS-B's distinct sentences, divided by the largest; "
-                 f"a flatter spectrum uses more directions (less anisotropy); the axis stops at {SPECTRUM_FLOOR:g} "
-                 "(a line that drops out of the figure: a direction the vectors do not use).", _save(fig, folder / "spectrum.png", plt)))
+    made.append(
+        (
+            "Singular values of the centred table of STS-B's distinct sentences, divided by the largest; "
+            f"a flatter spectrum uses more directions (less anisotropy); the axis stops at {SPECTRUM_FLOOR:g} "
+            "(a line that drops out of the figure: a direction the vectors do not use).",
+            _save(fig, folder / "spectrum.png", plt),
+        )
+    )
     base = Path(relative_to) if relative_to else Path.cwd()
     return {"geometry": [(caption, Path(os.path.relpath(path, base)).as_posix()) for caption, path in made]}
 

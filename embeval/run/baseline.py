@@ -4,6 +4,7 @@ The rule is the exporter's own code (exporters/bow_numpy.py, shipped with embeva
 the file, so the baseline's vectors are bit-identical to what that exporter writes at dimension D.
 It is embeval's code, not the user's: no user code runs while scoring.
 """
+
 import importlib.util
 import sys
 from pathlib import Path
@@ -22,8 +23,10 @@ def exporters_dir():
     for candidate in (package / "exporters", package.parent / "exporters"):
         if (candidate / "bow_numpy.py").is_file():
             return candidate
-    raise EmbevalError("the exporters are missing (expected exporters/bow_numpy.py next to the embeval "
-                       "package; reinstall embeval)", file=package)
+    raise EmbevalError(
+        "the exporters are missing (expected exporters/bow_numpy.py next to the embeval package; reinstall embeval)",
+        file=package,
+    )
 
 
 def _bow_module():
@@ -47,7 +50,7 @@ def encode(sentences, dim, batch=65536):
     encoder = _bow_module().HashingBagOfWords(dim)
     if not sentences:
         return np.zeros((0, dim), dtype=np.float32)
-    return np.concatenate([encoder.encode(sentences[i:i + batch]) for i in range(0, len(sentences), batch)])
+    return np.concatenate([encoder.encode(sentences[i : i + batch]) for i in range(0, len(sentences), batch)])
 
 
 def label(dim):

@@ -1,18 +1,30 @@
 """Run configurations: the classifier settings, k-fold and solver, with validation at the boundary."""
+
 import json
 
 from embeval.errors import EmbevalError
 from embeval.evaluate.normalize import METHODS
 from embeval.train import optimizers
 
-CLASSIFIER_DEFAULTS = {"nhid": 0, "optim": "adam", "batch_size": 64, "tenacity": 5, "epoch_size": 4,
-                       "max_epoch": 200, "dropout": 0.0}
+CLASSIFIER_DEFAULTS = {
+    "nhid": 0,
+    "optim": "adam",
+    "batch_size": 64,
+    "tenacity": 5,
+    "epoch_size": 4,
+    "max_epoch": 200,
+    "dropout": 0.0,
+}
 
 PRESETS = {
-    "literature": {"kfold": 10, "classifier": {"nhid": 0, "optim": "adam", "batch_size": 64, "tenacity": 5,
-                                               "epoch_size": 4}},
-    "prototype": {"kfold": 5, "classifier": {"nhid": 0, "optim": "rmsprop", "batch_size": 128, "tenacity": 3,
-                                             "epoch_size": 2}},
+    "literature": {
+        "kfold": 10,
+        "classifier": {"nhid": 0, "optim": "adam", "batch_size": 64, "tenacity": 5, "epoch_size": 4},
+    },
+    "prototype": {
+        "kfold": 5,
+        "classifier": {"nhid": 0, "optim": "rmsprop", "batch_size": 128, "tenacity": 3, "epoch_size": 2},
+    },
 }
 
 SOLVERS = ("senteval", "lbfgs")
@@ -21,6 +33,7 @@ PROBING_CLASSIFIERS = ("configured", "logreg", "mlp", "both")
 CLASSIFIERS = ("logreg", "mlp")
 NORMALIZATIONS = METHODS + ("tune",)
 BOOTSTRAP_DEFAULT = 1000
+
 
 def parse_optim(text, source="--classifier"):
     """'adam' or 'sgd,lr=0.1' -> (name, settings): SentEval's optimizer string with torch.optim's
@@ -35,8 +48,10 @@ def parse_optim(text, source="--classifier"):
 def _check_classifier(classifier, source):
     unknown = sorted(set(classifier) - set(CLASSIFIER_DEFAULTS))
     if unknown:
-        raise EmbevalError(f"unknown classifier setting {', '.join(unknown)}; settings are "
-                           f"{', '.join(CLASSIFIER_DEFAULTS)}", file=source)
+        raise EmbevalError(
+            f"unknown classifier setting {', '.join(unknown)}; settings are {', '.join(CLASSIFIER_DEFAULTS)}",
+            file=source,
+        )
     ints = {"nhid": 0, "batch_size": 1, "tenacity": 0, "epoch_size": 1, "max_epoch": 1}
     for key, low in ints.items():
         value = classifier[key]
@@ -56,8 +71,10 @@ def parse_classifiers(text):
     names = [n.strip() for n in (text.split(",") if isinstance(text, str) else text) if n.strip()]
     unknown = [n for n in names if n not in CLASSIFIERS]
     if unknown or not names:
-        raise EmbevalError(f"unknown classifier {', '.join(unknown) or '(none named)'}; use logreg, mlp or logreg,mlp",
-                           file="--classifiers")
+        raise EmbevalError(
+            f"unknown classifier {', '.join(unknown) or '(none named)'}; use logreg, mlp or logreg,mlp",
+            file="--classifiers",
+        )
     return tuple(dict.fromkeys(names))
 
 
@@ -66,14 +83,24 @@ def _check_comparison(normalize, bootstrap, baseline_bow_dim):
         raise EmbevalError(f"unknown normalization {normalize!r}; use {', '.join(NORMALIZATIONS)}", file="--normalize")
     if isinstance(bootstrap, bool) or not isinstance(bootstrap, int) or not (bootstrap == 0 or bootstrap >= 100):
         raise EmbevalError(f"must be 0 (no intervals) or an integer >= 100, got {bootstrap!r}", file="--bootstrap")
-    if baseline_bow_dim is not None and (isinstance(baseline_bow_dim, bool) or not isinstance(baseline_bow_dim, int)
-                                         or baseline_bow_dim < 1):
+    if baseline_bow_dim is not None and (
+        isinstance(baseline_bow_dim, bool) or not isinstance(baseline_bow_dim, int) or baseline_bow_dim < 1
+    ):
         raise EmbevalError(f"must be a positive integer, got {baseline_bow_dim!r}", file="--baseline-bow-dim")
 
 
-def build(preset="literature", kfold=None, classifier=None, solver="senteval", seed=1111,
-          probing_classifier=None, classifiers=None, normalize="none", bootstrap=BOOTSTRAP_DEFAULT,
-          baseline_bow_dim=None):
+def build(
+    preset="literature",
+    kfold=None,
+    classifier=None,
+    solver="senteval",
+    seed=1111,
+    probing_classifier=None,
+    classifiers=None,
+    normalize="none",
+    bootstrap=BOOTSTRAP_DEFAULT,
+    baseline_bow_dim=None,
+):
     """The run configuration: a preset, optionally overridden by --kfold and --classifier (JSON or dict).
 
     classifiers: None (the configured classifier) or names from CLASSIFIERS, run one after the
@@ -101,26 +128,40 @@ def build(preset="literature", kfold=None, classifier=None, solver="senteval", s
     if isinstance(k, bool) or not isinstance(k, int) or k < 2:
         raise EmbevalError(f"must be an integer >= 2, got {k!r}", file="--kfold")
     if solver == "lbfgs" and merged["nhid"] != 0:
-        raise EmbevalError("the lbfgs solver fits logistic regression only (nhid 0); use --solver senteval "
-                           "for an MLP", file="--classifier")
+        raise EmbevalError(
+            "the lbfgs solver fits logistic regression only (nhid 0); use --solver senteval for an MLP",
+            file="--classifier",
+        )
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise EmbevalError(f"must be an integer, got {seed!r}", file="--seed")
     classifiers = parse_classifiers(classifiers)
     if solver == "lbfgs" and classifiers is not None and "mlp" in classifiers:
-        raise EmbevalError("the MLP needs --solver senteval (lbfgs fits logistic regression only)",
-                           file="--classifiers")
+        raise EmbevalError(
+            "the MLP needs --solver senteval (lbfgs fits logistic regression only)", file="--classifiers"
+        )
     if probing_classifier is None:
-        probing_classifier = "configured" if classifiers is None else \
-            ("both" if len(classifiers) == 2 else classifiers[0])
+        probing_classifier = (
+            "configured" if classifiers is None else ("both" if len(classifiers) == 2 else classifiers[0])
+        )
     if probing_classifier not in PROBING_CLASSIFIERS:
-        raise EmbevalError(f"unknown choice {probing_classifier!r}; use {', '.join(PROBING_CLASSIFIERS)}",
-                           file="--probing-classifier")
+        raise EmbevalError(
+            f"unknown choice {probing_classifier!r}; use {', '.join(PROBING_CLASSIFIERS)}", file="--probing-classifier"
+        )
     if solver == "lbfgs" and probing_classifier not in ("configured", "logreg"):
-        raise EmbevalError("the probing MLP grid needs --solver senteval (lbfgs fits logistic regression only)",
-                           file="--probing-classifier")
+        raise EmbevalError(
+            "the probing MLP grid needs --solver senteval (lbfgs fits logistic regression only)",
+            file="--probing-classifier",
+        )
     _check_comparison(normalize, bootstrap, baseline_bow_dim)
-    config = {"preset": preset, "kfold": k, "classifier": merged, "solver": solver, "seed": seed,
-              "probing_classifier": probing_classifier, "bootstrap": bootstrap}
+    config = {
+        "preset": preset,
+        "kfold": k,
+        "classifier": merged,
+        "solver": solver,
+        "seed": seed,
+        "probing_classifier": probing_classifier,
+        "bootstrap": bootstrap,
+    }
     if classifiers is not None:
         config["classifiers"] = list(classifiers)
     if normalize != "none":

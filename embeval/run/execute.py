@@ -4,6 +4,7 @@ A unit carries paths and names only; the vectors file and the task data are open
 Workspace that keeps them between the units one process executes), so a unit can run in this
 process or in a worker. Only data and vectors are read: no user code runs.
 """
+
 import contextlib
 import platform
 import time
@@ -114,10 +115,19 @@ def make_context(unit, located, table, device, progress=QUIET, reference=None, f
     classifier fitting function, None for classify.fit)."""
     row_of = {s: i for i, s in enumerate(located.sentences)}
     config = unit.config
-    return Context(task=TASKS[unit.task], data=located.data, table=torch.from_numpy(table).to(device),
-                   rows={k: split_rows(s, row_of) for k, s in located.data.splits.items()},
-                   device=device, config=config, seed=config["seed"], progress=progress,
-                   normalize=config.get("normalize", "none"), reference=reference, fit=fit)
+    return Context(
+        task=TASKS[unit.task],
+        data=located.data,
+        table=torch.from_numpy(table).to(device),
+        rows={k: split_rows(s, row_of) for k, s in located.data.splits.items()},
+        device=device,
+        config=config,
+        seed=config["seed"],
+        progress=progress,
+        normalize=config.get("normalize", "none"),
+        reference=reference,
+        fit=fit,
+    )
 
 
 def evaluate(ctx):
@@ -162,8 +172,7 @@ def execute(unit, device="cpu", workspace=None, progress=QUIET, fit=None):
         reference = None
         if unit.reference is not None:
             ref_located = workspace.located(unit.reference)
-            reference = make_context(unit.reference, ref_located, workspace.table(unit.reference, ref_located),
-                                     device)
+            reference = make_context(unit.reference, ref_located, workspace.table(unit.reference, ref_located), device)
         ctx = make_context(unit, located, table, device, progress, reference, fit)
         results, sets, tuned = evaluate(ctx)
         config = unit.config
@@ -178,13 +187,24 @@ def execute(unit, device="cpu", workspace=None, progress=QUIET, fit=None):
             entry["geometry"] = geometry.diagnostics(ctx.table, ctx.data, ctx.rows, config["seed"])
         vectors = dict(unit.vectors)
         if unit.source.bow_dim is not None:
-            vectors = {"source": vectors["source"], "sha256": vectors["sha256"],
-                       "vectors_sha256": table_fingerprint(table), "count": vectors["count"], "dim": vectors["dim"],
-                       "dtype": vectors["dtype"]}
+            vectors = {
+                "source": vectors["source"],
+                "sha256": vectors["sha256"],
+                "vectors_sha256": table_fingerprint(table),
+                "count": vectors["count"],
+                "dim": vectors["dim"],
+                "dtype": vectors["dtype"],
+            }
         if unit.reference is not None:
             vectors["reference_sha256"] = unit.reference.identity
-        entry.update({"seconds": round(time.perf_counter() - start, 3), "device": describe_device(device),
-                      "vectors": vectors, "data_sha256": unit.data_sha256})
+        entry.update(
+            {
+                "seconds": round(time.perf_counter() - start, 3),
+                "device": describe_device(device),
+                "vectors": vectors,
+                "data_sha256": unit.data_sha256,
+            }
+        )
         return entry, sets
     finally:
         if own:

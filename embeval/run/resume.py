@@ -1,4 +1,5 @@
 """--resume: which units of a run can reuse an earlier record, and why the others are recomputed."""
+
 import logging
 
 from embeval.run.outputs import _listed
@@ -74,8 +75,11 @@ def reusable_units(files, previous, record, units):
     for unit in units:
         run = unit.source.run
         entry, why, i = reuse_decision(previous, record, unit, has_predictions if saved is not None else None)
-        sets = saved[i][run][unit.task]["sets"] if entry is not None and saved is not None else \
-            ({} if entry is not None else None)
+        sets = (
+            saved[i][run][unit.task]["sets"]
+            if entry is not None and saved is not None
+            else ({} if entry is not None else None)
+        )
         decisions[(run, unit.task)] = (entry, sets)
         if unit.task not in said or (said[unit.task][0] is not None and entry is None):
             said[unit.task] = (entry, why if run == "encoder" else f"{run}: {why}")

@@ -6,6 +6,7 @@ an error. Then each unit is executed and the record so far goes to OUT.partial; 
 when the run is complete, so an interrupted run keeps what finished and `resume=True` picks it up.
 Only data and vectors are read: no user code runs in this process.
 """
+
 import hashlib
 import logging
 import platform
@@ -39,8 +40,14 @@ def versions():
     import scipy
     import sklearn
 
-    return {"python": platform.python_version(), "numpy": np.__version__, "scipy": scipy.__version__,
-            "torch": torch.__version__, "scikit-learn": sklearn.__version__, "h5py": h5py.__version__}
+    return {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "torch": torch.__version__,
+        "scikit-learn": sklearn.__version__,
+        "h5py": h5py.__version__,
+    }
 
 
 class Interrupted(KeyboardInterrupt):
@@ -52,9 +59,19 @@ class Interrupted(KeyboardInterrupt):
 
 
 def new_record(vectors, root, config, device):
-    return {"format": FORMAT, "format_version": FORMAT_VERSION, "embeval": __version__,
-            "vectors": {"file": str(vectors)}, "data": {"path": str(root)}, "config": config, "seed": config["seed"],
-            "device": describe_device(device), "versions": versions(), "tasks": {}, "skipped": {}}
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "embeval": __version__,
+        "vectors": {"file": str(vectors)},
+        "data": {"path": str(root)},
+        "config": config,
+        "seed": config["seed"],
+        "device": describe_device(device),
+        "versions": versions(),
+        "tasks": {},
+        "skipped": {},
+    }
 
 
 def place(record, unit, entry):
@@ -63,8 +80,12 @@ def place(record, unit, entry):
         record["tasks"][unit.task] = entry
         return
     if "baseline" not in record:
-        record["baseline"] = {"encoder": baseline.NAME, "rule": "exporters/bow_numpy.py",
-                              "dim": unit.source.bow_dim, "tasks": {}}
+        record["baseline"] = {
+            "encoder": baseline.NAME,
+            "rule": "exporters/bow_numpy.py",
+            "dim": unit.source.bow_dim,
+            "tasks": {},
+        }
     record["baseline"]["tasks"][unit.task] = entry
 
 
@@ -78,8 +99,20 @@ def device_tables(units):
     return list(tables.values())
 
 
-def score(vectors, data_dir, tasks=None, out=None, device="auto", config=None, progress=True, log=None,
-          strict=False, resume=False, save_predictions=None):
+def score(
+    vectors,
+    data_dir,
+    tasks=None,
+    out=None,
+    device="auto",
+    config=None,
+    progress=True,
+    log=None,
+    strict=False,
+    resume=False,
+    save_predictions=None,
+    restart=False,
+):
     """Score every requested task present in the vectors file; write the results to `out`.
 
     tasks: names in the order to score them (None: every task the file and data hold). Every task
@@ -87,10 +120,11 @@ def score(vectors, data_dir, tasks=None, out=None, device="auto", config=None, p
     written when the run is complete; after each task the results so far go to OUT.partial (see
     ResultsFiles), and one process at a time may write `out`. strict: a requested task that would
     be skipped (absent from the file, no data, no evaluator) is an error. resume: reuse the results
-    in OUT.partial or `out` of tasks whose vectors, data, configuration and embeval version are
-    unchanged. save_predictions: write every task's per-test-item predictions to
-    OUT.predictions.npz (default: whenever `out` is given). progress: show the stages of long tasks
-    on stderr. Ctrl-C raises Interrupted, naming what was kept.
+    in OUT.partial or `out` of tasks whose vectors, data, configuration and embeval code are
+    unchanged. restart: discard the OUT.partial of an earlier run that did not finish (without resume
+    or restart such a file is kept and the run refused). save_predictions: write every task's
+    per-test-item predictions to OUT.predictions.npz (default: whenever `out` is given). progress:
+    show the stages of long tasks on stderr. Ctrl-C raises Interrupted, naming what was kept.
     """
     log = log or (lambda msg: print(msg, file=sys.stderr))
     config = dict(config) if config else build_config()
@@ -105,7 +139,7 @@ def score(vectors, data_dir, tasks=None, out=None, device="auto", config=None, p
     files = ResultsFiles(out, save_predictions) if out else None
     workspace = Workspace()  # the task data plan() loads and fingerprints is reused by execute()
     try:
-        previous = files.check() if files else []
+        previous = files.check(resume, restart) if files else []
         work = plan(vectors, root, tasks, config, strict, cache=workspace.data_cache(str(root)))
         check_device_tables(device_tables(work.units), device)
         record = new_record(vectors, root, config, device)
@@ -142,8 +176,11 @@ def _run(units, decisions, record, files, device, progress, log, workspace):
                     reporter.close()
             log(f"  {name} done in {entry['seconds']:.1f} s")
         place(record, unit, entry)
-        kept.setdefault(run, {})[unit.task] = {"data_sha256": unit.data_sha256,
-                                               "vectors_sha256": entry["vectors"]["vectors_sha256"], "sets": sets}
+        kept.setdefault(run, {})[unit.task] = {
+            "data_sha256": unit.data_sha256,
+            "vectors_sha256": entry["vectors"]["vectors_sha256"],
+            "sets": sets,
+        }
         finish(record, started)
         if files and (i + 1 == len(units) or units[i + 1].task != unit.task):
             files.task_done(record, kept)
@@ -156,7 +193,8 @@ def finish(record, started):
     """The run-level fields that summarize the tasks scored so far."""
     tasks = record["tasks"]
     record["data"]["fingerprint"] = hashlib.sha256(
-        "".join(f"{n}\0{t['data_sha256']}\n" for n, t in sorted(tasks.items())).encode()).hexdigest()
+        "".join(f"{n}\0{t['data_sha256']}\n" for n, t in sorted(tasks.items())).encode()
+    ).hexdigest()
     record["vectors"]["fingerprints"] = {n: t["vectors"]["vectors_sha256"] for n, t in tasks.items()}
     dims = sorted({t["vectors"]["dim"] for t in tasks.values()})
     record["vectors"]["dim"] = dims[0] if len(dims) == 1 else dims

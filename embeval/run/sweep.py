@@ -8,13 +8,13 @@ results file `embeval score` writes (with its predictions), written the same way
 each task, OUT when complete), so --resume reuses every (file, task) already done with the same
 fingerprints and configuration. A group can run here or as a Ray task (embeval.run.sweep_ray).
 """
+
 import glob
 import logging
 import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Dict, List, Optional
 
 import h5py
 import torch
@@ -43,17 +43,17 @@ class SweepSource:
     """One scored source of a sweep: a file, or its first `dims` columns."""
 
     path: str
-    dims: Optional[int]
+    dims: int | None
     label: str
     out: Path
-    step: Optional[float] = None
-    units: List = field(default_factory=list)
-    skipped: Dict = field(default_factory=dict)
-    files: Optional[ResultsFiles] = None
-    record: Optional[Dict] = None
-    kept: Dict = field(default_factory=dict)
-    failed: Dict = field(default_factory=dict)
-    reused: Dict = field(default_factory=dict)
+    step: float | None = None
+    units: list = field(default_factory=list)
+    skipped: dict = field(default_factory=dict)
+    files: ResultsFiles | None = None
+    record: dict | None = None
+    kept: dict = field(default_factory=dict)
+    failed: dict = field(default_factory=dict)
+    reused: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -102,11 +102,15 @@ def truncated_units(units, dims, workspace):
     out = []
     for unit in units:
         if dims > unit.vectors["dim"]:
-            raise EmbevalError(f"--dims {dims} exceeds the file's {unit.vectors['dim']} dimensions",
-                               file=unit.source.path, task=unit.task)
+            raise EmbevalError(
+                f"--dims {dims} exceeds the file's {unit.vectors['dim']} dimensions",
+                file=unit.source.path,
+                task=unit.task,
+            )
         table = truncate(workspace.table(unit, workspace.located(unit)), dims)
-        vectors = dict(unit.vectors, dim=dims, vectors_sha256=table_fingerprint(table),
-                       truncated_from=unit.vectors["dim"])
+        vectors = dict(
+            unit.vectors, dim=dims, vectors_sha256=table_fingerprint(table), truncated_from=unit.vectors["dim"]
+        )
         reference = truncated_units([unit.reference], dims, workspace)[0] if unit.reference is not None else None
         out.append(replace(unit, source=replace(unit.source, dims=dims), vectors=vectors, reference=reference))
     return out
@@ -126,8 +130,17 @@ def plan_sources(paths, data_dir, tasks, config, dims_list, out_dir, workspace):
         for dims in dims_list or [None]:
             name = output_name(path, dims)
             if name in names:
-                left_out.append(LeftOut(path, str(EmbevalError(
-                    f"has the same name as {names[name]}; its results would overwrite the other's", file=path))))
+                left_out.append(
+                    LeftOut(
+                        path,
+                        str(
+                            EmbevalError(
+                                f"has the same name as {names[name]}; its results would overwrite the other's",
+                                file=path,
+                            )
+                        ),
+                    )
+                )
                 continue
             try:
                 units = truncated_units(work.units, dims, workspace) if dims else work.units
@@ -136,8 +149,9 @@ def plan_sources(paths, data_dir, tasks, config, dims_list, out_dir, workspace):
                 continue
             names[name] = path
             label = f"{output_name(path, None)}@{dims}" if dims else name
-            sources.append(SweepSource(path, dims, label, Path(out_dir) / f"{name}.results.json", step, units,
-                                       work.skipped))
+            sources.append(
+                SweepSource(path, dims, label, Path(out_dir) / f"{name}.results.json", step, units, work.skipped)
+            )
     return sources, left_out
 
 
@@ -146,8 +160,11 @@ def unit_bytes(unit):
     stacked copy), times the outer folds for fold-normalized copies."""
     task = TASKS[unit.task]
     count, dim = unit.vectors["count"], unit.vectors["dim"]
-    copies = unit.config.get("kfold", 1) if unit.config.get("normalize", "none").startswith("zscore") and \
-        task.evaluator == "inner_kfold" else 1
+    copies = (
+        unit.config.get("kfold", 1)
+        if unit.config.get("normalize", "none").startswith("zscore") and task.evaluator == "inner_kfold"
+        else 1
+    )
     return 4 * count * (dim + 2 * copies * feature_dim(dim, task.features))
 
 
@@ -173,7 +190,7 @@ def groups_of(units, device, budget=None):
             by_dim.setdefault(unit.vectors["dim"], []).append(unit)
     for members in by_dim.values():
         size = max(1, budget // max(1, unit_bytes(members[0])))
-        groups += [members[i:i + size] for i in range(0, len(members), size)]
+        groups += [members[i : i + size] for i in range(0, len(members), size)]
     return groups
 
 
@@ -228,8 +245,19 @@ class LocalRunner:
         self.workspace.close()
 
 
-def sweep(patterns, data_dir, tasks=None, out_dir="sweep", device="auto", config=None, dims=None, resume=False,
-          runner=None, log=None):
+def sweep(
+    patterns,
+    data_dir,
+    tasks=None,
+    out_dir="sweep",
+    device="auto",
+    config=None,
+    dims=None,
+    resume=False,
+    runner=None,
+    log=None,
+    restart=False,
+):
     """Score every file of `patterns` (and each of its truncations to `dims`) on `tasks`; write one
     results file per source, OUT_DIR/sweep.json and (when the files carry a `step`) plots.
 
@@ -262,7 +290,7 @@ def sweep(patterns, data_dir, tasks=None, out_dir="sweep", device="auto", config
         ready = []
         for source in sources:
             try:
-                _open(source, data_dir, config, device, resume)
+                _open(source, data_dir, config, device, resume, restart)
                 ready.append(source)
             except EmbevalError as err:
                 left_out.append(LeftOut(source.path, str(err)))
@@ -279,9 +307,9 @@ def sweep(patterns, data_dir, tasks=None, out_dir="sweep", device="auto", config
     return summary
 
 
-def _open(source, data_dir, config, device, resume):
+def _open(source, data_dir, config, device, resume, restart=False):
     source.files = ResultsFiles(source.out, save_predictions=True)
-    previous = source.files.check()
+    previous = source.files.check(resume, restart)
     source.record = new_record(source.path, data_dir, config, device)
     source.record["skipped"] = source.skipped
     if source.dims:
@@ -339,5 +367,8 @@ def _run(sources, runner, device, log):
 def _keep(source, unit, entry, sets, started):
     place(source.record, unit, entry)
     source.kept.setdefault(unit.source.run, {})[unit.task] = {
-        "data_sha256": unit.data_sha256, "vectors_sha256": entry["vectors"]["vectors_sha256"], "sets": sets}
+        "data_sha256": unit.data_sha256,
+        "vectors_sha256": entry["vectors"]["vectors_sha256"],
+        "sets": sets,
+    }
     finish(source.record, started)

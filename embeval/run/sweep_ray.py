@@ -7,6 +7,7 @@ size: one CPU; on a GPU the fraction of a GPU its matrices take (at least a tent
 small groups share one GPU. A group whose worker dies fails as a whole; the sweep retries what failed
 once (embeval.run.sweep) and then reports it per file and task, keeping the other groups' results.
 """
+
 import logging
 import os
 
@@ -70,8 +71,12 @@ class RayRunner:
         self.wrap = wrap
         self.started = False
         if not self.ray.is_initialized():
-            kwargs = {"address": address, "include_dashboard": False, "logging_level": logging.WARNING,
-                      "log_to_driver": False}
+            kwargs = {
+                "address": address,
+                "include_dashboard": False,
+                "logging_level": logging.WARNING,
+                "log_to_driver": False,
+            }
             if address is None:
                 kwargs.update(num_cpus=num_cpus or os.cpu_count(), object_store_memory=LOCAL_OBJECT_STORE_BYTES)
             try:
@@ -104,8 +109,7 @@ class RayRunner:
                     results = self.ray.get(future)
                 except self.ray.exceptions.RayError as err:
                     reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-                    results = [(None, f"{u.source.path}: {u.task}: the Ray task failed: {reason}")
-                               for u in group]
+                    results = [(None, f"{u.source.path}: {u.task}: the Ray task failed: {reason}") for u in group]
                 yield group, results
 
     def close(self):

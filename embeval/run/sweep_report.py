@@ -1,5 +1,6 @@
 """What a sweep reports: sweep.json, the files x tasks table, the best file per task (chosen on the
 task's dev figure, never on test) and, when the files carry a `step`, a plot per task."""
+
 import json
 import math
 from pathlib import Path
@@ -14,8 +15,7 @@ SWEEP_FORMAT_VERSION = 1
 
 
 def _number(value):
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
-        else None
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
 
 
 def headline(task, entry):
@@ -25,8 +25,12 @@ def headline(task, entry):
     path = TASKS[task].headline.path
     ci = ((entry.get("ci") or {}).get("figures") or {}).get(path) or {}
     selection = TASKS[task].selection
-    return {"value": _number(lookup(results, path)), "low": _number(ci.get("low")), "high": _number(ci.get("high")),
-            "dev": _number(lookup(results, selection)) if selection else None}
+    return {
+        "value": _number(lookup(results, path)),
+        "low": _number(ci.get("low")),
+        "high": _number(ci.get("high")),
+        "dev": _number(lookup(results, selection)) if selection else None,
+    }
 
 
 def best_on_dev(values):
@@ -42,16 +46,37 @@ def summary(sources, left_out, out_dir, seconds):
     tasks = {}
     for source in sources:
         for task, entry in source.record["tasks"].items():
-            column = tasks.setdefault(task, {"figure": TASKS[task].headline.path, "label": TASKS[task].headline.label,
-                                             "selected_by": TASKS[task].selection, "values": {}})
+            column = tasks.setdefault(
+                task,
+                {
+                    "figure": TASKS[task].headline.path,
+                    "label": TASKS[task].headline.label,
+                    "selected_by": TASKS[task].selection,
+                    "values": {},
+                },
+            )
             column["values"][source.label] = headline(task, entry)
     for column in tasks.values():
         column["best"] = best_on_dev(column["values"])
-    return {"format": SWEEP_FORMAT, "format_version": SWEEP_FORMAT_VERSION, "seconds": seconds,
-            "sources": [{"label": s.label, "file": str(s.path), "dims": s.dims, "step": s.step,
-                         "results": s.out.name, "complete": not s.failed, "failed": s.failed} for s in sources],
-            "left_out": [{"file": item.path, "error": item.error} for item in left_out],
-            "tasks": tasks}
+    return {
+        "format": SWEEP_FORMAT,
+        "format_version": SWEEP_FORMAT_VERSION,
+        "seconds": seconds,
+        "sources": [
+            {
+                "label": s.label,
+                "file": str(s.path),
+                "dims": s.dims,
+                "step": s.step,
+                "results": s.out.name,
+                "complete": not s.failed,
+                "failed": s.failed,
+            }
+            for s in sources
+        ],
+        "left_out": [{"file": item.path, "error": item.error} for item in left_out],
+        "tasks": tasks,
+    }
 
 
 def _format(percent):
@@ -87,8 +112,9 @@ def grid(summary):
             column = summary["tasks"][task]
             cells.append((column["values"].get(source["label"]), column["best"] == source["label"]))
         rows.append((source["label"], cells))
-    selected = sorted({f"{TASKS[t].label}: {summary['tasks'][t]['selected_by']}" for t in tasks
-                       if summary["tasks"][t]["selected_by"]})
+    selected = sorted(
+        {f"{TASKS[t].label}: {summary['tasks'][t]['selected_by']}" for t in tasks if summary["tasks"][t]["selected_by"]}
+    )
     note = "headline figure [95% interval]; * best file on the task's dev figure (" + ", ".join(selected) + ")"
     return header, rows, note
 
@@ -97,8 +123,10 @@ def table(summary):
     """Files x tasks: each task's headline figure with its interval; * marks the best file on dev."""
     header, found, note = grid(summary)
     percent = [TASKS[t].headline.percent for t in summary["tasks"]]
-    rows = [[label] + [cell_text(figures, p) + (" *" if best else "") for (figures, best), p in zip(cells, percent)]
-            for label, cells in found]
+    rows = [
+        [label] + [cell_text(figures, p) + (" *" if best else "") for (figures, best), p in zip(cells, percent)]
+        for label, cells in found
+    ]
     widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header] + rows]
     return "\n".join(lines + [note])
@@ -117,8 +145,11 @@ def curve(summary, task, plt):
     fig, ax = plt.subplots(figsize=(6, 4))
     drawn = False
     for dims in sorted({s["dims"] or 0 for s in sources}):
-        scored = [s for s in sources if (s["dims"] or 0) == dims
-                  and (column["values"].get(s["label"]) or {}).get("value") is not None]
+        scored = [
+            s
+            for s in sources
+            if (s["dims"] or 0) == dims and (column["values"].get(s["label"]) or {}).get("value") is not None
+        ]
         points = sorted(((s["step"], column["values"][s["label"]]) for s in scored), key=lambda p: p[0])
         if not points:
             continue
@@ -126,8 +157,9 @@ def curve(summary, task, plt):
         x = [p[0] for p in points]
         label = f"first {dims} dims" if dims else "all dims"
         ax.plot(x, [p[1]["value"] for p in points], marker="o", label=label)
-        banded = [(p[0], p[1]["low"], p[1]["high"]) for p in points if p[1]["low"] is not None
-                  and p[1]["high"] is not None]
+        banded = [
+            (p[0], p[1]["low"], p[1]["high"]) for p in points if p[1]["low"] is not None and p[1]["high"] is not None
+        ]
         if banded:
             ax.fill_between([b[0] for b in banded], [b[1] for b in banded], [b[2] for b in banded], alpha=0.2)
     if not drawn:
@@ -173,8 +205,9 @@ def find(path):
     path = Path(path)
     if path.is_dir():
         if not (path / "sweep.json").is_file():
-            raise EmbevalError("a folder, but not a sweep's: it holds no sweep.json (embeval sweep --out-dir "
-                               "writes one)", file=path)
+            raise EmbevalError(
+                "a folder, but not a sweep's: it holds no sweep.json (embeval sweep --out-dir writes one)", file=path
+            )
         return path / "sweep.json"
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
@@ -184,8 +217,11 @@ def find(path):
 
 
 def _figures_ok(figures):
-    return isinstance(figures, dict) and set(figures) == {"value", "low", "high", "dev"} and \
-        all(v is None or _number(v) is not None for v in figures.values())
+    return (
+        isinstance(figures, dict)
+        and set(figures) == {"value", "low", "high", "dev"}
+        and all(v is None or _number(v) is not None for v in figures.values())
+    )
 
 
 def load(path):
@@ -201,8 +237,11 @@ def load(path):
     if not isinstance(record, dict) or record.get("format") != SWEEP_FORMAT:
         raise EmbevalError("not an embeval sweep summary", file=path)
     if record.get("format_version") != SWEEP_FORMAT_VERSION:
-        raise EmbevalError(f"sweep format version {record.get('format_version')!r}; this embeval reads version "
-                           f"{SWEEP_FORMAT_VERSION} (run the sweep again with this version)", file=path)
+        raise EmbevalError(
+            f"sweep format version {record.get('format_version')!r}; this embeval reads version "
+            f"{SWEEP_FORMAT_VERSION} (run the sweep again with this version)",
+            file=path,
+        )
 
     def bad(what, task=None):
         return EmbevalError(f"not a valid sweep summary: {what}", file=path, task=task)
@@ -214,8 +253,11 @@ def load(path):
         raise bad("each item of 'left_out' needs its 'error'")
     labels = []
     for i, source in enumerate(sources):
-        if not isinstance(source, dict) or not isinstance(source.get("label"), str) or \
-                not isinstance(source.get("file"), str):
+        if (
+            not isinstance(source, dict)
+            or not isinstance(source.get("label"), str)
+            or not isinstance(source.get("file"), str)
+        ):
             raise bad(f"sources[{i}] needs a 'label' and a 'file'")
         if source.get("step") is not None and _number(source["step"]) is None:
             raise bad(f"sources[{i}]: step {source['step']!r} is not a number")

@@ -4,6 +4,7 @@ find it in a task's results. Which figures each task has is declared on its regi
 A figure is named by its path in the task's results (see embeval.formats.predictions): "acc",
 "all.spearman.pooled", "cosine.spearman", ...
 """
+
 from dataclasses import dataclass
 
 REPORT_GROUPS = ("transfer", "sts", "probing")
@@ -58,13 +59,17 @@ class Column:
 ACCURACY = Figure("acc", "test accuracy %", True)
 F1 = Figure("f1", "test F1 of paraphrase %", True)
 POOLED_SPEARMAN = Figure("all.spearman.pooled", "cosine Spearman, all pairs pooled", False)
-STS_FIGURES = (POOLED_SPEARMAN,
-               Figure("all.spearman.wmean", "cosine Spearman, n-weighted mean over subsets", False),
-               Figure("all.spearman.mean", "cosine Spearman, mean over subsets", False),
-               Figure("all.pearson.pooled", "cosine Pearson, all pairs pooled", False))
-RELATEDNESS_FIGURES = (Figure("cosine.spearman", "cosine Spearman (test)", False),
-                       Figure("pearson", "regressor Pearson (test)", False),
-                       Figure("spearman", "regressor Spearman (test)", False))
+STS_FIGURES = (
+    POOLED_SPEARMAN,
+    Figure("all.spearman.wmean", "cosine Spearman, n-weighted mean over subsets", False),
+    Figure("all.spearman.mean", "cosine Spearman, mean over subsets", False),
+    Figure("all.pearson.pooled", "cosine Pearson, all pairs pooled", False),
+)
+RELATEDNESS_FIGURES = (
+    Figure("cosine.spearman", "cosine Spearman (test)", False),
+    Figure("pearson", "regressor Pearson (test)", False),
+    Figure("spearman", "regressor Spearman (test)", False),
+)
 RETRIEVAL_FIGURES = (Figure("acc.mean_recall", "mean of R@1, R@5, R@10 both ways %", True),)
 
 

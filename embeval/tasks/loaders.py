@@ -4,6 +4,7 @@ Every loader reproduces what SentEval's own loader reads: the same encodings, li
 columns, skipped headers and label ids. A sample's sentence is its tokens joined by single
 spaces. Malformed input raises DataFileError naming the file and line.
 """
+
 import os
 import pickle
 import pickletools
@@ -42,11 +43,12 @@ def data_path(root, relative, task):
 def read_text(path, encoding, task):
     """A file's text with universal newlines, or a one-line error."""
     try:
-        with open(path, "r", encoding=encoding) as f:
+        with open(path, encoding=encoding) as f:
             return f.read()
     except UnicodeDecodeError as err:
-        raise DataFileError(f"not valid {encoding} text (byte {err.start})", file=path, task=task,
-                            line=_line_at(path, err.start))
+        raise DataFileError(
+            f"not valid {encoding} text (byte {err.start})", file=path, task=task, line=_line_at(path, err.start)
+        )
     except OSError as err:
         raise DataFileError(f"cannot read: {err.strerror}", file=path, task=task)
 
@@ -145,8 +147,9 @@ def load_trec(root, task):
 
 
 def _single_splits(rows):
-    return {name: Split(name, [t for t, _ in r], np.array([y for _, y in r], dtype=np.int64))
-            for name, r in rows.items()}
+    return {
+        name: Split(name, [t for t, _ in r], np.array([y for _, y in r], dtype=np.int64)) for name, r in rows.items()
+    }
 
 
 def _pair_splits(rows, dtype):
@@ -234,7 +237,8 @@ def load_sts(root, task):
         if len(pairs) != len(scores):
             raise DataFileError(
                 f"{len(scores)} gold lines for {len(pairs)} sentence pairs in {inp.name}",
-                file=gold, task=task.name,
+                file=gold,
+                task=task.name,
             )
         a, b, y = [], [], []
         for lineno, (pair, score) in enumerate(zip(pairs, scores), start=1):
@@ -258,8 +262,7 @@ def load_snli(root, task):
     ids = {c: i for i, c in enumerate(task.classes)}
     splits, files = {}, []
     for name, suffix in (("train", "train"), ("dev", "dev"), ("test", "test")):
-        paths = [data_path(root, f"{task.params['folder']}/{f}.{suffix}", task.name)
-                 for f in ("s1", "s2", "labels")]
+        paths = [data_path(root, f"{task.params['folder']}/{f}.{suffix}", task.name) for f in ("s1", "s2", "labels")]
         files += paths
         s1 = read_text(paths[0], task.encoding, task.name).splitlines()
         s2 = read_text(paths[1], task.encoding, task.name).splitlines()
@@ -267,7 +270,8 @@ def load_snli(root, task):
         if not len(s1) == len(s2) == len(labels):
             raise DataFileError(
                 f"{len(s1)} premises, {len(s2)} hypotheses and {len(labels)} labels differ in count",
-                file=paths[2], task=task.name,
+                file=paths[2],
+                task=task.name,
             )
         for lineno, label in enumerate(labels, start=1):
             if label not in ids:
@@ -310,8 +314,13 @@ class _DType:
 
     def __setstate__(self, state):
         # (version, byte order, subarray, names, fields, element size, alignment, flags[, metadata])
-        if not (isinstance(state, tuple) and len(state) in (8, 9) and state[0] in (3, 4)
-                and state[1] in ("<", ">", "|", "=") and state[2:5] == (None, None, None)):
+        if not (
+            isinstance(state, tuple)
+            and len(state) in (8, 9)
+            and state[0] in (3, 4)
+            and state[1] in ("<", ">", "|", "=")
+            and state[2:5] == (None, None, None)
+        ):
             raise _damaged("dtype")
         if state[1] in "<>":
             self.dtype = self.dtype.newbyteorder(state[1])
@@ -328,7 +337,7 @@ def _array(raw, dtype, shape, order):
     dtype = _real_dtype(dtype)
     if isinstance(raw, str):
         raw = raw.encode("latin-1")
-    if not isinstance(shape, tuple) or not all(type(n) is int and 0 <= n for n in shape) or order not in "CF":
+    if not isinstance(shape, tuple) or not all(type(n) is int and n >= 0 for n in shape) or order not in "CF":
         raise _damaged("array shape")
     size = dtype.itemsize * int(np.prod(shape, dtype=object))
     if not isinstance(raw, (bytes, bytearray, pickle.PickleBuffer)) or size > _MAX_ARRAY_BYTES:
@@ -456,8 +465,9 @@ def _image_features(features, path, task):
     if images.dtype.kind not in "fiu":
         raise DataFileError(f"features must be real numbers, got {images.dtype}", file=path, task=task.name)
     if images.ndim != 2:
-        raise DataFileError(f"features must be one vector per image, got shape {images.shape}",
-                            file=path, task=task.name)
+        raise DataFileError(
+            f"features must be one vector per image, got shape {images.shape}", file=path, task=task.name
+        )
     images = images.astype(np.float32)
     if not np.isfinite(images).all():
         raise DataFileError("features contain NaN or Inf", file=path, task=task.name)
@@ -480,8 +490,9 @@ def _coco_split(path, task, name):
         try:
             ids = list(links[image])
             if len(ids) < 5:
-                raise DataFileError(f"image {image} has {len(ids)} captions, at least 5 are needed",
-                                    file=path, task=task.name)
+                raise DataFileError(
+                    f"image {image} has {len(ids)} captions, at least 5 are needed", file=path, task=task.name
+                )
             for cid in ids[:5]:
                 texts.append(join_byte_tokens(captions[cid]["cleaned_caption"] + " ."))
                 image_of.append(image)
@@ -508,7 +519,9 @@ def load_probing(root, task):
     for lineno, line in iter_lines(path, task.encoding, task.name):
         fields = line.rstrip().split("\t")
         if len(fields) < 3 or fields[0] not in names:
-            raise _malformed(path, task.name, lineno, "expected SPLIT<TAB>LABEL<TAB>…<TAB>SENTENCE with SPLIT tr, va or te")
+            raise _malformed(
+                path, task.name, lineno, "expected SPLIT<TAB>LABEL<TAB>…<TAB>SENTENCE with SPLIT tr, va or te"
+            )
         rows[names[fields[0]]].append((join_tokens(fields[-1]), fields[1], lineno))
     classes = sorted({label for _, label, _ in rows["train"]})
     if not classes:

@@ -7,10 +7,11 @@ statistics, whether it hosts the geometry diagnostics, whether quickstart scores
 MTEB. The runner, report, compare and quickstart read these fields and never test a task's name.
 Adding a task is adding one entry (and an evaluator only if its kind is new).
 """
+
 import difflib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Optional, Tuple
 
 from embeval.errors import EmbevalError
 from embeval.tasks import loaders
@@ -46,35 +47,39 @@ class Task:
 
     name: str
     kind: str
-    files: Tuple[str, ...]  # relative to the data folder
+    files: tuple[str, ...]  # relative to the data folder
     encoding: str
     loader: Callable
     evaluator: str
-    metrics: Tuple[str, ...]
-    figures: Tuple[Figure, ...]
-    selection: Optional[str] = None
-    columns: Tuple[Column, ...] = ()
-    short_name: Optional[str] = None
-    aliases: Tuple[str, ...] = ()
-    sort: Optional[str] = None  # SentEval's sample order: single | pair | snli | None
-    classes: Optional[Tuple[str, ...]] = None
+    metrics: tuple[str, ...]
+    figures: tuple[Figure, ...]
+    selection: str | None = None
+    columns: tuple[Column, ...] = ()
+    short_name: str | None = None
+    aliases: tuple[str, ...] = ()
+    sort: str | None = None  # SentEval's sample order: single | pair | snli | None
+    classes: tuple[str, ...] | None = None
     features: str = "single"  # single | pair ([|u-v|, u*v]) | snli ([u, v, u*v, |u-v|])
-    statistics_from: Optional[str] = None
+    statistics_from: str | None = None
     geometry: bool = False
     quickstart: bool = False
-    mteb: Optional[Mteb] = None
-    params: Dict = field(default_factory=dict)
+    mteb: Mteb | None = None
+    params: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        checks = [(self.kind in KINDS, f"kind {self.kind!r} is not one of {KINDS}"),
-                  (self.evaluator in EVALUATORS, f"evaluator {self.evaluator!r} is not one of {EVALUATORS}"),
-                  (self.sort in SORTS, f"sort {self.sort!r} is not one of {SORTS}"),
-                  (self.features in FEATURES, f"features {self.features!r} is not one of {FEATURES}"),
-                  (bool(self.files), "no data files"),
-                  (bool(self.figures), "no figures"),
-                  (self.selection is None or self.selection in self.metrics,
-                   f"selection {self.selection!r} is not one of its metrics"),
-                  (all(c.group in REPORT_GROUPS for c in self.columns), f"report groups are {REPORT_GROUPS}")]
+        checks = [
+            (self.kind in KINDS, f"kind {self.kind!r} is not one of {KINDS}"),
+            (self.evaluator in EVALUATORS, f"evaluator {self.evaluator!r} is not one of {EVALUATORS}"),
+            (self.sort in SORTS, f"sort {self.sort!r} is not one of {SORTS}"),
+            (self.features in FEATURES, f"features {self.features!r} is not one of {FEATURES}"),
+            (bool(self.files), "no data files"),
+            (bool(self.figures), "no figures"),
+            (
+                self.selection is None or self.selection in self.metrics,
+                f"selection {self.selection!r} is not one of its metrics",
+            ),
+            (all(c.group in REPORT_GROUPS for c in self.columns), f"report groups are {REPORT_GROUPS}"),
+        ]
         for ok, problem in checks:
             if not ok:
                 raise ValueError(f"task {self.name}: {problem}")
@@ -119,37 +124,74 @@ PROBING_FILES = {
 }
 
 # MTEB's STS12-16 test sets are SentEval's subsets of the year pooled: (dataset, revision, pairs).
-STS_MTEB = {name: Mteb(name, f"mteb/{name.lower()}-sts", revision, pairs, POOLED,
-                       f"cosine, all {pairs} pairs of the {len(STS_SUBSETS[name])} subsets pooled")
-            for name, revision, pairs in (("STS12", "a0d554a64d88156834ff5ae9920b964011b16384", 3108),
-                                          ("STS13", "7e90230a92c190f1bf69ae9002b8cea547a64cca", 1500),
-                                          ("STS14", "6031580fec1f6af667f0bd2da0a551cf4f0b2375", 3750),
-                                          ("STS15", "ae752c7c21bf194d8b67fd573edf7ae58183cbe3", 3000),
-                                          ("STS16", "4d8694f8f0e0100860b497b999b3dbed754a0513", 1186))}
+STS_MTEB = {
+    name: Mteb(
+        name,
+        f"mteb/{name.lower()}-sts",
+        revision,
+        pairs,
+        POOLED,
+        f"cosine, all {pairs} pairs of the {len(STS_SUBSETS[name])} subsets pooled",
+    )
+    for name, revision, pairs in (
+        ("STS12", "a0d554a64d88156834ff5ae9920b964011b16384", 3108),
+        ("STS13", "7e90230a92c190f1bf69ae9002b8cea547a64cca", 1500),
+        ("STS14", "6031580fec1f6af667f0bd2da0a551cf4f0b2375", 3750),
+        ("STS15", "ae752c7c21bf194d8b67fd573edf7ae58183cbe3", 3000),
+        ("STS16", "4d8694f8f0e0100860b497b999b3dbed754a0513", 1186),
+    )
+}
 
 D = "downstream/"
 BINARY = ("negative", "positive")
-ACCURACY_COLUMN = Column("transfer", "acc", "accuracy %", per_classifier=True, measure="accuracy", protocol="classifier")
-REGRESSOR_COLUMN = Column("transfer", "pearson", "Pearson x100, regressor", scale=100.0, measure="pearson",
-                          protocol="regressor", split="test")
-STSB_COSINE_COLUMN = Column("sts", "cosine.spearman", "Spearman x100", scale=100.0, order=1, measure="spearman",
-                            protocol="cosine", split="test")
-SICKR_COSINE_COLUMN = Column("sts", "cosine.spearman", "Spearman x100", scale=100.0, order=2, measure="spearman",
-                             protocol="cosine", split="test")
-CLASSIFICATION = dict(metrics=CLASSIFICATION_METRICS, figures=(ACCURACY,), selection="devacc",
-                      columns=(ACCURACY_COLUMN,))
+ACCURACY_COLUMN = Column(
+    "transfer", "acc", "accuracy %", per_classifier=True, measure="accuracy", protocol="classifier"
+)
+REGRESSOR_COLUMN = Column(
+    "transfer", "pearson", "Pearson x100, regressor", scale=100.0, measure="pearson", protocol="regressor", split="test"
+)
+STSB_COSINE_COLUMN = Column(
+    "sts", "cosine.spearman", "Spearman x100", scale=100.0, order=1, measure="spearman", protocol="cosine", split="test"
+)
+SICKR_COSINE_COLUMN = Column(
+    "sts", "cosine.spearman", "Spearman x100", scale=100.0, order=2, measure="spearman", protocol="cosine", split="test"
+)
+CLASSIFICATION = {
+    "metrics": CLASSIFICATION_METRICS,
+    "figures": (ACCURACY,),
+    "selection": "devacc",
+    "columns": (ACCURACY_COLUMN,),
+}
 
 
 def _binary(name, folder, pos, neg, classes=BINARY):
-    return Task(name=name, kind="classification", files=(f"{D}{folder}/{pos}", f"{D}{folder}/{neg}"),
-                encoding="latin-1", loader=loaders.load_binary, evaluator="inner_kfold", sort="single",
-                classes=classes, **CLASSIFICATION)
+    return Task(
+        name=name,
+        kind="classification",
+        files=(f"{D}{folder}/{pos}", f"{D}{folder}/{neg}"),
+        encoding="latin-1",
+        loader=loaders.load_binary,
+        evaluator="inner_kfold",
+        sort="single",
+        classes=classes,
+        **CLASSIFICATION,
+    )
 
 
 def _sst(name, folder, fmt, classes):
     files = tuple(f"{D}SST/{folder}/sentiment-{s}" for s in ("train", "dev", "test"))
-    return Task(name=name, kind="classification", files=files, encoding="utf-8", loader=loaders.load_sst,
-                evaluator="split", sort="single", classes=classes, params={"format": fmt}, **CLASSIFICATION)
+    return Task(
+        name=name,
+        kind="classification",
+        files=files,
+        encoding="utf-8",
+        loader=loaders.load_sst,
+        evaluator="split",
+        sort="single",
+        classes=classes,
+        params={"format": fmt},
+        **CLASSIFICATION,
+    )
 
 
 SICK_FILES = tuple(f"{D}SICK/{f}" for f in ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt"))
@@ -158,72 +200,202 @@ SICK_FILES = tuple(f"{D}SICK/{f}" for f in ("SICK_train.txt", "SICK_trial.txt", 
 def _sts(name):
     folder = f"{D}STS/{name}-en-test"
     files = tuple(f"{folder}/STS.{kind}.{subset}.txt" for subset in STS_SUBSETS[name] for kind in ("input", "gs"))
-    return Task(name=name, kind="sts", files=files, encoding="utf-8", loader=loaders.load_sts,
-                evaluator="cosine_sts", metrics=STS_METRICS, figures=STS_FIGURES, sort="pair", features="pair",
-                columns=(Column("sts", "all.spearman.pooled", "Spearman x100", scale=100.0, measure="spearman",
-                                protocol="cosine", aggregation="pooled"),),
-                statistics_from="STSBenchmark", quickstart=True, mteb=STS_MTEB[name],
-                params={"folder": folder, "subsets": STS_SUBSETS[name]})
+    return Task(
+        name=name,
+        kind="sts",
+        files=files,
+        encoding="utf-8",
+        loader=loaders.load_sts,
+        evaluator="cosine_sts",
+        metrics=STS_METRICS,
+        figures=STS_FIGURES,
+        sort="pair",
+        features="pair",
+        columns=(
+            Column(
+                "sts",
+                "all.spearman.pooled",
+                "Spearman x100",
+                scale=100.0,
+                measure="spearman",
+                protocol="cosine",
+                aggregation="pooled",
+            ),
+        ),
+        statistics_from="STSBenchmark",
+        quickstart=True,
+        mteb=STS_MTEB[name],
+        params={"folder": folder, "subsets": STS_SUBSETS[name]},
+    )
 
 
 def _probing(name, filename):
-    return Task(name=name, kind="probing", files=(f"probing/{filename}",), encoding="utf-8",
-                loader=loaders.load_probing, evaluator="probing", metrics=CLASSIFICATION_METRICS,
-                figures=(ACCURACY,), selection="devacc", sort="single",
-                columns=(Column("probing", "acc", "accuracy %", per_classifier=True),),
-                params={"logreg_only": True} if name == "WordContent" else {})
+    return Task(
+        name=name,
+        kind="probing",
+        files=(f"probing/{filename}",),
+        encoding="utf-8",
+        loader=loaders.load_probing,
+        evaluator="probing",
+        metrics=CLASSIFICATION_METRICS,
+        figures=(ACCURACY,),
+        selection="devacc",
+        sort="single",
+        columns=(Column("probing", "acc", "accuracy %", per_classifier=True),),
+        params={"logreg_only": True} if name == "WordContent" else {},
+    )
 
 
-_DOWNSTREAM = [
-    _binary("CR", "CR", "custrev.pos", "custrev.neg"),
-    _binary("MR", "MR", "rt-polarity.pos", "rt-polarity.neg"),
-    _binary("MPQA", "MPQA", "mpqa.pos", "mpqa.neg"),
-    _binary("SUBJ", "SUBJ", "subj.objective", "subj.subjective", classes=("subjective", "objective")),
-    _sst("SST2", "binary", "tab", ("negative", "positive")),
-    _sst("SST5", "fine", "label-first", ("very negative", "negative", "neutral", "positive", "very positive")),
-    Task(name="TREC", kind="classification", files=(f"{D}TREC/train_5500.label", f"{D}TREC/TREC_10.label"),
-         encoding="latin-1", loader=loaders.load_trec, evaluator="kfold", sort="single",
-         classes=("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM"), **CLASSIFICATION),
-    Task(name="MRPC", kind="pair-classification",
-         files=(f"{D}MRPC/msr_paraphrase_train.txt", f"{D}MRPC/msr_paraphrase_test.txt"), encoding="utf-8",
-         loader=loaders.load_mrpc, evaluator="kfold", metrics=CLASSIFICATION_METRICS + ("f1",),
-         figures=(ACCURACY, F1), selection="devacc", sort="pair", classes=("not paraphrase", "paraphrase"),
-         features="pair",
-         columns=(ACCURACY_COLUMN, Column("transfer", "f1", "F1 %", header="MRPC F1", per_classifier=True,
-                                                measure="f1", protocol="classifier"))),
-    Task(name="SICKEntailment", short_name="SICK-E", aliases=("SICK-E", "SICKE"), kind="pair-classification",
-         files=SICK_FILES, encoding="utf-8", loader=loaders.load_sick, evaluator="split", sort="pair",
-         classes=("CONTRADICTION", "NEUTRAL", "ENTAILMENT"), features="pair", params={"target": "entailment"},
-         **CLASSIFICATION),
-    Task(name="SICKRelatedness", short_name="SICK-R", aliases=("SICK-R", "SICKR"), kind="relatedness",
-         files=SICK_FILES, encoding="utf-8", loader=loaders.load_sick, evaluator="relatedness",
-         metrics=RELATEDNESS_METRICS, figures=RELATEDNESS_FIGURES, selection="devpearson", sort="pair",
-         features="pair", columns=(REGRESSOR_COLUMN, SICKR_COSINE_COLUMN),
-         mteb=Mteb("SICK-R", "mteb/sickr-sts", "20a6d6f312dd54037fe07a32d58e5e168867909d", 9927, "mteb.{coef}",
-                   "cosine, train + trial + test pooled (9927 pairs)", pooled_splits=("train", "dev", "test")),
-         params={"target": "relatedness"}),
-    Task(name="STSBenchmark", short_name="STS-B", aliases=("STS-B", "STSB"), kind="relatedness",
-         files=tuple(f"{D}STS/STSBenchmark/sts-{s}.csv" for s in ("train", "dev", "test")), encoding="utf-8",
-         loader=loaders.load_stsb, evaluator="relatedness", metrics=RELATEDNESS_METRICS,
-         figures=RELATEDNESS_FIGURES, selection="devpearson", sort="pair", features="pair",
-         columns=(REGRESSOR_COLUMN, STSB_COSINE_COLUMN), geometry=True),
-    Task(name="SNLI", kind="pair-classification",
-         files=tuple(f"{D}SNLI/{f}.{s}" for s in ("train", "dev", "test") for f in ("s1", "s2", "labels")),
-         encoding="latin-1", loader=loaders.load_snli, evaluator="split", sort="snli",
-         classes=("entailment", "neutral", "contradiction"), features="snli",
-         params={"folder": f"{D}SNLI", "noreg": True, "max_epoch": 15, "epoch_size": 1}, **CLASSIFICATION),
-    Task(name="ImageCaptionRetrieval", short_name="COCO", aliases=("COCO",), kind="retrieval",
-         files=tuple(f"{D}COCO/{s}.pkl" for s in ("train", "valid", "test")), encoding="latin-1",
-         loader=loaders.load_coco, evaluator="retrieval", metrics=("devacc", "acc", "ndev", "ntest"),
-         figures=RETRIEVAL_FIGURES, selection="devacc",
-         columns=(Column("transfer", "acc.mean_recall", "mean of R@1/5/10 both ways %"),)),
-] + [_sts(name) for name in STS_SUBSETS] + [
-    Task(name="STSBenchmarkRaw", kind="sts", files=("raw/STSBenchmark/sts-test.csv",), encoding="utf-8",
-         loader=loaders.load_stsb_raw, evaluator="cosine_sts", metrics=STS_METRICS, figures=STS_FIGURES, sort="pair",
-         features="pair", statistics_from="STSBenchmark",
-         mteb=Mteb("STSBenchmark", "mteb/stsbenchmark-sts", "b0fddb56ed78048fa8b90373c8a3cfc37b684831", 1379,
-                   POOLED, "cosine, test split, raw cased sentences")),
-]
+_DOWNSTREAM = (
+    [
+        _binary("CR", "CR", "custrev.pos", "custrev.neg"),
+        _binary("MR", "MR", "rt-polarity.pos", "rt-polarity.neg"),
+        _binary("MPQA", "MPQA", "mpqa.pos", "mpqa.neg"),
+        _binary("SUBJ", "SUBJ", "subj.objective", "subj.subjective", classes=("subjective", "objective")),
+        _sst("SST2", "binary", "tab", ("negative", "positive")),
+        _sst("SST5", "fine", "label-first", ("very negative", "negative", "neutral", "positive", "very positive")),
+        Task(
+            name="TREC",
+            kind="classification",
+            files=(f"{D}TREC/train_5500.label", f"{D}TREC/TREC_10.label"),
+            encoding="latin-1",
+            loader=loaders.load_trec,
+            evaluator="kfold",
+            sort="single",
+            classes=("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM"),
+            **CLASSIFICATION,
+        ),
+        Task(
+            name="MRPC",
+            kind="pair-classification",
+            files=(f"{D}MRPC/msr_paraphrase_train.txt", f"{D}MRPC/msr_paraphrase_test.txt"),
+            encoding="utf-8",
+            loader=loaders.load_mrpc,
+            evaluator="kfold",
+            metrics=CLASSIFICATION_METRICS + ("f1",),
+            figures=(ACCURACY, F1),
+            selection="devacc",
+            sort="pair",
+            classes=("not paraphrase", "paraphrase"),
+            features="pair",
+            columns=(
+                ACCURACY_COLUMN,
+                Column(
+                    "transfer", "f1", "F1 %", header="MRPC F1", per_classifier=True, measure="f1", protocol="classifier"
+                ),
+            ),
+        ),
+        Task(
+            name="SICKEntailment",
+            short_name="SICK-E",
+            aliases=("SICK-E", "SICKE"),
+            kind="pair-classification",
+            files=SICK_FILES,
+            encoding="utf-8",
+            loader=loaders.load_sick,
+            evaluator="split",
+            sort="pair",
+            classes=("CONTRADICTION", "NEUTRAL", "ENTAILMENT"),
+            features="pair",
+            params={"target": "entailment"},
+            **CLASSIFICATION,
+        ),
+        Task(
+            name="SICKRelatedness",
+            short_name="SICK-R",
+            aliases=("SICK-R", "SICKR"),
+            kind="relatedness",
+            files=SICK_FILES,
+            encoding="utf-8",
+            loader=loaders.load_sick,
+            evaluator="relatedness",
+            metrics=RELATEDNESS_METRICS,
+            figures=RELATEDNESS_FIGURES,
+            selection="devpearson",
+            sort="pair",
+            features="pair",
+            columns=(REGRESSOR_COLUMN, SICKR_COSINE_COLUMN),
+            mteb=Mteb(
+                "SICK-R",
+                "mteb/sickr-sts",
+                "20a6d6f312dd54037fe07a32d58e5e168867909d",
+                9927,
+                "mteb.{coef}",
+                "cosine, train + trial + test pooled (9927 pairs)",
+                pooled_splits=("train", "dev", "test"),
+            ),
+            params={"target": "relatedness"},
+        ),
+        Task(
+            name="STSBenchmark",
+            short_name="STS-B",
+            aliases=("STS-B", "STSB"),
+            kind="relatedness",
+            files=tuple(f"{D}STS/STSBenchmark/sts-{s}.csv" for s in ("train", "dev", "test")),
+            encoding="utf-8",
+            loader=loaders.load_stsb,
+            evaluator="relatedness",
+            metrics=RELATEDNESS_METRICS,
+            figures=RELATEDNESS_FIGURES,
+            selection="devpearson",
+            sort="pair",
+            features="pair",
+            columns=(REGRESSOR_COLUMN, STSB_COSINE_COLUMN),
+            geometry=True,
+        ),
+        Task(
+            name="SNLI",
+            kind="pair-classification",
+            files=tuple(f"{D}SNLI/{f}.{s}" for s in ("train", "dev", "test") for f in ("s1", "s2", "labels")),
+            encoding="latin-1",
+            loader=loaders.load_snli,
+            evaluator="split",
+            sort="snli",
+            classes=("entailment", "neutral", "contradiction"),
+            features="snli",
+            params={"folder": f"{D}SNLI", "noreg": True, "max_epoch": 15, "epoch_size": 1},
+            **CLASSIFICATION,
+        ),
+        Task(
+            name="ImageCaptionRetrieval",
+            short_name="COCO",
+            aliases=("COCO",),
+            kind="retrieval",
+            files=tuple(f"{D}COCO/{s}.pkl" for s in ("train", "valid", "test")),
+            encoding="latin-1",
+            loader=loaders.load_coco,
+            evaluator="retrieval",
+            metrics=("devacc", "acc", "ndev", "ntest"),
+            figures=RETRIEVAL_FIGURES,
+            selection="devacc",
+            columns=(Column("transfer", "acc.mean_recall", "mean of R@1/5/10 both ways %"),),
+        ),
+    ]
+    + [_sts(name) for name in STS_SUBSETS]
+    + [
+        Task(
+            name="STSBenchmarkRaw",
+            kind="sts",
+            files=("raw/STSBenchmark/sts-test.csv",),
+            encoding="utf-8",
+            loader=loaders.load_stsb_raw,
+            evaluator="cosine_sts",
+            metrics=STS_METRICS,
+            figures=STS_FIGURES,
+            sort="pair",
+            features="pair",
+            statistics_from="STSBenchmark",
+            mteb=Mteb(
+                "STSBenchmark",
+                "mteb/stsbenchmark-sts",
+                "b0fddb56ed78048fa8b90373c8a3cfc37b684831",
+                1379,
+                POOLED,
+                "cosine, test split, raw cased sentences",
+            ),
+        ),
+    ]
+)
 
 
 def build_registry(tasks):
@@ -241,8 +413,9 @@ def build_registry(tasks):
     for task in tasks:
         lender = registry.get(task.statistics_from) if task.statistics_from else None
         if task.statistics_from and (lender is None or lender.statistics_from):
-            raise ValueError(f"task {task.name}: statistics_from {task.statistics_from!r} is not a task with "
-                             "statistics of its own")
+            raise ValueError(
+                f"task {task.name}: statistics_from {task.statistics_from!r} is not a task with statistics of its own"
+            )
     return registry
 
 
@@ -271,8 +444,9 @@ def parse_task_list(text, source="--tasks"):
     for spelling in spellings:
         name = canonical_name(spelling)
         if name is None:
-            raise EmbevalError(f"unknown task {spelling}{_suggestion(spelling)}; tasks are "
-                               f"{', '.join(TASKS)}", file=source)
+            raise EmbevalError(
+                f"unknown task {spelling}{_suggestion(spelling)}; tasks are {', '.join(TASKS)}", file=source
+            )
         if name not in names:
             names.append(name)
     return names

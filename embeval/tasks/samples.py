@@ -1,6 +1,6 @@
 """Loaded task data: splits of samples (sentence texts, labels or scores) in file order."""
+
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
 
 import numpy as np
 
@@ -16,11 +16,11 @@ class Split:
     """
 
     name: str
-    a: List[str]
+    a: list[str]
     y: np.ndarray
-    b: Optional[List[str]] = None
-    sort_label: Optional[list] = None
-    images: Optional[np.ndarray] = None
+    b: list[str] | None = None
+    sort_label: list | None = None
+    images: np.ndarray | None = None
 
     def __len__(self):
         return len(self.a)
@@ -35,9 +35,9 @@ class TaskData:
     """Every split of one task, plus label names where labels are categorical."""
 
     name: str
-    splits: Dict[str, Split]
-    classes: Optional[List[str]] = None
-    files: List[str] = field(default_factory=list)
+    splits: dict[str, Split]
+    classes: list[str] | None = None
+    files: list[str] = field(default_factory=list)
 
     def sentences(self):
         """All sentence slots of the task, split by split (the export order before dedup)."""

@@ -18,8 +18,8 @@ finds it at `tenacity`, or once more than `max_epoch` passes are done. Problems 
 share one numpy stream, drawn once per pass, exactly as separate seeded runs would draw it.
 Gradients are written out (softmax cross-entropy, sigmoid MLP), not taken by autograd.
 """
+
 from dataclasses import dataclass
-from typing import List, Optional
 
 import numpy as np
 import torch
@@ -42,14 +42,14 @@ class Group:
     """
 
     train: np.ndarray
-    valid: Optional[np.ndarray] = None
+    valid: np.ndarray | None = None
 
 
 @dataclass
 class Trained:
     """The best model of every (group, reg) problem and its early-stopping accuracy."""
 
-    params: List[torch.Tensor]
+    params: list[torch.Tensor]
     best_accuracy: np.ndarray  # (G, R)
     rounds: np.ndarray  # (G, R) rounds trained
     nhid: int
@@ -65,7 +65,7 @@ class Trained:
         """Logits (len(idx), R, C) of group `group`'s R best models on samples idx."""
         x = features(torch.as_tensor(idx, device=self.params[0].device))[None]
         with torch.no_grad():
-            logits = _forward([p[group:group + 1] for p in self.params], x, self.nhid)[-1][0]
+            logits = _forward([p[group : group + 1] for p in self.params], x, self.nhid)[-1][0]
         return logits.permute(2, 0, 1).contiguous()
 
     def predict(self, features, idx, group):
@@ -173,8 +173,8 @@ def _pad(arrays, fill=0):
     out = np.full((len(arrays), width), fill, dtype=np.int64)
     valid = np.zeros((len(arrays), width), dtype=bool)
     for i, a in enumerate(arrays):
-        out[i, :len(a)] = a
-        valid[i, :len(a)] = True
+        out[i, : len(a)] = a
+        valid[i, : len(a)] = True
     return out, valid
 
 
@@ -187,10 +187,10 @@ def _accuracy(params, features, labels, eval_idx, eval_valid, nhid):
     correct = torch.zeros((g_total, r), dtype=torch.float64, device=labels.device)
     with torch.no_grad():
         for lo in range(0, g_total, chunk):
-            idx = eval_idx[lo:lo + chunk]
-            logits = _forward([p[lo:lo + chunk] for p in params], features(idx), nhid)[-1]
-            hit = (_argmax(logits, dim=2) == labels[idx][:, None]) & eval_valid[lo:lo + chunk][:, None]
-            correct[lo:lo + chunk] = hit.sum(dim=-1).double()
+            idx = eval_idx[lo : lo + chunk]
+            logits = _forward([p[lo : lo + chunk] for p in params], features(idx), nhid)[-1]
+            hit = (_argmax(logits, dim=2) == labels[idx][:, None]) & eval_valid[lo : lo + chunk][:, None]
+            correct[lo : lo + chunk] = hit.sum(dim=-1).double()
     return correct / eval_valid.sum(dim=1, keepdim=True).clamp(min=1).double()
 
 
@@ -247,15 +247,15 @@ def train(features, labels, nclasses, groups, regs, classifier, seed, device, dr
                 stream.next_pass()
             passes.append([train_sets[g][stream_of[g].current] for g in active])
         for lo in range(0, len(active), chunk):
-            part = torch.as_tensor(active[lo:lo + chunk], device=device)
+            part = torch.as_tensor(active[lo : lo + chunk], device=device)
             sub = [p[part] for p in params]
-            sub_opt = optimizer.select(part, active[lo:lo + chunk])
-            plan = _RoundPlan([orders[lo:lo + chunk] for orders in passes], batch, device)
+            sub_opt = optimizer.select(part, active[lo : lo + chunk])
+            plan = _RoundPlan([orders[lo : lo + chunk] for orders in passes], batch, device)
             for p in range(len(passes)):
                 _train_pass(sub, sub_opt, plan, p, features, labels, onehot, batch, nhid, dropout_rng, dropout)
             for full, trained in zip(params, sub):
                 full[part] = trained
-            optimizer.put(part, active[lo:lo + chunk], sub_opt)
+            optimizer.put(part, active[lo : lo + chunk], sub_opt)
         passes_done[0] += epoch_size
 
     def score():
@@ -287,10 +287,10 @@ class _RoundPlan:
         idx = np.zeros((len(passes), G, self.steps * batch), dtype=np.int64)
         valid = np.zeros(idx.shape, dtype=bool)
         for p, (i, v) in enumerate(padded):
-            idx[p, :, :i.shape[1]], valid[p, :, :v.shape[1]] = i, v
+            idx[p, :, : i.shape[1]], valid[p, :, : v.shape[1]] = i, v
         idx, valid = idx.reshape(len(passes), G, self.steps, batch), valid.reshape(len(passes), G, self.steps, batch)
         self.has_batch = valid.any(axis=3)
-        packed, = to_device([np.stack([idx, valid])], device)  # one copy: indices and validity
+        (packed,) = to_device([np.stack([idx, valid])], device)  # one copy: indices and validity
         self.idx, self.valid = packed[0], packed[1].bool()
         self.has_batch_device = self.valid.any(dim=3)
 
@@ -317,8 +317,10 @@ def _train_pass(params, optimizer, plan, p, features, labels, onehot, batch, nhi
         keep = None
         if dropout_rng is not None:
             H = params[1].shape[2]
-            keep = ((torch.rand((G, batch, R, H), generator=dropout_rng, device=device)
-                     >= dropout[:, None]) / (1 - dropout[:, None])).permute(0, 2, 3, 1)
+            keep = (
+                (torch.rand((G, batch, R, H), generator=dropout_rng, device=device) >= dropout[:, None])
+                / (1 - dropout[:, None])
+            ).permute(0, 2, 3, 1)
         grads = _gradients(params, x, targets[:, s], weights[:, s], nhid, keep)
         if has_batch[:, s].all():
             optimizer.step(params, grads)

@@ -4,12 +4,15 @@ A task's samples index rows of the sentence table: single-sentence tasks use the
 pair tasks [|u-v|, u*v] (MRPC, SICK, STS-B) and SNLI [u, v, u*v, |u-v|]. Features are built for
 the samples a batch needs; `Features.dense()` materializes them only when they fit a memory budget.
 """
+
 import numpy as np
 import torch
 
 from embeval.memory import dense_budget
 
 KINDS = ("single", "pair", "snli")
+
+
 def to_device(arrays, device):
     """numpy arrays on the device in one copy each; on a GPU through pinned memory, without
     waiting for the copy (the device orders it before the kernels that read it)."""
@@ -43,14 +46,17 @@ def combine(u, v, kind, out=None):
 
 def shaped_buffer(out, idx, dim):
     """The buffer `out` (at least idx.numel() * dim values) viewed as idx.shape + (dim,), or None."""
-    return None if out is None else out.reshape(-1)[:idx.numel() * dim].view(tuple(idx.shape) + (dim,))
+    return None if out is None else out.reshape(-1)[: idx.numel() * dim].view(tuple(idx.shape) + (dim,))
 
 
 def gather(matrix, idx, out=None):
     """matrix[idx] for an index tensor of any shape (index_select: faster than advanced indexing);
     out: a preallocated (idx.numel(), columns) tensor to write into."""
-    rows = torch.index_select(matrix, 0, idx.reshape(-1), out=out) if out is not None else \
-        matrix.index_select(0, idx.reshape(-1))
+    rows = (
+        torch.index_select(matrix, 0, idx.reshape(-1), out=out)
+        if out is not None
+        else matrix.index_select(0, idx.reshape(-1))
+    )
     return rows.reshape(tuple(idx.shape) + (matrix.shape[1],))
 
 
@@ -88,8 +94,11 @@ class Features:
     def dense(self, limit=None):
         """A DenseFeatures when the whole matrix fits `limit` bytes (default: dense_budget), else
         self (built per batch)."""
-        if self.kind == "single" and len(self.a) == len(self.table) and \
-                bool((self.a == torch.arange(len(self.a), device=self.device)).all()):
+        if (
+            self.kind == "single"
+            and len(self.a) == len(self.table)
+            and bool((self.a == torch.arange(len(self.a), device=self.device)).all())
+        ):
             return DenseFeatures(self.table)
         return self if self.nbytes() > (dense_budget(self.device) if limit is None else limit) else materialize(self)
 
@@ -97,7 +106,7 @@ class Features:
 def materialize(features, block=65536):
     """DenseFeatures holding features(i) for every sample index i, built `block` samples at a time."""
     rows = torch.arange(len(features), device=features.device)
-    blocks = [features(rows[i:i + block]) for i in range(0, len(features), block)]
+    blocks = [features(rows[i : i + block]) for i in range(0, len(features), block)]
     return DenseFeatures(torch.cat(blocks) if blocks else torch.zeros((0, features.dim), device=features.device))
 
 

@@ -11,6 +11,7 @@ problem to a tight gradient tolerance in float32; a float64 phase then checks th
 exact arithmetic and polishes what float32 could not reach, continuing from the float32 phase's
 curvature pairs. The result is the optimum, not an iteration-capped approximation.
 """
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -95,7 +96,7 @@ class Objective:
             grad_b += residual.sum(dim=0).double()
         penalty = scale / self.C[problems]
         w64 = theta[:, :D, :].double()
-        value += 0.5 * penalty * (w64 ** 2).sum(dim=(1, 2))
+        value += 0.5 * penalty * (w64**2).sum(dim=(1, 2))
         grad = torch.empty((P, D + 1, k), dtype=torch.float64, device=self.device)
         grad[:, :D, :] = grad_w.reshape(k, P, D).permute(1, 2, 0).double() + penalty[:, None, None] * w64
         grad[:, D, :] = grad_b.t()
@@ -263,13 +264,15 @@ def minimize(objective, theta, problems, dtype, gtol, max_iter, preconditioner=N
         if preconditioner is None:
             precondition = _identity
         else:
+
             def precondition(q, sub=sub):
                 return preconditioner.apply(q.reshape((len(sub),) + shape), sub).reshape(len(sub), -1)
+
         direction = _two_loop(g, S, Y, rho, newest, count, precondition)
         slope = (direction * g).sum(dim=1)
         bad = slope >= 0
         direction = torch.where(bad[:, None], -g, direction)
-        slope = torch.where(bad, -(g ** 2).sum(dim=1), slope)
+        slope = torch.where(bad, -(g**2).sum(dim=1), slope)
         step = torch.ones_like(f)
         if count == 0 and preconditioner is None:
             step = torch.minimum(step, 1.0 / g.abs().sum(dim=1).clamp(min=1e-12))
@@ -303,8 +306,9 @@ def minimize(objective, theta, problems, dtype, gtol, max_iter, preconditioner=N
         s, y = x_new - x, g_new - g
         sy = (s * y).sum(dim=1)
         S[newest], Y[newest] = s, y
-        rho[newest] = torch.where(sy > 1e-12 * (y * y).sum(dim=1).clamp(min=1e-300), 1.0 / sy.clamp(min=1e-300),
-                                  torch.zeros_like(sy))
+        rho[newest] = torch.where(
+            sy > 1e-12 * (y * y).sum(dim=1).clamp(min=1e-300), 1.0 / sy.clamp(min=1e-300), torch.zeros_like(sy)
+        )
         x, f, g = x_new, f_new, g_new
         iterations[active] += 1
         since_best = torch.where(largest < best, torch.zeros_like(since_best), since_best + 1)
@@ -336,8 +340,7 @@ GTOL_FLOAT64 = 1e-7
 MAX_ITER = 5000
 
 
-def fit(features, labels, nclasses, train_sets, C, device, gtol32=GTOL_FLOAT32, gtol64=GTOL_FLOAT64,
-        max_iter=MAX_ITER):
+def fit(features, labels, nclasses, train_sets, C, device, gtol32=GTOL_FLOAT32, gtol64=GTOL_FLOAT64, max_iter=MAX_ITER):
     """Solve every problem (g, r) exactly; return theta (G, R, D+1, k) float64, iterations, converged.
 
     The stopping test is the largest absolute gradient entry of the mean-scaled objective
@@ -359,8 +362,9 @@ def fit(features, labels, nclasses, train_sets, C, device, gtol32=GTOL_FLOAT32, 
         problems = torch.arange(len(part) * R, device=device)
         start = torch.zeros((len(problems), features.dim + 1, k), dtype=torch.float64, device=device)
         found, it32, _, history = minimize(objective, start, problems, torch.float32, gtol32, max_iter, preconditioner)
-        found, it64, done, _ = minimize(objective, found, problems, torch.float64, gtol64, max_iter, preconditioner,
-                                        history=history)
+        found, it64, done, _ = minimize(
+            objective, found, problems, torch.float64, gtol64, max_iter, preconditioner, history=history
+        )
         theta[torch.as_tensor(part, device=device)] = found.reshape(len(part), R, features.dim + 1, k)
         iterations[part] = (it32 + it64).reshape(len(part), R)
         converged[part] = done.reshape(len(part), R)

@@ -12,15 +12,23 @@ step count. A step may carry a mask: a masked-out problem's parameters and state
 The arithmetic is torch.optim's single-tensor implementation, operation by operation, written
 with public device-agnostic torch operations (torch._foreach_* for the in-place Adam step).
 """
+
 import inspect
 import re
 
 import numpy as np
 import torch
 
-CLASSES = {"adadelta": torch.optim.Adadelta, "adagrad": torch.optim.Adagrad, "adam": torch.optim.Adam,
-           "adamax": torch.optim.Adamax, "asgd": torch.optim.ASGD, "rmsprop": torch.optim.RMSprop,
-           "rprop": torch.optim.Rprop, "sgd": torch.optim.SGD}
+CLASSES = {
+    "adadelta": torch.optim.Adadelta,
+    "adagrad": torch.optim.Adagrad,
+    "adam": torch.optim.Adam,
+    "adamax": torch.optim.Adamax,
+    "asgd": torch.optim.ASGD,
+    "rmsprop": torch.optim.RMSprop,
+    "rprop": torch.optim.Rprop,
+    "sgd": torch.optim.SGD,
+}
 PAIRS = ("betas", "etas", "step_sizes")  # torch takes a pair; the string gives one number
 IMPLEMENTATION = ("foreach", "fused", "capturable", "differentiable")  # torch's code path, not its arithmetic
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)$")  # SentEval's
@@ -43,8 +51,9 @@ def parse(text):
             if len(pieces) != 2:
                 raise ValueError(f"optimizer setting {part!r} is not key=value (in {text!r})")
             if not _NUMBER.match(pieces[1]):
-                raise ValueError(f"value {pieces[1]!r} of {pieces[0]} is not a plain decimal number such as "
-                                 f"0.01 (in {text!r})")
+                raise ValueError(
+                    f"value {pieces[1]!r} of {pieces[0]} is not a plain decimal number such as 0.01 (in {text!r})"
+                )
             given[pieces[0]] = float(pieces[1])
     if name not in CLASSES:
         raise ValueError(f"unknown optimizer {name!r}; use one of {', '.join(CLASSES)}")
@@ -54,8 +63,10 @@ def parse(text):
     keywords = list(inspect.signature(cls.__init__).parameters)[2:]
     unexpected = [k for k in given if k not in keywords]
     if unexpected:
-        raise ValueError(f"torch.optim.{cls.__name__} takes no {', '.join(map(repr, unexpected))}; its settings are "
-                         f"{', '.join(keywords)}")
+        raise ValueError(
+            f"torch.optim.{cls.__name__} takes no {', '.join(map(repr, unexpected))}; its settings are "
+            f"{', '.join(keywords)}"
+        )
     pairs = [k for k in given if k in PAIRS]
     if pairs:
         raise ValueError(f"{pairs[0]} of {name} is a pair of numbers, which the optimizer string cannot give")
@@ -147,8 +158,11 @@ class BatchedOptimizer:
             self.host_steps[np.asarray(host_mask, dtype=bool)] += 1
             self.uniform_step = None
         s = self.settings
-        if self.uniform_step is not None and self.name == "adam" and not (
-                s["amsgrad"] or s["maximize"] or s["decoupled_weight_decay"]):
+        if (
+            self.uniform_step is not None
+            and self.name == "adam"
+            and not (s["amsgrad"] or s["maximize"] or s["decoupled_weight_decay"])
+        ):
             return self._adam_in_place(params, grads, self.uniform_step)
         scalars = self._per_step()
         for p, g, state, shape in zip(params, grads, self.state, self.shapes):
@@ -176,9 +190,9 @@ class BatchedOptimizer:
         torch._foreach_mul_(squares, beta2)
         torch._foreach_addcmul_(squares, grads, grads, value=1 - beta2)
         denom = torch._foreach_sqrt(squares)
-        torch._foreach_div_(denom, (1 - beta2 ** step) ** 0.5)
+        torch._foreach_div_(denom, (1 - beta2**step) ** 0.5)
         torch._foreach_add_(denom, s["eps"])
-        torch._foreach_addcdiv_(params, means, denom, value=-s["lr"] / (1 - beta1 ** step))
+        torch._foreach_addcdiv_(params, means, denom, value=-s["lr"] / (1 - beta1**step))
 
     def _per_step(self):
         """Per-problem step-size factors from the step counts (float64 arithmetic, as torch.optim's
@@ -186,15 +200,16 @@ class BatchedOptimizer:
         s, t = self.settings, self.steps
         if self.name == "adam":
             beta1, beta2 = s["betas"]
-            return {"step_size": (s["lr"] / (1 - beta1 ** t)).float(), "bias2_sqrt": (1 - beta2 ** t).sqrt().float()}
+            return {"step_size": (s["lr"] / (1 - beta1**t)).float(), "bias2_sqrt": (1 - beta2**t).sqrt().float()}
         if self.name == "adamax":
             return {"clr": (s["lr"] / (1 - s["betas"][0] ** t)).float()}
         if self.name == "adagrad":
             return {"clr": (s["lr"] / (1 + (t - 1) * s["lr_decay"])).float()}
         if self.name == "asgd":
             # torch keeps eta in a float32 tensor: lr before the first step, then lr / (1 + lambd lr t)^alpha
-            eta = torch.where(t <= 1, torch.full_like(t, s["lr"]),
-                              s["lr"] / (1 + s["lambd"] * s["lr"] * (t - 1)) ** s["alpha"]).float()
+            eta = torch.where(
+                t <= 1, torch.full_like(t, s["lr"]), s["lr"] / (1 + s["lambd"] * s["lr"] * (t - 1)) ** s["alpha"]
+            ).float()
             return {"eta": eta, "decay": (1 - s["lambd"] * eta.double()).float()}
         if self.name == "sgd":
             return {"first": t == 1}

@@ -8,6 +8,7 @@ counter of non-improving rounds, never reset, stops the problem at the first non
 that finds the counter at `tenacity`, and is incremented otherwise. Problems form a grid of any
 shape (the trainer's (groups, regs); () for one model).
 """
+
 import numpy as np
 
 
