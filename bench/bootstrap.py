@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 
 from embeval import stats  # noqa: E402
+from embeval.tasks.catalog import statistic  # noqa: E402
 from embeval.formats import predictions  # noqa: E402
 
 Z = norm.ppf(0.975)
@@ -34,7 +35,7 @@ def rate(make_pair, kind, figure, trials, resamples):
     hits = 0
     for t in range(trials):
         a, b = make_pair(np.random.default_rng(10_000 + t))
-        hits += stats.paired_test(kind, figure, a, b, seed=t, task="bench", resamples=resamples)["p"] < 0.05
+        hits += stats.paired_test(statistic(kind, figure), a, b, seed=t, task="bench", resamples=resamples)["p"] < 0.05
     return hits / trials
 
 
@@ -65,7 +66,7 @@ def coverage(trials, n=500, p=0.8, resamples=1000):
     covered = 0
     for t in range(trials):
         arrays = {"gold": np.zeros(n, int), "pred": (rng.random(n) >= p).astype(int)}
-        ci = stats.bootstrap_ci("labels", "acc", arrays, seed=t, task="bench", resamples=resamples)
+        ci = stats.bootstrap_ci(statistic("labels", "acc"), arrays, seed=t, task="bench", resamples=resamples)
         covered += ci["low"] <= 100 * p <= ci["high"]
     return covered / trials
 
@@ -75,14 +76,16 @@ def widths():
     out = {}
     n = 2000
     arrays = {"gold": np.zeros(n, int), "pred": (rng.random(n) >= 0.7).astype(int)}
-    ci = stats.bootstrap_ci("labels", "acc", arrays, seed=1, task="bench", resamples=2000)
+    ci = stats.bootstrap_ci(statistic("labels", "acc"), arrays, seed=1, task="bench", resamples=2000)
     p = ci["value"] / 100
     out["accuracy_n2000_p0.7"] = {"bootstrap": ci["high"] - ci["low"], "theory": 100 * 2 * Z * np.sqrt(p * (1 - p) / n)}
     n, rho = 1500, 0.6
     x = rng.standard_normal(n)
     y = rho * x + np.sqrt(1 - rho**2) * rng.standard_normal(n)
     for coefficient, variance in (("pearson", 1.0), ("spearman", 1.06)):
-        ci = stats.bootstrap_ci("scores", coefficient, {"gold": x, "system": y}, seed=1, task="bench", resamples=2000)
+        ci = stats.bootstrap_ci(
+            statistic("scores", coefficient), {"gold": x, "system": y}, seed=1, task="bench", resamples=2000
+        )
         z, se = np.arctanh(ci["value"]), np.sqrt(variance / (n - 3))
         out[f"{coefficient}_n1500_rho0.6"] = {
             "bootstrap": ci["high"] - ci["low"],

@@ -53,7 +53,7 @@ def _classification(task, splits, dim, config, seed=0):
     from embeval.tasks.samples import Split, TaskData
 
     rng = np.random.default_rng(seed)
-    pair = TASKS[task].features != "single"
+    pair = TASKS[task].params.features != "single"
     data_splits, rows, vectors, start = {}, {}, [], 0
     for name, n in splits.items():
         labels = rng.integers(0, 3 if task != "MRPC" and task != "CR" else 2, n)
@@ -132,44 +132,52 @@ def _cases(dim):
         geometry,
         probing,
         relatedness,
-        retrieval,
         sts,
     )
+    from embeval.evaluate import (
+        ranking as retrieval,
+    )
+    from embeval.evaluate.classify import drive
     from embeval.run.config import build
 
     small = {"tenacity": 3, "epoch_size": 2, "max_epoch": 20}
     split = {"train": 1000, "dev": 200, "test": 200}
     kfold = {"train": 1000, "test": 200}
     cases = [
-        ("split SST5 senteval", lambda: classify.split(_classification("SST5", split, dim, build(classifier=small)))),
-        ("split SST5 lbfgs", lambda: classify.split(_classification("SST5", split, dim, build(solver="lbfgs")))),
+        (
+            "split SST5 senteval",
+            lambda: drive(classify.split(_classification("SST5", split, dim, build(classifier=small)))),
+        ),
+        ("split SST5 lbfgs", lambda: drive(classify.split(_classification("SST5", split, dim, build(solver="lbfgs"))))),
         (
             "split SST5 mlp dropout",
-            lambda: classify.split(
-                _classification("SST5", split, dim, build(classifier=dict(small, nhid=50, dropout=0.1)))
+            lambda: drive(
+                classify.split(_classification("SST5", split, dim, build(classifier=dict(small, nhid=50, dropout=0.1))))
             ),
         ),
         (
             "kfold TREC senteval",
-            lambda: classify.kfold(_classification("TREC", kfold, dim, build(kfold=5, classifier=small))),
+            lambda: drive(classify.kfold(_classification("TREC", kfold, dim, build(kfold=5, classifier=small)))),
         ),
         (
             "kfold MRPC (pair) lbfgs",
-            lambda: classify.kfold(_classification("MRPC", kfold, dim, build(kfold=5, solver="lbfgs"))),
+            lambda: drive(classify.kfold(_classification("MRPC", kfold, dim, build(kfold=5, solver="lbfgs")))),
         ),
         (
             "split SICKEntailment (pair) senteval",
-            lambda: classify.split(_classification("SICKEntailment", split, dim, build(classifier=small))),
+            lambda: drive(classify.split(_classification("SICKEntailment", split, dim, build(classifier=small)))),
         ),
         (
             "split SNLI (snli) senteval",
-            lambda: classify.split(_classification("SNLI", split, dim, build(classifier=small))),
+            lambda: drive(classify.split(_classification("SNLI", split, dim, build(classifier=small)))),
         ),
         (
             "probing Length mlp grid",
-            lambda: probing.evaluate_probing(
-                _classification(
-                    "Length", split, dim, build(classifier=dict(small, max_epoch=8), probing_classifier="mlp")
+            lambda: drive(
+                probing.evaluate_probing(
+                    _classification(
+                        "Length", split, dim, build(classifier=dict(small, max_epoch=8), probing_classifier="mlp")
+                    )
                 )
             ),
         ),
@@ -179,7 +187,7 @@ def _cases(dim):
                 _pairs("STSBenchmark", (1000, 200, 200), dim, ("train", "dev", "test"))
             ),
         ),
-        ("retrieval COCO", lambda: retrieval.evaluate_retrieval(_coco((200, 25, 25), dim, 64))),
+        ("retrieval COCO", lambda: retrieval.evaluate_ranking(_coco((200, 25, 25), dim, 64))),
         ("cosine STS12", lambda: sts.evaluate_cosine_sts(_pairs("STS12", (300, 300), dim, ("MSRpar", "OnWN")))),
     ]
     for method in ("none", "zscore+l2"):
@@ -187,7 +195,7 @@ def _cases(dim):
         def inner(method=method):
             ctx = _classification("CR", {"all": 600}, dim, build(kfold=5, classifier=small, normalize=method))
             ctx.normalize = method
-            return classify.inner_kfold(ctx)
+            return drive(classify.inner_kfold(ctx))
 
         cases.append((f"inner_kfold CR senteval {method}", inner))
 
@@ -201,7 +209,8 @@ def _cases(dim):
 
 def _counters():
     """Call counts of the steps and rounds of each training loop, by wrapping them."""
-    from embeval.evaluate import relatedness, retrieval
+    from embeval.evaluate import ranking as retrieval
+    from embeval.evaluate import relatedness
     from embeval.train import batched, lbfgs
     from embeval.train.optimizers import BatchedOptimizer
 
@@ -308,7 +317,8 @@ def _loops(dim, batch, rows, nhid_width, cpu):
     operations run on problems too small for arithmetic to matter: their time is the loop's overhead."""
     import torch
 
-    from embeval.evaluate import relatedness, retrieval
+    from embeval.evaluate import ranking as retrieval
+    from embeval.evaluate import relatedness
     from embeval.train import batched, lbfgs
     from embeval.train.features import DenseFeatures
     from embeval.train.optimizers import BatchedOptimizer, parse

@@ -122,20 +122,9 @@ def _per_group(coefficient, weighting):
     return statistic
 
 
-def mean_recall(W, a):
-    """Mean of R@1, R@5, R@10 (%) image->text and text->image, weighting each image with its 5 captions."""
-    return np.mean([recall(W, a, direction, k) for direction in ("i2t", "t2i") for k in (1, 5, 10)], axis=0)
-
-
-def recall(W, a, direction, k):
-    hits = (a[direction] < k).astype(np.float64)
-    if hits.ndim == 2:  # t2i: (images, 5 captions)
-        hits = hits.mean(1)
-    return 100.0 * (W @ hits) / W.sum(1)
-
-
-def _recall(direction, k):
-    return lambda W, a: recall(W, a, direction, k)
+def item_mean(W, a):
+    """Mean of per-item values a["value"] (e.g. each query's nDCG@10: resampling queries) with item weights W."""
+    return (W @ a["value"]) / W.sum(1)
 
 
 @dataclass(frozen=True)
@@ -158,21 +147,18 @@ STATISTICS = {
         "pearson.wmean": Statistic(_per_group(pearson, "wmean"), True),
         "spearman.wmean": Statistic(_per_group(spearman, "wmean"), True),
     },
-    "ranks": dict(
-        {"mean_recall": Statistic(mean_recall, True)},
-        **{f"{d}.r{k}": Statistic(_recall(d, k), True) for d in ("i2t", "t2i") for k in (1, 5, 10)},
-    ),
+    "values": {"mean": Statistic(item_mean, False)},
 }
 
 
-def statistic(kind, figure):
-    return STATISTICS[kind][figure]
+def items(arrays):
+    """The number of items of a prediction set (the first axis of each of its arrays)."""
+    return len(next(iter(arrays.values())))
 
 
-def observed(kind, figure, arrays):
+def observed(stat, arrays):
     """The figure on the test set itself (every item once)."""
-    n = len(next(iter(arrays.values())))
-    return float(statistic(kind, figure).function(np.ones((1, n)), arrays)[0])
+    return float(stat.function(np.ones((1, items(arrays))), arrays)[0])
 
 
 def _distribution(stat, arrays_list, counts_source, resamples, n):
@@ -199,30 +185,28 @@ def interval(values, level=LEVEL):
     return float(np.percentile(finite, tail)), float(np.percentile(finite, 100 - tail))
 
 
-def bootstrap_ci(kind, figure, arrays, seed, task, resamples=RESAMPLES, level=LEVEL):
-    """{"value", "low", "high"}: the figure and its percentile bootstrap interval."""
-    stat = statistic(kind, figure)
+def bootstrap_ci(stat, arrays, seed, task, resamples=RESAMPLES, level=LEVEL):
+    """{"value", "low", "high"}: the figure of Statistic `stat` and its percentile bootstrap interval."""
     groups = strata_of(arrays, stat.stratified)
-    n = len(arrays[_item_key(kind)])
+    n = items(arrays)
     rng = rng_for(seed, task, "strata" if groups is not None else "all")
     values = _distribution(stat, [arrays], _counts_source(rng, n, groups), resamples, n)[0]
     low, high = interval(values, level)
-    return {"value": observed(kind, figure, arrays), "low": low, "high": high}
+    return {"value": observed(stat, arrays), "low": low, "high": high}
 
 
-def paired_test(kind, figure, arrays_a, arrays_b, seed, task, resamples=RESAMPLES, level=LEVEL):
+def paired_test(stat, arrays_a, arrays_b, seed, task, resamples=RESAMPLES, level=LEVEL):
     """B minus A on the same resampled test items: the difference, its percentile interval and the
     two-sided p-value of 'no difference'.
 
     p = (1 + #{|d* - d| >= |d|}) / (B + 1), where d is the observed difference and d* its
     bootstrap values: the resampled differences, centred on d, stand for the differences a
     population without a real difference would produce (Efron & Tibshirani 1993, ch. 16)."""
-    stat = statistic(kind, figure)
     groups = strata_of(arrays_a, stat.stratified)
-    n = len(arrays_a[_item_key(kind)])
+    n = items(arrays_a)
     rng = rng_for(seed, task, "strata" if groups is not None else "all")
     values = _distribution(stat, [arrays_a, arrays_b], _counts_source(rng, n, groups), resamples, n)
-    a, b = observed(kind, figure, arrays_a), observed(kind, figure, arrays_b)
+    a, b = observed(stat, arrays_a), observed(stat, arrays_b)
     diff = b - a
     deltas = values[1] - values[0]
     finite = deltas[np.isfinite(deltas)]
@@ -230,10 +214,6 @@ def paired_test(kind, figure, arrays_a, arrays_b, seed, task, resamples=RESAMPLE
     extreme = np.sum(np.abs(finite - diff) >= abs(diff) - 1e-12 * max(1.0, abs(diff)))
     p = float((1 + extreme) / (1 + len(finite))) if len(finite) else float("nan")
     return {"a": a, "b": b, "diff": diff, "low": low, "high": high, "p": p}
-
-
-def _item_key(kind):
-    return {"labels": "gold", "scores": "gold", "ranks": "i2t"}[kind]
 
 
 def holm(pvalues):

@@ -45,7 +45,7 @@ def data_source():
     """The data folder the tests read: $EMBEVAL_TEST_DATA, else the one `embeval data fetch` fills."""
     if os.environ.get("EMBEVAL_TEST_DATA"):
         return Path(os.environ["EMBEVAL_TEST_DATA"])
-    from embeval.tasks.loaders import resolve_data_dir
+    from embeval.tasks.files import resolve_data_dir
 
     return resolve_data_dir()
 
@@ -163,7 +163,7 @@ SLOW = {
         "test_resume_keeps_only_the_requested_tasks_and_says_so",
         "test_resume_recomputes_exactly_what_changed",
     },
-    "test_retrieval.py": {
+    "test_caption_ranking.py": {
         "test_learnable_captions_are_retrieved",
         "test_unrelated_captions_score_at_chance",
     },

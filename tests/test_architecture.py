@@ -8,16 +8,17 @@ PACKAGE = Path(__file__).resolve().parents[1] / "embeval"
 
 # Lowest first. A module may import its own layer and the layers before it.
 LAYERS = [
-    ("embeval._version", "embeval.errors", "embeval.memory", "embeval.stats", "embeval.audit"),
+    ("embeval._version", "embeval.errors", "embeval.memory", "embeval.stats", "embeval.audit", "embeval.settings"),
     ("embeval.tasks",),
     ("embeval.formats", "embeval.datasets"),
     ("embeval.train",),
     ("embeval.evaluate",),
+    ("embeval.kinds",),
     ("embeval.run",),
     ("embeval.reports",),
     ("embeval.cli", "embeval.__main__", "embeval"),
 ]
-PURE = ("embeval.evaluate", "embeval.train")
+PURE = ("embeval.evaluate", "embeval.train", "embeval.kinds")
 NOT_IN_PURE = (
     "click",
     "tqdm",
@@ -36,13 +37,24 @@ def module_name(path):
     return ".".join(parts)
 
 
+def _runtime_nodes(tree):
+    """Every node of the tree except those under `if TYPE_CHECKING:` (imports for type hints only,
+    which never run)."""
+    skipped = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            skipped.update(id(n) for child in node.body for n in ast.walk(child))
+    return [node for node in ast.walk(tree) if id(node) not in skipped]
+
+
 def imports(path):
-    """Every module `path` imports, at any depth (lazy imports inside functions included); `from
-    package import module` counts as importing the module, `from module import name` the module."""
+    """Every module `path` imports, at any depth (lazy imports inside functions included, imports for
+    type hints only not); `from package import module` counts as importing the module, `from module
+    import name` the module."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     package = module_name(path) if path.name == "__init__.py" else module_name(path).rsplit(".", 1)[0]
     found = set()
-    for node in ast.walk(tree):
+    for node in _runtime_nodes(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):

@@ -10,6 +10,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold
 
 from embeval.evaluate import classify
+from embeval.evaluate.classify import drive
 from embeval.evaluate.context import Context
 from embeval.run.config import build
 from embeval.run.score import score
@@ -94,7 +95,7 @@ def context(task, splits, vectors, config, classes=None, device="cpu"):
     for name, labels in splits.items():
         n = len(labels)
         texts = [f"s{start + i}" + " x" * (i % 3) for i in range(n)]
-        pair = TASKS[task].features != "single"
+        pair = TASKS[task].params.features != "single"
         data_splits[name] = Split(name, texts, np.asarray(labels), b=list(texts) if pair else None)
         idx = np.arange(start, start + n)
         rows[name] = (idx, idx if pair else None)
@@ -121,15 +122,15 @@ def test_perfectly_separable_data_gives_100(solver):
     classifier = {"optim": "adam,lr=0.02"} if solver == "senteval" else None
     config = build(solver=solver, kfold=3, classifier=classifier)
     y = rng.integers(0, 2, 600)
-    result = classify.inner_kfold(context("CR", {"all": y}, separable(y, 2), config))
+    result = drive(classify.inner_kfold(context("CR", {"all": y}, separable(y, 2), config)))
     assert result["acc"] == 100.0 and result["devacc"] == 100.0
     y_train, y_test = rng.integers(0, 6, 600), rng.integers(0, 6, 60)
     x = separable(np.concatenate([y_train, y_test]), 6)
-    result = classify.kfold(context("TREC", {"train": y_train, "test": y_test}, x, config))
+    result = drive(classify.kfold(context("TREC", {"train": y_train, "test": y_test}, x, config)))
     assert result["acc"] == 100.0 and result["devacc"] == 100.0
     splits = {"train": rng.integers(0, 2, 600), "dev": rng.integers(0, 2, 40), "test": rng.integers(0, 2, 40)}
     x = separable(np.concatenate(list(splits.values())), 2)
-    result = classify.split(context("SST2", splits, x, config))
+    result = drive(classify.split(context("SST2", splits, x, config)))
     assert result["acc"] == 100.0 and result["devacc"] == 100.0
 
 
@@ -382,7 +383,7 @@ def test_inner_kfold_equals_sentevals_protocol_written_out(one_thread):
     classifier = {"batch_size": 16, "tenacity": 1, "epoch_size": 1, "max_epoch": 12}
     config = build(kfold=3, classifier=classifier)
     ctx = context("CR", {"all": y}, x, config)
-    ours = classify.inner_kfold(ctx)
+    ours = drive(classify.inner_kfold(ctx))
     order = _senteval_sorted(ctx.data.splits["all"].a, y)
     xs, ys = x[order], y[order]
     regs = [10.0**t for t in range(-5, -1)]
@@ -416,7 +417,7 @@ def test_kfold_equals_sentevals_protocol_written_out(one_thread):
     config = build(kfold=3, classifier={"batch_size": 16, "tenacity": 1, "epoch_size": 1, "max_epoch": 12})
     y_train, y_test = y[:150], y[150:]
     ctx = context("TREC", {"train": y_train, "test": y_test}, x, config)
-    ours = classify.kfold(ctx)
+    ours = drive(classify.kfold(ctx))
     order = _senteval_sorted(ctx.data.splits["train"].a, y_train)
     xs, ys = x[:150][order], y_train[order]
     test_order = _senteval_sorted(ctx.data.splits["test"].a, y_test)
@@ -668,8 +669,8 @@ def test_cpu_and_cuda_agree(solver):
     y = np.concatenate(list(splits.values()))
     x = rng.standard_normal((len(y), 16)) + 0.7 * np.eye(16)[y]
     config = build(solver=solver)
-    cpu = classify.split(context("SST5", splits, x, config, classes=None))
-    gpu = classify.split(context("SST5", splits, x, config, classes=None, device="cuda"))
+    cpu = drive(classify.split(context("SST5", splits, x, config, classes=None)))
+    gpu = drive(classify.split(context("SST5", splits, x, config, classes=None, device="cuda")))
     assert abs(cpu["acc"] - gpu["acc"]) <= 2.0 and abs(cpu["devacc"] - gpu["devacc"]) <= 2.0
     if solver == "lbfgs":
         assert cpu["acc"] == gpu["acc"] and cpu["reg"] == gpu["reg"]

@@ -8,7 +8,9 @@ import pytest
 import torch
 
 from embeval.audit import DeviceAudit
-from embeval.evaluate import classify, geometry, probing, relatedness, retrieval, sts
+from embeval.evaluate import classify, geometry, probing, relatedness, sts
+from embeval.evaluate import ranking as retrieval
+from embeval.evaluate.classify import drive
 from embeval.evaluate.context import Context
 from embeval.run.config import build
 from embeval.tasks.registry import TASKS
@@ -124,7 +126,7 @@ def _context(task, splits, dim=6, config=None, seed=0, separation=2.0):
     """A Context of a classification task with random vectors: {split: labels}; each sample its own
     sentence (pair tasks: two). The table is made on the device inside the audit."""
     rng = np.random.default_rng(seed)
-    pair = TASKS[task].features != "single"
+    pair = TASKS[task].params.features != "single"
     data_splits, rows, vectors, start = {}, {}, [], 0
     for name, labels in splits.items():
         labels = np.asarray(labels)
@@ -189,7 +191,7 @@ def test_batched_trainer_protocols_pass_the_audit(monkeypatch, task, protocol):
         splits = {"train": _labels(96, 3, 1), "dev": _labels(24, 3, 2), "test": _labels(24, 3, 3)}
     else:
         splits = {"train": _labels(96, 2, 1), "test": _labels(24, 2, 3)}
-    audit, result = _audit(lambda: getattr(classify, protocol)(_context(task, splits, config=config)))
+    audit, result = _audit(lambda: drive(getattr(classify, protocol)(_context(task, splits, config=config))))
     assert 0 <= result["acc"] <= 100
     _within_trainer_budget(audit, counts)
 
@@ -202,7 +204,7 @@ def test_inner_kfold_under_every_normalization_passes_the_audit(monkeypatch, met
     def run():
         ctx = _context("CR", {"all": _labels(90, 2, 4)}, config=config)
         ctx.normalize = method
-        return classify.inner_kfold(ctx)
+        return drive(classify.inner_kfold(ctx))
 
     audit, result = _audit(run)
     assert len(result["fold_acc"]) == 3
@@ -213,7 +215,7 @@ def test_mlp_with_dropout_passes_the_audit(monkeypatch):
     counts = _watch_trainer(monkeypatch)
     config = build(classifier=dict(SMALL, nhid=8, dropout=0.2))
     splits = {"train": _labels(96, 3, 1), "dev": _labels(24, 3, 2), "test": _labels(24, 3, 3)}
-    audit, _ = _audit(lambda: classify.split(_context("SST5", splits, config=config)))
+    audit, _ = _audit(lambda: drive(classify.split(_context("SST5", splits, config=config))))
     _within_trainer_budget(audit, counts)
 
 
@@ -221,7 +223,7 @@ def test_probing_mlp_grid_passes_the_audit(monkeypatch):
     counts = _watch_trainer(monkeypatch)
     config = build(classifier=dict(SMALL, max_epoch=4), probing_classifier="mlp")
     splits = {"train": _labels(80, 2, 1), "dev": _labels(20, 2, 2), "test": _labels(20, 2, 3)}
-    audit, result = _audit(lambda: probing.evaluate_probing(_context("Length", splits, config=config)))
+    audit, result = _audit(lambda: drive(probing.evaluate_probing(_context("Length", splits, config=config))))
     assert result["classifier"] == "mlp"
     _within_trainer_budget(audit, counts)
 
@@ -237,7 +239,7 @@ def test_lbfgs_passes_the_audit_with_two_syncs_per_iteration(monkeypatch, task, 
         splits = {"train": _labels(96, 3, 1), "dev": _labels(24, 3, 2), "test": _labels(24, 3, 3)}
     else:
         splits = {"train": _labels(96, 2, 1), "test": _labels(24, 2, 3)}
-    audit, _ = _audit(lambda: getattr(classify, protocol)(_context(task, splits, config=config, separation=1.0)))
+    audit, _ = _audit(lambda: drive(getattr(classify, protocol)(_context(task, splits, config=config, separation=1.0))))
     iterations = counts["iterations"]
     assert iterations >= 10
     solver_syncs = audit.total("sync", "embeval/train/lbfgs.py")
@@ -298,7 +300,7 @@ def test_coco_ranker_passes_the_audit(monkeypatch):
     counts = Counts(monkeypatch)
     counts.watch(retrieval, "train_step", "steps")
     counts.watch(retrieval, "evaluate_split", "rounds")
-    audit, result = _audit(lambda: retrieval.evaluate_retrieval(_coco_context()))
+    audit, result = _audit(lambda: retrieval.evaluate_ranking(_coco_context()))
     assert result["ntest"] == 50
     rounds = counts["rounds"]
     assert counts["steps"] >= 2 * rounds
@@ -350,9 +352,9 @@ def test_runs_leave_the_global_random_state_alone(monkeypatch):
     before = (torch.get_rng_state(), np.random.get_state()[1].copy(), random.getstate())
     config = build(classifier=dict(SMALL, nhid=8, dropout=0.2))
     splits = {"train": _labels(96, 3, 1), "dev": _labels(24, 3, 2), "test": _labels(24, 3, 3)}
-    classify.split(_context("SST5", splits, config=config))
+    drive(classify.split(_context("SST5", splits, config=config)))
     relatedness.evaluate_relatedness(_relatedness_context(n=(64, 20, 20)))
-    retrieval.evaluate_retrieval(_coco_context(images=(30, 10, 10)))
+    retrieval.evaluate_ranking(_coco_context(images=(30, 10, 10)))
     assert torch.equal(torch.get_rng_state(), before[0])
     assert np.array_equal(np.random.get_state()[1], before[1]) and random.getstate() == before[2]
     assert seeded_cuda == []
@@ -366,5 +368,5 @@ def test_cuda_runs_leave_cudas_random_state_alone():
     splits = {"train": _labels(96, 3, 1), "dev": _labels(24, 3, 2), "test": _labels(24, 3, 3)}
     ctx = _context("SST5", splits, config=config)
     ctx = Context(ctx.task, ctx.data, ctx.table.cuda(), ctx.rows, torch.device("cuda"), ctx.config, ctx.seed)
-    classify.split(ctx)
+    drive(classify.split(ctx))
     assert all(torch.equal(a, b) for a, b in zip(torch.cuda.get_rng_state_all(), before))

@@ -100,7 +100,7 @@ def mini(tmp_path_factory, data_dir):
     root = tmp_path_factory.mktemp("mini")
     data = root / "data"
     for name in TEXT_TASKS:
-        for rel in TASKS[name].files:
+        for rel in TASKS[name].data_files():
             if (data_dir / rel).is_file() and name != "SNLI":
                 (data / rel).parent.mkdir(parents=True, exist_ok=True)
                 (data / rel).write_bytes(b"\n".join((data_dir / rel).read_bytes().split(b"\n")[:LINES]) + b"\n")
@@ -303,7 +303,7 @@ def mutate_text(raw, draw):
 
 
 def copy_task(data_root, folder, task):
-    for rel in TASKS[task].files:
+    for rel in TASKS[task].data_files():
         (folder / "data" / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(data_root / rel, folder / "data" / rel)
     return folder / "data"
@@ -317,7 +317,7 @@ def test_fuzz_task_files(cli, mini, data):
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         root = copy_task(data_root, folder, task)
-        target = root / data.draw(st.sampled_from(TASKS[task].files), label="file")
+        target = root / data.draw(st.sampled_from(TASKS[task].data_files()), label="file")
         for _ in range(data.draw(st.integers(1, 3), label="mutations")):
             target.write_bytes(mutate_text(target.read_bytes(), data.draw))
         result = cli("export-sentences", "--data", root, "--out", folder / "sentences", "--tasks", task)
@@ -365,7 +365,7 @@ def test_fuzz_coco_pickles(cli, mini, data):
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         root = copy_task(data_root, folder, "ImageCaptionRetrieval")
-        target = root / data.draw(st.sampled_from(TASKS["ImageCaptionRetrieval"].files), label="file")
+        target = root / data.draw(st.sampled_from(TASKS["ImageCaptionRetrieval"].data_files()), label="file")
         target.write_bytes(coco_damage(target.read_bytes(), data.draw))
         result = cli(
             "export-sentences", "--data", root, "--out", folder / "sentences", "--tasks", "ImageCaptionRetrieval"

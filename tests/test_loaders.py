@@ -113,10 +113,10 @@ def _independent_sentences(data_dir, name):
         return [words(r[i]) for r in rows for i in (5, 6)]
     task = TASKS[name]
     out = []
-    for subset in task.params["subsets"]:
-        folder = Path(data_dir) / task.params["folder"]
-        pairs = lines(folder / f"STS.input.{subset}.txt", "utf-8")
-        gold = lines(folder / f"STS.gs.{subset}.txt", "utf-8")
+    paths = task.paths(data_dir)
+    for subset in dict.fromkeys(key.rsplit(".", 1)[0] for key, _ in task.files):
+        pairs = lines(paths[f"{subset}.input"], "utf-8")
+        gold = lines(paths[f"{subset}.gs"], "utf-8")
         out += [words(p.split("\t")[i]) for p, g in zip(pairs, gold) if g != "" for i in (0, 1)]
     return out
 
@@ -364,7 +364,7 @@ def test_senteval_order_is_stable_on_token_count_then_label():
 
 
 def test_data_dir_resolution(monkeypatch, tmp_path):
-    from embeval.tasks.loaders import default_data_dir, resolve_data_dir
+    from embeval.tasks.files import default_data_dir, resolve_data_dir
 
     monkeypatch.setenv("EMBEVAL_DATA", str(tmp_path / "env"))
     assert resolve_data_dir(str(tmp_path / "opt")) == tmp_path / "opt"

@@ -1,51 +1,44 @@
-"""Adding a task is one registry entry: a synthetic binary classification task, registered in one
-place with its own small data files, is exported, scored, shown in the terminal table, in
-`embeval report` and in `embeval compare`, with no other edit."""
+"""Adding a task is one task file: a synthetic binary classification task, declared in a TOML file
+beside its own small data file, is exported, scored, shown in the terminal table, in `embeval
+report` and in `embeval compare`, with nothing else edited; the reports show it in a fresh process
+without the task file (its declaration is in the results)."""
 
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 from embeval.formats.vectors import write
-from embeval.tasks import loaders
-from embeval.tasks.figures import ACCURACY
-from embeval.tasks.registry import ACCURACY_COLUMN, CLASSIFICATION_METRICS, TASKS, Task
 
 WORDS = {1: ["good", "great", "fine", "nice", "superb"], 0: ["bad", "awful", "poor", "dull", "worse"]}
 NEUTRAL = ["the", "a", "film", "plot", "actor", "scene", "was", "is", "very", "quite"]
-
-
-def toy_task():
-    return Task(
-        name="ToySentiment",
-        short_name="Toy",
-        kind="classification",
-        files=("downstream/Toy/toy.pos", "downstream/Toy/toy.neg"),
-        encoding="utf-8",
-        loader=loaders.load_binary,
-        evaluator="inner_kfold",
-        sort="single",
-        classes=("neg", "pos"),
-        metrics=CLASSIFICATION_METRICS,
-        figures=(ACCURACY,),
-        selection="devacc",
-        columns=(ACCURACY_COLUMN,),
-    )
+TASK_FILE = """name = "ToySentiment"
+short_name = "Toy"
+kind = "classification"
+protocol = "nested-kfold"
+labels = ["neg", "pos"]
+[files]
+all = "toy/reviews.tsv"
+"""
 
 
 @pytest.fixture
-def toy(tmp_path, monkeypatch):
-    """The task registered, its data folder and two vectors files of different encoders."""
-    monkeypatch.setitem(TASKS, "ToySentiment", toy_task())
+def toy(tmp_path):
+    """The task file and its data."""
     rng = np.random.default_rng(0)
-    folder = tmp_path / "data" / "downstream" / "Toy"
+    folder = tmp_path / "tasks" / "toy"
     folder.mkdir(parents=True)
-    for label, name in ((1, "toy.pos"), (0, "toy.neg")):
-        lines = [
-            " ".join(list(rng.choice(NEUTRAL, 3)) + list(rng.choice(WORDS[label], 3)) + [f"n{i}"]) for i in range(60)
+    lines = ["text\tlabel"]
+    for label, name in ((1, "pos"), (0, "neg")):
+        lines += [
+            " ".join(list(rng.choice(NEUTRAL, 3)) + list(rng.choice(WORDS[label], 3)) + [f"n{i}"]) + f"\t{name}"
+            for i in range(60)
         ]
-        (folder / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (folder / "reviews.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (tmp_path / "tasks" / "toy.toml").write_text(TASK_FILE, encoding="utf-8")
     return tmp_path
 
 
@@ -63,9 +56,12 @@ def encoder(seed):
     return encode
 
 
-def test_a_task_registered_in_one_place_goes_through_every_command(toy, cli):
-    data, export = toy / "data", toy / "sentences"
-    result = cli("export-sentences", "--data", data, "--out", export, "--tasks", "toysentiment")
+def test_a_task_declared_in_a_file_goes_through_every_command(toy, cli):
+    task_file, export = toy / "tasks" / "toy.toml", toy / "sentences"
+    data = toy / "no-data-needed"
+    result = cli(
+        "export-sentences", "--data", data, "--out", export, "--tasks", "toysentiment", "--task-file", task_file
+    )
     assert result.exit_code == 0, result.stderr
     assert list(json.loads((export / "manifest.json").read_text())["tasks"]) == ["ToySentiment"]
     outputs = []
@@ -73,12 +69,27 @@ def test_a_task_registered_in_one_place_goes_through_every_command(toy, cli):
         vectors = toy / f"v{seed}.h5"
         write(vectors, export, encoder(seed), progress=False)
         out = toy / f"r{seed}.json"
-        result = cli("score", vectors, "--data", data, "--config", "prototype", "--bootstrap", "200", "--out", out)
+        result = cli(
+            "score",
+            vectors,
+            "--data",
+            data,
+            "--task-file",
+            task_file,
+            "--config",
+            "prototype",
+            "--bootstrap",
+            "200",
+            "--out",
+            out,
+        )
         assert result.exit_code == 0, result.stderr
         assert "ToySentiment" in result.stdout and "accuracy % dev / test" in result.stdout
         record = json.loads(out.read_text())
         assert list(record["tasks"]) == ["ToySentiment"] and record["tasks"]["ToySentiment"]["results"]["acc"] > 75
+        assert record["tasks"]["ToySentiment"]["declaration"]["declaration"]["name"] == "ToySentiment"
         outputs.append(out)
+    task_file.unlink()  # the results carry the declaration: report and compare need no task file
     report = cli("report", *outputs)
     assert report.exit_code == 0, report.stderr
     header = next(line for line in report.stdout.splitlines() if line.startswith("| encoder"))
@@ -86,10 +97,12 @@ def test_a_task_registered_in_one_place_goes_through_every_command(toy, cli):
     compared = cli("compare", *outputs)
     assert compared.exit_code == 0, compared.stderr
     assert "ToySentiment" in compared.stdout
-
-
-def test_the_registry_refuses_an_inconsistent_entry():
-    with pytest.raises(ValueError, match="evaluator"):
-        Task(**{**toy_task().__dict__, "evaluator": "nearest_neighbour"})
-    with pytest.raises(ValueError, match="selection"):
-        Task(**{**toy_task().__dict__, "selection": "devpearson"})
+    fresh = subprocess.run(
+        [sys.executable, "-m", "embeval", "report", *map(str, outputs), "--format", "csv"],
+        capture_output=True,
+        text=True,
+        cwd=toy,
+        env=dict(os.environ, EMBEVAL_TASKS=""),
+    )
+    assert fresh.returncode == 0, fresh.stderr
+    assert ",Toy," in fresh.stdout

@@ -11,6 +11,7 @@ from reliability_helpers import refused, task_file, write_h5
 from scipy.stats import spearmanr
 
 from embeval.evaluate import classify, normalize
+from embeval.evaluate.classify import drive
 from embeval.formats import sentences as export
 from embeval.run.config import build
 from embeval.tasks.registry import TASKS
@@ -114,7 +115,7 @@ def test_inner_kfold_takes_each_folds_statistics_from_its_training_samples(monke
         return fitted[-1][1]
 
     monkeypatch.setattr(normalize, "fit", spy)
-    result = classify.inner_kfold(ctx)
+    result = drive(classify.inner_kfold(ctx))
     samples = classify.prepare(ctx)
     outer = classify.inner_kfold_folds(samples.y("all"), k)
     assert len(fitted) == k

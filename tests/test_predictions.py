@@ -182,19 +182,19 @@ def test_compare_refuses_runs_on_different_test_items(runs, cli, tmp_path):
 
 
 def test_resume_reuses_saved_predictions(runs, cli, data_dir, tmp_path, monkeypatch):
-    from embeval.run import score as score_module
+    from embeval.run import execute as execute_module
 
     out = tmp_path / "r.json"
     calls = []
-    for name, evaluate in list(score_module.EVALUATORS.items()):
+    real = execute_module.evaluate
 
-        def wrapped(ctx, evaluate=evaluate):
-            calls.append(ctx.task.name)
-            if len(calls) == 3:
-                raise KeyboardInterrupt
-            return evaluate(ctx)
+    def wrapped(ctx):
+        calls.append(ctx.task.name)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return (yield from real(ctx))
 
-        monkeypatch.setitem(score_module.EVALUATORS, name, wrapped)
+    monkeypatch.setattr(execute_module, "evaluate", wrapped)
     result = cli(
         "score",
         runs["a"],

@@ -171,7 +171,7 @@ def mirror(data_dir, raw_sts_benchmark, tmp_path_factory):
 @pytest.fixture
 def user_data(tmp_path, monkeypatch):
     """The per-user data folder, empty, inside tmp_path (no EMBEVAL_DATA, no EMBEVAL_MIRROR)."""
-    from embeval.tasks.loaders import default_data_dir
+    from embeval.tasks.files import default_data_dir
 
     monkeypatch.delenv("EMBEVAL_DATA", raising=False)
     monkeypatch.delenv("EMBEVAL_MIRROR", raising=False)

@@ -474,7 +474,7 @@ class _Python2Array:
 
 @pytest.mark.parametrize("protocol", [2, 3, 4, 5])
 def test_plain_pickles_round_trip(tmp_path, protocol):
-    from embeval.tasks.loaders import load_plain_pickle
+    from embeval.tasks.pickles import load_plain_pickle
 
     features = np.arange(12, dtype="f4").reshape(3, 4)
     content = {
@@ -510,7 +510,7 @@ def test_plain_pickles_round_trip(tmp_path, protocol):
 )
 def test_pickled_arrays_of_non_numbers_are_refused(tmp_path, content, message):
     from embeval.errors import DataFileError
-    from embeval.tasks.loaders import load_plain_pickle
+    from embeval.tasks.pickles import load_plain_pickle
 
     (tmp_path / "p.pkl").write_bytes(pickle.dumps({"features": content}, protocol=2))
     with pytest.raises(DataFileError, match=message):
@@ -530,7 +530,7 @@ def test_damaged_numpy_state_never_reaches_numpy(tmp_path):
     pre-scan refuses that file, and a well-formed stream with the same bad state is refused by the
     stand-in before numpy sees it."""
     from embeval.errors import DataFileError
-    from embeval.tasks.loaders import load_plain_pickle
+    from embeval.tasks.pickles import load_plain_pickle
 
     with pytest.raises(DataFileError, match="numpy_dtype_crash.pkl: ImageCaptionRetrieval: corrupt pickle"):
         load_plain_pickle(os.path.join(FIXTURES, "numpy_dtype_crash.pkl"), "ImageCaptionRetrieval")
@@ -706,17 +706,17 @@ def test_disk_full_on_the_final_write(cli, data_dir, tmp_path, monkeypatch):
 def test_bad_input_found_by_an_evaluator_mid_run(cli, data_dir, tmp_path, monkeypatch):
     """A check only an evaluator makes (after other tasks finished) leaves the results file alone too."""
     from embeval.errors import DataFileError
-    from embeval.run import score as score_module
+    from embeval.run import execute as execute_module
 
     path = task_file(tmp_path / "v.h5", data_dir, ["STS12", "STS16"])
-    real = score_module.EVALUATORS["cosine_sts"]
+    real = execute_module.evaluate
 
     def picky(ctx):
         if ctx.task.name == "STS16":
             raise DataFileError("test split: something only the evaluator sees", file="gold.txt", task="STS16")
-        return real(ctx)
+        return (yield from real(ctx))
 
-    monkeypatch.setitem(score_module.EVALUATORS, "cosine_sts", picky)
+    monkeypatch.setattr(execute_module, "evaluate", picky)
     out = tmp_path / "r.json"
     for previous in (None, PREVIOUS):
         if previous:

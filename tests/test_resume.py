@@ -17,6 +17,7 @@ from reliability_helpers import (
     untouched,
 )
 
+from embeval.run import execute as execute_module
 from embeval.run import score as score_module
 
 TASKS = ["SICKEntailment", "STS12", "STS13", "STS14", "STS15", "STS16"]
@@ -45,17 +46,17 @@ def uninterrupted(tmp_path_factory, vectors, data_dir):
 
 
 def counting(monkeypatch, stop_at=None):
-    """Count evaluator calls per evaluator name; raise KeyboardInterrupt at call number stop_at."""
+    """Count the tasks evaluated (in order); raise KeyboardInterrupt at evaluation number stop_at."""
     calls = []
-    for name, evaluate in list(score_module.EVALUATORS.items()):
+    real = execute_module.evaluate
 
-        def wrapped(ctx, evaluate=evaluate):
-            calls.append(ctx.task.name)
-            if len(calls) == stop_at:
-                raise KeyboardInterrupt
-            return evaluate(ctx)
+    def wrapped(ctx):
+        calls.append(ctx.task.name)
+        if len(calls) == stop_at:
+            raise KeyboardInterrupt
+        return (yield from real(ctx))
 
-        monkeypatch.setitem(score_module.EVALUATORS, name, wrapped)
+    monkeypatch.setattr(execute_module, "evaluate", wrapped)
     return calls
 
 
@@ -97,7 +98,7 @@ def test_interrupt_before_any_task_finished(cli, data_dir, vectors, tmp_path, mo
     def stop(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(score_module.VectorsFile, "read_rows", stop)
+    monkeypatch.setattr(score_module.VectorsFile, "fingerprint_rows", stop)  # while the run is planned
     result = cli("score", vectors, "--data", data_dir, "--tasks", "STS12", "--out", out)
     assert result.exit_code == 130
     assert result.stderr.strip() == f"embeval: interrupted before any task finished; {out} was not changed"

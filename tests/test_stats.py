@@ -7,6 +7,8 @@ from scipy.stats import norm, pearsonr, spearmanr
 from sklearn.metrics import f1_score
 
 from embeval import stats
+from embeval.kinds import caption_ranking
+from embeval.tasks.catalog import statistic
 
 Z = norm.ppf(0.975)
 
@@ -48,9 +50,9 @@ def test_stratified_statistics_average_the_strata():
         np.average(per, weights=[20, 35, 15])
     )
     pooled = spearmanr(scores["system"], scores["gold"])[0]
-    assert stats.observed("scores", "spearman.pooled", scores) == pytest.approx(pooled)
+    assert stats.observed(statistic("scores", "spearman.pooled"), scores) == pytest.approx(pooled)
     fold_acc = [np.mean(labels["pred"][group == g] == labels["gold"][group == g]) for g in range(3)]
-    assert stats.observed("labels", "acc", labels) == pytest.approx(100 * np.mean(fold_acc))
+    assert stats.observed(statistic("labels", "acc"), labels) == pytest.approx(100 * np.mean(fold_acc))
 
 
 def test_stratified_resamples_keep_every_stratum_size_and_are_reproducible():
@@ -66,10 +68,10 @@ def test_stratified_resamples_keep_every_stratum_size_and_are_reproducible():
 def test_recall_of_ranks():
     ranks = {"i2t": np.array([0, 3, 7, 20]), "t2i": np.array([[0, 0, 1, 5, 9]] * 4), "group": np.zeros(4, int)}
     W = np.ones((1, 4))
-    assert stats.recall(W, ranks, "i2t", 5)[0] == pytest.approx(50.0)
-    assert stats.recall(W, ranks, "t2i", 1)[0] == pytest.approx(40.0)
+    assert caption_ranking.recall(W, ranks, "i2t", 5)[0] == pytest.approx(50.0)
+    assert caption_ranking.recall(W, ranks, "t2i", 1)[0] == pytest.approx(40.0)
     expected = np.mean([25, 50, 75, 40, 60, 100])
-    assert stats.observed("ranks", "mean_recall", ranks) == pytest.approx(expected)
+    assert stats.observed(statistic("ranks", "mean_recall"), ranks) == pytest.approx(expected)
 
 
 # Intervals against known distributions.
@@ -80,7 +82,7 @@ def test_accuracy_interval_width_matches_the_binomial_standard_error():
     rng = np.random.default_rng(0)
     n = 2000
     arrays = {"gold": np.zeros(n, int), "pred": (rng.random(n) >= 0.7).astype(int)}
-    ci = stats.bootstrap_ci("labels", "acc", arrays, seed=1, task="T", resamples=2000)
+    ci = stats.bootstrap_ci(statistic("labels", "acc"), arrays, seed=1, task="T", resamples=2000)
     p = ci["value"] / 100
     expected = 100 * 2 * Z * np.sqrt(p * (1 - p) / n)
     assert ci["high"] - ci["low"] == pytest.approx(expected, rel=0.08)
@@ -96,7 +98,7 @@ def test_correlation_interval_width_matches_fisher_theory(coefficient, variance)
     x = rng.standard_normal(n)
     y = rho * x + np.sqrt(1 - rho**2) * rng.standard_normal(n)
     arrays = {"gold": x, "system": y}
-    ci = stats.bootstrap_ci("scores", coefficient, arrays, seed=1, task="T", resamples=2000)
+    ci = stats.bootstrap_ci(statistic("scores", coefficient), arrays, seed=1, task="T", resamples=2000)
     z, se = np.arctanh(ci["value"]), np.sqrt(variance / (n - 3))
     expected = np.tanh(z + Z * se) - np.tanh(z - Z * se)
     assert ci["high"] - ci["low"] == pytest.approx(expected, rel=0.12)
@@ -108,7 +110,7 @@ def test_accuracy_interval_covers_the_true_value_about_95_percent_of_the_time():
     covered = 0
     for t in range(trials):
         arrays = {"gold": np.zeros(n, int), "pred": (rng.random(n) >= p).astype(int)}
-        ci = stats.bootstrap_ci("labels", "acc", arrays, seed=t, task="T", resamples=500)
+        ci = stats.bootstrap_ci(statistic("labels", "acc"), arrays, seed=t, task="T", resamples=500)
         covered += ci["low"] <= 100 * p <= ci["high"]
     assert 0.90 <= covered / trials <= 0.985, covered
 
@@ -120,7 +122,7 @@ def test_identical_encoders_never_differ():
     rng = np.random.default_rng(4)
     arrays = {"gold": rng.uniform(0, 5, 200), "system": rng.normal(size=200), "group": np.repeat([0, 1], 100)}
     for figure in ("spearman.pooled", "spearman.mean", "pearson.wmean"):
-        test = stats.paired_test("scores", figure, arrays, dict(arrays), seed=1, task="STS12", resamples=300)
+        test = stats.paired_test(statistic("scores", figure), arrays, dict(arrays), seed=1, task="STS12", resamples=300)
         assert test["diff"] == 0 and test["low"] == test["high"] == 0 and test["p"] == 1.0
 
 
@@ -128,7 +130,7 @@ def false_positive_rate(make_pair, kind, figure, trials, resamples=400, alpha=0.
     rejected = 0
     for t in range(trials):
         a, b = make_pair(np.random.default_rng(1000 + t))
-        rejected += stats.paired_test(kind, figure, a, b, seed=t, task="T", resamples=resamples)["p"] < alpha
+        rejected += stats.paired_test(statistic(kind, figure), a, b, seed=t, task="T", resamples=resamples)["p"] < alpha
     return rejected / trials
 
 
@@ -169,7 +171,7 @@ def test_a_real_difference_is_detected():
     gold = np.zeros(n, int)
     a = {"gold": gold, "pred": (rng.random(n) >= 0.75).astype(int)}
     b = {"gold": gold, "pred": (rng.random(n) >= 0.85).astype(int)}
-    test = stats.paired_test("labels", "acc", a, b, seed=1, task="T", resamples=1000)
+    test = stats.paired_test(statistic("labels", "acc"), a, b, seed=1, task="T", resamples=1000)
     assert test["p"] < 0.01 and test["low"] > 0 and test["diff"] == pytest.approx(test["b"] - test["a"])
 
 

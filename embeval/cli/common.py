@@ -62,6 +62,23 @@ data_option = click.option(
     help="SentEval data folder (with downstream/ and probing/). Default: $EMBEVAL_DATA, "
     "else the per-user data folder (see `embeval data list`).",
 )
+task_file_option = click.option(
+    "--task-file",
+    "task_files",
+    multiple=True,
+    metavar="PATH",
+    help="A task file (TOML) or a folder of task files declaring your own tasks (docs/tasks.md); repeatable. "
+    "EMBEVAL_TASKS names more (files or folders, separated as in PATH).",
+)
+
+
+def task_registry(task_files):
+    """The tasks a command knows: the built-ins, EMBEVAL_TASKS's and those of --task-file."""
+    from embeval.tasks.registry import registry
+
+    return registry(task_files)
+
+
 tasks_option = click.option(
     "--tasks",
     metavar="A,B,...",

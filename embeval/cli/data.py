@@ -67,7 +67,7 @@ def fetch(tasks, dest, dest_alias, mirror, force, keep_downloads, quiet):
     """
     dest = dest or dest_alias
     from embeval.datasets.fetch import fetch as run
-    from embeval.tasks.loaders import resolve_data_dir
+    from embeval.tasks.files import resolve_data_dir
 
     root = resolve_data_dir(dest)
     log = (lambda m: None) if quiet else (lambda m: click.echo(m, err=True))
@@ -111,7 +111,7 @@ def verify(positional, folder, tasks):
     or, without --tasks, when any file present differs from its record.
     """
     from embeval.datasets.verify import verify_tasks
-    from embeval.tasks.loaders import resolve_data_dir
+    from embeval.tasks.files import resolve_data_dir
 
     root = resolve_data_dir(folder or positional)
     if not root.is_dir():
@@ -149,7 +149,7 @@ def list_(folder, urls):
     and verified in the data folder."""
     from embeval.datasets.sources import dataset_of_task, load_checksums, mirror_files
     from embeval.datasets.verify import dataset_status
-    from embeval.tasks.loaders import resolve_data_dir
+    from embeval.tasks.files import resolve_data_dir
     from embeval.tasks.registry import TASKS
 
     if urls:

@@ -12,10 +12,13 @@ from embeval.cli.common import (
     fails_cleanly,
     say,
     status,
+    task_file_option,
+    task_registry,
     tasks_option,
 )
 from embeval.cli.data import data as data_commands
 from embeval.cli.sweep import sweep as sweep_command
+from embeval.cli.tasks import tasks as tasks_command
 from embeval.errors import EmbevalError
 from embeval.reports.compare import FORMATS as COMPARE_FORMATS
 from embeval.reports.tables import FORMATS as REPORT_FORMATS
@@ -46,6 +49,7 @@ def cli():
 @data_option
 @click.option("--out", "out", metavar="DIR", required=True, help="Folder to write TASK.txt files and manifest.json to.")
 @tasks_option
+@task_file_option
 @click.option(
     "--union",
     is_flag=True,
@@ -53,7 +57,7 @@ def cli():
     "sentences to embed for the downstream tasks) instead of one file per task.",
 )
 @fails_cleanly
-def export_sentences(data, out, tasks, union):
+def export_sentences(data, out, tasks, task_files, union):
     """Write each task's deduplicated sentence list for embedding.
 
     For every task (or those in --tasks) whose data is present, writes OUT/TASK.txt: UTF-8, one
@@ -63,13 +67,16 @@ def export_sentences(data, out, tasks, union):
     which the vectors file must carry.
     """
     from embeval.formats.sentences import export_sentences as run
-    from embeval.tasks.loaders import resolve_data_dir
-    from embeval.tasks.registry import parse_task_list
+    from embeval.tasks.files import resolve_data_dir
 
     root = resolve_data_dir(data)
-    manifest, missing = run(root, out, parse_task_list(tasks) if tasks is not None else None, union, log=status)
+    registry = task_registry(task_files)
+    names = registry.parse(tasks) if tasks is not None else None
+    manifest, missing = run(root, out, names, union, log=status, registry=registry)
     for name, entry in manifest["tasks"].items():
-        click.echo(f"{name:24s} {entry['count']:>8d} sentences  {entry['sha256'][:12]}")
+        for role, one in (entry.get("roles") or {"": entry}).items():
+            shown = f"{name} ({role})" if role else name
+            click.echo(f"{shown:24s} {one['count']:>8d} sentences  {one['sha256'][:12]}")
     if union:
         u = manifest["union"]
         click.echo(f"{'ALL (union)':24s} {u['count']:>8d} sentences  {u['sha256'][:12]}")
@@ -93,9 +100,10 @@ def vectors():
     help="The export folder (with manifest.json) the vectors were computed from.",
 )
 @tasks_option
+@task_file_option
 @click.option("--strict", is_flag=True, help="A task of the export absent from the file is an error.")
 @fails_cleanly
-def vectors_check(file, export_dir, tasks, strict):
+def vectors_check(file, export_dir, tasks, task_files, strict):
     """Validate a vectors file against an export, without scoring.
 
     Checks every dataset the manifest asks for (or those of --tasks): 2-D float16/32/64, one row
@@ -105,9 +113,8 @@ def vectors_check(file, export_dir, tasks, strict):
     one was checked, 2 otherwise.
     """
     from embeval.formats.vectors import check_against_manifest
-    from embeval.tasks.registry import parse_task_list
 
-    names = parse_task_list(tasks) if tasks is not None else None
+    names = task_registry(task_files).parse(tasks) if tasks is not None else None
     report = check_against_manifest(file, export_dir, names)
     absent = [name for name, problem in report if problem == "absent"]
     checked = [(name, problem) for name, problem in report if problem != "absent"]
@@ -129,6 +136,7 @@ def vectors_check(file, export_dir, tasks, strict):
 @click.argument("file", metavar="FILE")
 @data_option
 @tasks_option
+@task_file_option
 @click.option(
     "--out",
     "out",
@@ -214,6 +222,7 @@ def score(
     file,
     data,
     tasks,
+    task_files,
     out,
     device,
     preset,
@@ -250,10 +259,10 @@ def score(
     from embeval.run.config import build
     from embeval.run.score import Interrupted
     from embeval.run.score import score as run
-    from embeval.tasks.loaders import resolve_data_dir
-    from embeval.tasks.registry import parse_task_list
+    from embeval.tasks.files import resolve_data_dir
 
-    names = parse_task_list(tasks) if tasks is not None else None
+    registry = task_registry(task_files)
+    names = registry.parse(tasks) if tasks is not None else None
     log = (lambda m: None) if quiet else say
     config = build(
         preset,
@@ -283,6 +292,7 @@ def score(
             resume=resume,
             restart=restart,
             save_predictions=save_predictions,
+            registry=registry,
         )
     except Interrupted as stop:
         if not stop.saved:
@@ -297,9 +307,13 @@ def score(
                 or param.name in ("data", "out", "resume", "restart")
                 or value is None
                 or value == param.get_default(ctx)
+                or (param.multiple and not value)
             ):
                 continue
-            if not param.is_flag:
+            if param.multiple:
+                for one in value:
+                    again += [param.opts[0], str(one)]
+            elif not param.is_flag:
                 again += [param.opts[0], str(value)]
             elif value or param.secondary_opts:
                 again += [param.opts[0] if value else param.secondary_opts[0]]
@@ -385,7 +399,7 @@ def quickstart(
     from embeval.formats.results import table
     from embeval.run import quickstart as qs
     from embeval.run.config import build
-    from embeval.tasks.loaders import resolve_data_dir
+    from embeval.tasks.files import resolve_data_dir
     from embeval.tasks.registry import parse_task_list
 
     names = parse_task_list(",".join(qs.QUICKSTART_TASKS) if tasks is None else tasks)
@@ -419,6 +433,7 @@ def quickstart(
     help="A name for each results file, in order (default: the vectors file's name).",
 )
 @tasks_option
+@task_file_option
 @click.option(
     "--resamples",
     type=click.IntRange(min=100),
@@ -433,7 +448,7 @@ def quickstart(
 @click.option("--out", "out", metavar="PATH", default=None, help="Write the table there instead of stdout.")
 @click.option("--json", "json_out", metavar="PATH", default=None, help="Also write every figure as JSON.")
 @fails_cleanly
-def compare(results, labels, tasks, resamples, seed, fmt, out, json_out):
+def compare(results, labels, tasks, task_files, resamples, seed, fmt, out, json_out):
     """Paired comparison of encoders on the same test items (each file against the first).
 
     Needs results scored with --save-predictions. Per task and headline figure: the difference
@@ -443,10 +458,12 @@ def compare(results, labels, tasks, resamples, seed, fmt, out, json_out):
     from embeval.formats import atomic
     from embeval.formats.results import dumps
     from embeval.reports import compare as cmp
-    from embeval.tasks.registry import parse_task_list
 
-    names = parse_task_list(tasks) if tasks is not None else None
-    result = cmp.compare(list(results), labels=list(labels) or None, tasks=names, resamples=resamples, seed=seed)
+    registry = task_registry(task_files)
+    names = registry.parse(tasks) if tasks is not None else None
+    result = cmp.compare(
+        list(results), labels=list(labels) or None, tasks=names, resamples=resamples, seed=seed, registry=registry
+    )
     text = cmp.formatted(result, fmt)
     if out:
         atomic.write_text(out, text if text.endswith("\n") else text + "\n")
@@ -497,8 +514,9 @@ def compare(results, labels, tasks, resamples, seed, fmt, out, json_out):
     "simcse, sbert, infersent); a figure computed differently from its column is marked. "
     "See docs/reports.md.",
 )
+@task_file_option
 @fails_cleanly
-def report(results, fmt, labels, out, plots, no_ci, no_baseline, published):
+def report(results, fmt, labels, out, plots, no_ci, no_baseline, published, task_files):
     """Paper-ready tables, one row per encoder: SentEval's transfer table, SimCSE's STS table, the
     probing table and the geometry table, each with a dimension column and a caption that names the
     metric and the aggregation. With --format html, RESULTS may instead be one sweep (its --out-dir
@@ -508,6 +526,7 @@ def report(results, fmt, labels, out, plots, no_ci, no_baseline, published):
     from embeval.reports import tables as rep
 
     sweep = _sweep_of(results, fmt, labels, plots, published)
+    registry = task_registry(task_files)
     names = None
     if published is not None:
         from embeval.reports.baselines import resolve
@@ -521,13 +540,24 @@ def report(results, fmt, labels, out, plots, no_ci, no_baseline, published):
         from embeval.reports import html
 
         text = html.render(
-            list(results), labels=list(labels) or None, baselines=not no_baseline, ci=not no_ci, published=names
+            list(results),
+            labels=list(labels) or None,
+            baselines=not no_baseline,
+            ci=not no_ci,
+            published=names,
+            registry=registry,
         )
     else:
         tables, rows = rep.build(
-            list(results), labels=list(labels) or None, baselines=not no_baseline, ci=not no_ci, published=names
+            list(results),
+            labels=list(labels) or None,
+            baselines=not no_baseline,
+            ci=not no_ci,
+            published=names,
+            registry=registry,
         )
-        figures = rep.plots(rows, plots, relative_to=Path(out).parent if out else None) if plots else None
+        specs, _ = rep.task_specs([row.record for row in rows], list(results), registry)
+        figures = rep.plots(rows, plots, relative_to=Path(out).parent if out else None, specs=specs) if plots else None
         text = rep.render(tables, fmt, ci=not no_ci, figures=figures)
     if out:
         atomic.write_text(out, text if text.endswith("\n") else text + "\n")
@@ -579,18 +609,20 @@ def _sweep_of(results, fmt, labels, plots, published):
     required=True,
     help="An MTEB result cache folder: files go to DIR/results/ORG__NAME/REV/.",
 )
+@task_file_option
 @fails_cleanly
-def export_mteb(results, model, revision, out):
-    """Write MTEB result files (one JSON per task, and model_meta.json) for the tasks MTEB shares with
-    SentEval: STS12-16, STSBenchmark and SICK-R, MTEB's protocol only (see docs/reports.md).
+def export_mteb(results, model, revision, out, task_files):
+    """Write MTEB result files (one JSON per task, and model_meta.json) for the tasks with an MTEB
+    counterpart: of SentEval's, STS12-16, STSBenchmark and SICK-R; of yours, those whose task file
+    has an [mteb] table. MTEB's protocol only (see docs/reports.md).
 
     A task whose MTEB-protocol figure is not in the results is left out with a note.
     """
     from embeval.reports import mteb
 
-    folder, written, notes = mteb.export(results, model, out, revision=revision)
+    folder, written, notes = mteb.export(results, model, out, revision=revision, registry=task_registry(task_files))
     for name, path, main_score, protocol in written:
-        click.echo(f"{name:14s} main_score (cosine Spearman) {main_score:.4f}  ({protocol})  {path.name}")
+        click.echo(f"{name:14s} main_score {main_score:.4f}  ({protocol})  {path.name}")
     for note in notes:
         click.echo(f"not exported: {note}")
     click.echo(f"wrote {folder}")
@@ -598,6 +630,7 @@ def export_mteb(results, model, revision, out):
 
 cli.add_command(data_commands)
 cli.add_command(sweep_command)
+cli.add_command(tasks_command)
 
 
 def main():

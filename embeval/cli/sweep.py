@@ -4,7 +4,7 @@ import sys
 
 import click
 
-from embeval.cli.common import data_option, fails_cleanly, say, tasks_option
+from embeval.cli.common import data_option, fails_cleanly, say, task_file_option, task_registry, tasks_option
 from embeval.errors import EXIT_BAD_INPUT, EmbevalError
 from embeval.run.config import NORMALIZATIONS
 
@@ -26,6 +26,7 @@ def parse_dims(text):
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @data_option
 @tasks_option
+@task_file_option
 @click.option(
     "--out-dir",
     "out_dir",
@@ -113,6 +114,7 @@ def sweep(
     files,
     data,
     tasks,
+    task_files,
     out_dir,
     resume,
     restart,
@@ -140,10 +142,10 @@ def sweep(
     from embeval.run import sweep_report
     from embeval.run.config import build
     from embeval.run.sweep import sweep as run
-    from embeval.tasks.loaders import resolve_data_dir
-    from embeval.tasks.registry import parse_task_list
+    from embeval.tasks.files import resolve_data_dir
 
-    names = parse_task_list(tasks) if tasks is not None else None
+    registry = task_registry(task_files)
+    names = registry.parse(tasks) if tasks is not None else None
     config = build(
         preset,
         kfold=kfold,
@@ -171,6 +173,7 @@ def sweep(
         runner=runner,
         log=(lambda m: None) if quiet else say,
         restart=restart,
+        registry=registry,
     )
     if summary["sources"]:
         click.echo(sweep_report.table(summary))

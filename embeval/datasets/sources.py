@@ -63,7 +63,7 @@ class Dataset:
 
     def expected_files(self, table):
         """Every file this data set must have: its tasks' files, its outputs, its recorded files."""
-        files = dict.fromkeys(f for t in self.tasks for f in TASKS[t].files)
+        files = dict.fromkeys(f for t in self.tasks for f in TASKS[t].data_files())
         files.update(dict.fromkeys(self.outputs()))
         if self.placement == "folder":
             files.update(dict.fromkeys(p for p in table if p.startswith(self.folder + "/")))

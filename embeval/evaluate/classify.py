@@ -6,6 +6,7 @@ problem of a stage is trained in one batched call; selection follows SentEval ex
 accuracies in percent rounded to 2 decimals, the first best regularization wins.
 """
 
+from collections.abc import Generator
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,6 +17,7 @@ from sklearn.model_selection import StratifiedKFold
 from embeval.evaluate import normalize
 from embeval.evaluate.context import QUIET
 from embeval.formats import predictions
+from embeval.settings import MLP_NHID
 from embeval.tasks.samples import senteval_order
 from embeval.train import batched, lbfgs
 from embeval.train.features import Features
@@ -60,7 +62,7 @@ def prepare(ctx, table=None):
     the task's sentence table by default)."""
     a_rows, b_rows, labels, ranges, orders, start = [], [], [], {}, {}, 0
     for name, split in ctx.data.splits.items():
-        order = senteval_order(split, ctx.task.sort)
+        order = senteval_order(split, ctx.task.params.sort, ctx.data.spaced)
         orders[name] = order
         ia, ib = ctx.rows[name]
         a_rows.append(ia[order])
@@ -71,7 +73,7 @@ def prepare(ctx, table=None):
         start += len(split)
     a_rows = np.concatenate(a_rows)
     b_rows = np.concatenate(b_rows) if b_rows else None
-    features = Features(ctx.table if table is None else table, a_rows, b_rows, ctx.task.features).dense()
+    features = Features(ctx.table if table is None else table, a_rows, b_rows, ctx.task.params.features).dense()
     return Samples(features, torch.as_tensor(np.concatenate(labels), device=ctx.device), ranges, orders, a_rows, b_rows)
 
 
@@ -82,6 +84,52 @@ class Fitted:
     selection_accuracy: np.ndarray  # (G, R)
     predict: object  # predict(group, idx) -> (len(idx), R) classes
     info: dict
+
+
+@dataclass
+class FitRequest:
+    """What a protocol asks to be fitted: every (group, regularization) problem of one stage. A
+    protocol is a generator that yields its requests and receives their Fitted (see `drive`); a
+    sweep answers the requests of several files' protocols together (embeval.evaluate.stack)."""
+
+    solver: str
+    samples: Samples
+    nclasses: int
+    train_sets: list
+    valid_sets: list
+    regs: list
+    classifier: dict
+    seed: int
+    device: torch.device
+    label: str = "training"
+
+    def fit(self, progress=QUIET):
+        return fit(
+            self.solver,
+            self.samples,
+            self.nclasses,
+            self.train_sets,
+            self.valid_sets,
+            self.regs,
+            self.classifier,
+            self.seed,
+            self.device,
+            progress,
+            self.label,
+        )
+
+
+def drive(evaluation, progress=QUIET):
+    """The results of an evaluation run alone: a generator's fit requests answered one by one (a
+    plain result is returned as it is)."""
+    if not isinstance(evaluation, Generator):
+        return evaluation
+    try:
+        request = next(evaluation)
+        while True:
+            request = evaluation.send(request.fit(progress))
+    except StopIteration as stop:
+        return stop.value
 
 
 def fit(
@@ -139,14 +187,14 @@ def _select(scores, regs):
 
 def regularization_grid(solver, protocol, task):
     """SentEval's grid: weight decays for the PyTorch path, C values for scikit-learn's."""
-    if task.params.get("noreg"):
+    if task.params.regularization == "none":
         return [NOREG[solver]]
     return TORCH_REGS if solver == "senteval" else SKLEARN_REGS[protocol]
 
 
 def class_count(ctx):
-    """Classes of the task (probing tasks take theirs from the data)."""
-    return len(ctx.data.classes or ctx.task.classes)
+    """Classes of the task: its data's (declared, or found in its training split), else its declared labels."""
+    return len(ctx.data.classes or ctx.task.params.labels)
 
 
 def task_classifier(task, config, base=None):
@@ -154,9 +202,9 @@ def task_classifier(task, config, base=None):
     max_epoch and epoch_size, and nhid 0 where the task allows only logistic regression."""
     classifier = dict(config["classifier"] if base is None else base)
     for key in ("max_epoch", "epoch_size"):
-        if key in task.params:
-            classifier[key] = task.params[key]
-    if task.params.get("logreg_only"):
+        if getattr(task.params, key) is not None:
+            classifier[key] = getattr(task.params, key)
+    if task.params.logreg_only:
         classifier["nhid"] = 0
     return classifier
 
@@ -185,7 +233,7 @@ def keep_predictions(ctx, prefix, samples, split, yhat, group=None):
     pred = samples.in_file_order(split, np.asarray(yhat))
     group = None if group is None else samples.in_file_order(split, group)
     order = "every sample in file order, group = outer fold" if group is not None else "test split, file order"
-    ctx.keep(prefix, predictions.labels(gold, pred, group, f1="f1" in ctx.task.metrics, order=order))
+    ctx.keep(prefix, predictions.labels(gold, pred, group, f1=ctx.task.params.f1, order=order))
 
 
 def inner_kfold(ctx, classifier=None, prefix=""):
@@ -195,7 +243,6 @@ def inner_kfold(ctx, classifier=None, prefix=""):
     samples are presented to the trainer once per outer fold (index o * N + i: sample i under
     fold o's statistics), so the folds still train in one batched call."""
     per_fold = ctx.normalize.startswith("zscore")
-    fitter = ctx.fit or fit  # a sweep's fit trains several sources together
     samples = prepare(ctx, None if per_fold else normalize.table(ctx))
     solver, k, seed = ctx.config["solver"], ctx.config["kfold"], ctx.seed
     classifier = task_classifier(ctx.task, ctx.config, classifier)
@@ -215,7 +262,7 @@ def inner_kfold(ctx, classifier=None, prefix=""):
     train_sets = [itrain + shift[o] for o, (_, _, inner) in enumerate(outer) for itrain, _ in inner]
     valid_sets = [ivalid + shift[o] for o, (_, _, inner) in enumerate(outer) for _, ivalid in inner]
     nclasses = class_count(ctx)
-    stage1 = fitter(
+    stage1 = yield FitRequest(
         solver,
         samples,
         nclasses,
@@ -225,7 +272,6 @@ def inner_kfold(ctx, classifier=None, prefix=""):
         classifier,
         seed,
         ctx.device,
-        ctx.progress,
         f"choosing the regularization ({k} x {k} inner folds)",
     )
     chosen, dev_scores = [], []
@@ -234,7 +280,7 @@ def inner_kfold(ctx, classifier=None, prefix=""):
         reg, score = _select(scores, regs)
         chosen.append(reg)
         dev_scores.append(score)
-    stage2 = fitter(
+    stage2 = yield FitRequest(
         solver,
         samples,
         nclasses,
@@ -244,7 +290,6 @@ def inner_kfold(ctx, classifier=None, prefix=""):
         classifier,
         seed,
         ctx.device,
-        ctx.progress,
         f"training the {k} outer folds",
     )
     yhat, fold_of, test_scores = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64), []
@@ -265,7 +310,6 @@ def inner_kfold(ctx, classifier=None, prefix=""):
 
 def kfold(ctx, classifier=None, prefix=""):
     """TREC, MRPC: reg chosen by k-fold cross-validation on train, retrained, tested on test."""
-    fitter = ctx.fit or fit  # a sweep's fit trains several sources together
     samples = prepare(ctx, normalize.table(ctx))
     solver, k, seed = ctx.config["solver"], ctx.config["kfold"], ctx.seed
     classifier = task_classifier(ctx.task, ctx.config, classifier)
@@ -273,7 +317,7 @@ def kfold(ctx, classifier=None, prefix=""):
     train_idx, y = samples.idx("train"), samples.y("train")
     folds = kfold_folds(y, k, seed)
     nclasses = class_count(ctx)
-    stage1 = fitter(
+    stage1 = yield FitRequest(
         solver,
         samples,
         nclasses,
@@ -283,12 +327,11 @@ def kfold(ctx, classifier=None, prefix=""):
         classifier,
         seed,
         ctx.device,
-        ctx.progress,
         f"choosing the regularization ({k} folds)",
     )
     scores = [percent(np.mean(stage1.selection_accuracy[:, r])) for r in range(len(regs))]
     reg, devacc = _select(scores, regs)
-    stage2 = fitter(
+    stage2 = yield FitRequest(
         solver,
         samples,
         nclasses,
@@ -298,7 +341,6 @@ def kfold(ctx, classifier=None, prefix=""):
         classifier,
         seed,
         ctx.device,
-        ctx.progress,
         "retraining on all of train",
     )
     test_idx, y_test = samples.idx("test"), samples.y("test")
@@ -312,7 +354,7 @@ def kfold(ctx, classifier=None, prefix=""):
         "reg": reg,
         "dev_scores": dict(zip(map(str, regs), scores)),
     }
-    if "f1" in ctx.task.metrics:
+    if ctx.task.params.f1:
         result["f1"] = percent(f1_score(y_test, yhat))
     return result
 
@@ -323,13 +365,12 @@ def split(ctx, classifier=None, prefix=""):
     Retraining the chosen regularization, as SentEval does, reproduces the same model (same seed,
     same data), so the model trained during selection is the one tested.
     """
-    fitter = ctx.fit or fit  # a sweep's fit trains several sources together
     samples = prepare(ctx, normalize.table(ctx))
     solver, seed = ctx.config["solver"], ctx.seed
     classifier = task_classifier(ctx.task, ctx.config, classifier)
     regs = regularization_grid(solver, "split", ctx.task)
     nclasses = class_count(ctx)
-    stage = fitter(
+    stage = yield FitRequest(
         solver,
         samples,
         nclasses,
@@ -339,7 +380,6 @@ def split(ctx, classifier=None, prefix=""):
         classifier,
         seed,
         ctx.device,
-        ctx.progress,
         "training, selected on dev",
     )
     scores = [percent(a) for a in stage.selection_accuracy[0]]
@@ -355,9 +395,6 @@ def split(ctx, classifier=None, prefix=""):
         "reg": reg,
         "dev_scores": dict(zip(map(str, regs), scores)),
     }
-
-
-MLP_NHID = 50  # --classifiers mlp on the downstream tasks, when the configured classifier is logistic regression
 
 
 def classifier_named(config, name):
@@ -376,8 +413,10 @@ def with_classifiers(protocol):
     def evaluate(ctx):
         names = ctx.config.get("classifiers")
         if not names:
-            return protocol(ctx)
-        ran = {name: protocol(ctx, classifier_named(ctx.config, name), prefix=name) for name in names}
+            return (yield from protocol(ctx))
+        ran = {}
+        for name in names:
+            ran[name] = yield from protocol(ctx, classifier_named(ctx.config, name), prefix=name)
         headline = "logreg" if "logreg" in ran else names[0]
         result = dict(ran[headline], classifier=headline)
         result.update(ran)
@@ -387,3 +426,16 @@ def with_classifiers(protocol):
     evaluate.__name__ = protocol.__name__
     evaluate.__doc__ = protocol.__doc__
     return evaluate
+
+
+PROTOCOLS = {
+    "split": with_classifiers(split),
+    "kfold": with_classifiers(kfold),
+    "nested-kfold": with_classifiers(inner_kfold),
+}
+
+
+def evaluate(ctx):
+    """The task's SentEval protocol (its `protocol`) with the run's classifiers: a generator of fit
+    requests returning the results."""
+    return PROTOCOLS[ctx.task.protocol](ctx)

@@ -1,14 +1,12 @@
 """What every evaluator receives: the task, its data, the sentence table and the run settings."""
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import torch
 
-from embeval.tasks.registry import Task
-from embeval.tasks.samples import TaskData
+from embeval.tasks.spec import TaskSpec
 
 
 class Progress:
@@ -28,20 +26,22 @@ QUIET = Progress()
 
 @dataclass
 class Context:
-    """`table` is the task's per-sentence float32 table on `device`; `rows[split]` maps each
-    sample of a split (file order) to its rows in that table: (first sentences, second or None).
+    """What an evaluator receives. `task` is the TaskSpec (its kind's typed parameters in
+    task.params); `data` its data. `table` is the task's per-sentence float32 table on `device`;
+    `rows[split]` maps each sample of a split (file order) to its rows in that table: (first
+    sentences, second or None). A kind whose sentences have several roles (queries and documents)
+    reads them from `sources[role]` (rows read on demand: embeval.run.execute.RoleSource).
 
     `progress` receives the stages of long steps (folds, rounds, epochs).
     `normalize` is the normalization method to apply (embeval.evaluate.normalize); `reference` is the
     Context of the task that lends its train split for the statistics (and its dev split for
     tuning) of tasks without one (STSBenchmark for STS12-16). Evaluators put their per-test-item
-    predictions in `predictions` with `keep` (embeval.formats.predictions). `fit`: the classifier
-    fitting function the classification protocols call (None: embeval.evaluate.classify.fit; a sweep
-    passes one that trains several sources' problems together, embeval.evaluate.stack)."""
+    predictions in `predictions` with `keep` (embeval.formats.predictions). Evaluations that fit
+    classifiers are generators yielding embeval.evaluate.classify.FitRequest."""
 
-    task: Task
-    data: TaskData
-    table: torch.Tensor
+    task: TaskSpec
+    data: Any
+    table: torch.Tensor | None
     rows: dict[str, tuple[np.ndarray, np.ndarray | None]]
     device: torch.device
     config: dict = field(default_factory=dict)
@@ -50,7 +50,7 @@ class Context:
     normalize: str = "none"
     reference: Optional["Context"] = None
     predictions: dict = field(default_factory=dict)
-    fit: Callable | None = None
+    sources: dict = field(default_factory=dict)
 
     def keep(self, name, prediction_set):
         """Record the prediction set whose figures sit at path `name` of the results."""

@@ -114,13 +114,13 @@ def summary(ctx, method=None):
     method = method or ctx.normalize
     if not method.startswith("zscore"):
         return {"method": method}
-    if ctx.task.evaluator == "inner_kfold":
+    if ctx.task.protocol == "nested-kfold":
         source = "each outer training fold's distinct sentences, fold by fold"
     elif "train" in ctx.rows:
         source = f"the train split's {len(np.unique(split_rows(ctx, 'train')))} distinct sentences"
     else:
         count = len(np.unique(split_rows(ctx.reference, "train"))) if ctx.reference is not None else 0
-        source = f"{ctx.task.statistics_from}'s train split ({count} distinct sentences)"
+        source = f"{ctx.task.reference}'s train split ({count} distinct sentences)"
     return {"method": method, "statistics": source}
 
 
@@ -178,4 +178,4 @@ def fold_features(ctx, method, a_rows, b_rows, fold_train_samples):
     for train in fold_train_samples:
         rows = a_rows[train] if b_rows is None else np.concatenate([a_rows[train], b_rows[train]])
         normalizers.append(fit(method, ctx.table, rows))
-    return FoldFeatures(ctx.table, a_rows, b_rows, ctx.task.features, normalizers).dense()
+    return FoldFeatures(ctx.table, a_rows, b_rows, ctx.task.params.features, normalizers).dense()

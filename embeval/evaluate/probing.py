@@ -62,7 +62,7 @@ def _mlp(ctx):
 
 def _configured(ctx):
     """The split protocol with the configured classifier, and the settings it trained with."""
-    result = classify.split(ctx)
+    result = yield from classify.split(ctx)
     used = classify.task_classifier(ctx.task, ctx.config)
     result.update(classifier="configured", nhid=used["nhid"], dropout=used["dropout"], optim=used["optim"])
     return result
@@ -73,11 +73,11 @@ def evaluate_probing(ctx):
     results; with the configured classifier, its results and the nhid, dropout and optim it used."""
     choice = ctx.config.get("probing_classifier", "configured")
     if choice == "configured":
-        return _configured(ctx)
+        return (yield from _configured(ctx))
     ran = {}
-    if choice in ("logreg", "both") or ctx.task.params.get("logreg_only"):
-        ran["logreg"] = _logreg(ctx)
-    if choice in ("mlp", "both") and not ctx.task.params.get("logreg_only"):
+    if choice in ("logreg", "both") or ctx.task.params.logreg_only:
+        ran["logreg"] = yield from _logreg(ctx)
+    if choice in ("mlp", "both") and not ctx.task.params.logreg_only:
         ran["mlp"] = _mlp(ctx)
     headline = "mlp" if "mlp" in ran else "logreg"
     result = {key: ran[headline][key] for key in ("devacc", "acc", "ndev", "ntest")}

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from embeval.errors import DataFileError
-from embeval.evaluate import mteb, normalize, seeded, sts
+from embeval.evaluate import normalize, seeded, sts
 from embeval.formats import predictions
 from embeval.tasks.samples import senteval_order
 from embeval.train import rounds
@@ -175,10 +175,10 @@ def split_features(ctx, name, table=None):
             else (f"{int(bad.sum())} relatedness scores outside 0..5 (first: {scores[bad][0]!r})")
         )
         raise DataFileError(f"{name} split: {what}", file=_split_file(ctx, name), task=ctx.task.name)
-    order = senteval_order(split, ctx.task.sort)
+    order = senteval_order(split, "pair", ctx.data.spaced)
     ia, ib = ctx.rows[name]
     table = ctx.table if table is None else table
-    return sample_features(table, ia[order], ib[order], ctx.task.features), scores[order], order
+    return sample_features(table, ia[order], ib[order], "pair"), scores[order], order
 
 
 def evaluate_relatedness(ctx):
@@ -213,9 +213,26 @@ def evaluate_relatedness(ctx):
         "cosine": cosine,
     }
     if ctx.task.mteb is not None and ctx.task.mteb.pooled_splits:
-        result["mteb"] = mteb.pooled_cosine(ctx, ctx.task.mteb.pooled_splits)
+        result["mteb"] = pooled_cosine(ctx, ctx.task.mteb.pooled_splits)
     if normalizer.method != "none":
         normalized, normalized_set = sts.cosine_on_test(ctx, table)
         ctx.keep("normalized.cosine", normalized_set)
         result["normalized"] = dict(normalize.summary(ctx), cosine=normalized)
     return result
+
+
+def pooled_cosine(ctx, splits):
+    """{pearson, spearman, nsamples, splits} of the cosine over the pairs of `splits` pooled
+    (the task's raw vectors, as MTEB embeds them)."""
+    system, gold = [], []
+    for name in splits:
+        ia, ib = ctx.rows[name]
+        system.append(sts.cosine(ctx.table, ia, ib))
+        gold.append(ctx.data.splits[name].y)
+    pearson, spearman = sts.correlations(np.concatenate(system), np.concatenate(gold))
+    return {
+        "pearson": pearson,
+        "spearman": spearman,
+        "nsamples": int(sum(len(g) for g in gold)),
+        "splits": list(splits),
+    }

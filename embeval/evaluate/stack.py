@@ -1,12 +1,14 @@
 """Several sources' classification problems trained together, with results per source identical to
 training each source alone.
 
-Each source's task runs its own protocol (embeval.evaluate.classify); `run_together` collects one
-`fit` call of every source still running and fits them together: source v's sample i becomes sample
-offset_v + i of one stacked feature matrix (as FoldFeatures presents k fold-specific copies of the
-samples in one index space), its groups are appended after the previous source's, and the batched
-trainer (or lbfgs) trains every (source x fold x regularization) problem in one call. Each source
-then gets back a Fitted that sees only its own groups and samples.
+Each source's task runs its own protocol (embeval.evaluate.classify), a generator that yields a
+FitRequest whenever it needs classifiers fitted. `run_together` advances every source's generator
+to its next request, fits the compatible requests together, and sends each source its answer:
+source v's sample i becomes sample offset_v + i of one stacked feature matrix (as FoldFeatures
+presents k fold-specific copies of the samples in one index space), its groups are appended after
+the previous source's, and the batched trainer (or lbfgs) trains every (source x fold x
+regularization) problem in one call. Each source then gets back a Fitted that sees only its own
+groups and samples. Every source's preparation (features, folds) runs once.
 
 Why the results are identical: the batched trainer gives every group the same initial weights and
 the numpy stream of its train size (drawn once per pass, whichever groups use it), and every
@@ -64,31 +66,29 @@ def stack_features(parts):
     return StackedFeatures(parts)
 
 
-def _stackable(call):
-    args = call["args"]
-    classifier = args["classifier"]
-    return args["solver"] == "lbfgs" or not (classifier["nhid"] and np.any(classifier["dropout"]))
+def _stackable(request):
+    classifier = request.classifier
+    return request.solver == "lbfgs" or not (classifier["nhid"] and np.any(classifier["dropout"]))
 
 
-def _key(call):
-    """Calls with equal keys can be fitted together."""
-    a = call["args"]
-    regs = np.asarray(a["regs"], dtype=np.float64)
+def _key(request):
+    """Requests with equal keys can be fitted together."""
+    regs = np.asarray(request.regs, dtype=np.float64)
     return (
-        a["solver"],
-        a["nclasses"],
+        request.solver,
+        request.nclasses,
         regs.shape[1:],
-        json.dumps(a["classifier"], sort_keys=True),
-        a["seed"],
-        str(a["device"]),
-        a["samples"].features.dim,
-        len(a["train_sets"]),
+        json.dumps(request.classifier, sort_keys=True),
+        request.seed,
+        str(request.device),
+        request.samples.features.dim,
+        len(request.train_sets),
     )
 
 
-def fit_together(calls):
-    """Fitted of each call (in order), from one classify.fit of all their problems."""
-    samples = [c["args"]["samples"] for c in calls]
+def fit_together(requests):
+    """Fitted of each request (in order), from one classify.fit of all their problems."""
+    samples = [r.samples for r in requests]
     features = stack_features([s.features for s in samples])
     offsets = (
         features.offsets
@@ -97,31 +97,30 @@ def fit_together(calls):
     )
     labels = torch.cat([s.labels for s in samples])
     train_sets, valid_sets, regs, first = [], [], [], []
-    for call, offset in zip(calls, offsets):
-        a = call["args"]
+    for request, offset in zip(requests, offsets):
         first.append(len(train_sets))
-        train_sets += [np.asarray(t) + offset for t in a["train_sets"]]
-        valid_sets += [None if v is None else np.asarray(v) + offset for v in a["valid_sets"]]
+        train_sets += [np.asarray(t) + offset for t in request.train_sets]
+        valid_sets += [None if v is None else np.asarray(v) + offset for v in request.valid_sets]
         regs += list(
-            np.broadcast_to(np.asarray(a["regs"], dtype=np.float64), (len(a["train_sets"]), np.shape(a["regs"])[-1]))
+            np.broadcast_to(
+                np.asarray(request.regs, dtype=np.float64), (len(request.train_sets), np.shape(request.regs)[-1])
+            )
         )
-    a = calls[0]["args"]
+    a = requests[0]
     stacked = classify.Samples(features, labels, ranges={})
     together = classify.fit(
-        a["solver"],
+        a.solver,
         stacked,
-        a["nclasses"],
+        a.nclasses,
         train_sets,
         valid_sets,
         np.stack(regs),
-        a["classifier"],
-        a["seed"],
-        a["device"],
-        label=f"{a['label']}, {len(calls)} sources",
+        a.classifier,
+        a.seed,
+        a.device,
+        label=f"{a.label}, {len(requests)} sources",
     )
-    return [
-        _share(together, g0, len(c["args"]["train_sets"]), int(offset)) for c, g0, offset in zip(calls, first, offsets)
-    ]
+    return [_share(together, g0, len(r.train_sets), int(offset)) for r, g0, offset in zip(requests, first, offsets)]
 
 
 def _share(fitted, g0, count, offset):
@@ -134,96 +133,59 @@ def _share(fitted, g0, count, offset):
     )
 
 
-def fit_calls(calls):
-    """Fitted of each call: compatible stackable calls fitted together, the others one by one."""
-    results = [None] * len(calls)
+def fit_requests(requests):
+    """Fitted of each request: compatible stackable requests fitted together, the others one by one."""
+    results = [None] * len(requests)
     groups = {}
-    for i, call in enumerate(calls):
-        if _stackable(call):
-            groups.setdefault(_key(call), []).append(i)
+    for i, request in enumerate(requests):
+        if _stackable(request):
+            groups.setdefault(_key(request), []).append(i)
         else:
-            results[i] = classify.fit(**call["args"])
+            results[i] = request.fit()
     for members in groups.values():
         if len(members) == 1:
-            results[members[0]] = classify.fit(**calls[members[0]]["args"])
+            results[members[0]] = requests[members[0]].fit()
             continue
-        for i, fitted in zip(members, fit_together([calls[i] for i in members])):
+        for i, fitted in zip(members, fit_together([requests[i] for i in members])):
             results[i] = fitted
     return results
 
 
-FIT_PARAMETERS = (
-    "solver",
-    "samples",
-    "nclasses",
-    "train_sets",
-    "valid_sets",
-    "regs",
-    "classifier",
-    "seed",
-    "device",
-    "progress",
-    "label",
-)
+def run_together(evaluations):
+    """Run evaluations (generators of FitRequest returning their result) on this thread, fitting the
+    classifiers they ask for together; returns [(result, exception)...] in their order.
 
+    Each round advances every unfinished evaluation to its next request; the requests of the round
+    are fitted together (fit_requests) and each evaluation is sent its Fitted. An exception raised by
+    an evaluation ends it (its traceback kept on the exception); one raised by a joint fit ends
+    every evaluation that waited on it. Everything runs on the calling thread: with evaluations in
+    threads of their own, torch's intra-op worker threads belonging to the waiting ones slowed the
+    fitting thread's parallel work about twofold (measured with two threads on two cores)."""
+    outcomes = [(None, None)] * len(evaluations)
+    pending = {}
 
-class _Unanswered(BaseException):
-    """Stops a job at a fit call whose answer is not known yet (a BaseException, so that a
-    protocol's own `except Exception` cannot swallow it)."""
-
-
-def run_together(jobs):
-    """Run jobs (callables taking a fit function with classify.fit's signature) on this thread,
-    fitting the classifiers they ask for together; returns [(result, exception)...] in job order.
-
-    Each pass runs every unfinished job from its start: its fit calls already answered are answered
-    from the record, and its first new call is recorded and stops the job. The recorded calls of
-    all jobs are then fitted together by fit_calls, and the next pass begins. Protocols are
-    deterministic, so a job run again with the same answers reaches the same next call; a job asks
-    for one or two fits, so the repeated work is its preparation, not its training. Everything
-    runs on the calling thread: with jobs in threads of their own, torch's intra-op worker threads
-    belonging to the waiting jobs slowed the fitting thread's parallel work about twofold (measured
-    with two threads on two cores)."""
-    answers = [[] for _ in jobs]
-    outcomes = [(None, None)] * len(jobs)
-    unfinished = list(range(len(jobs)))
-    while unfinished:
-        asked = {}
-        for slot in unfinished:
-            try:
-                outcomes[slot] = (jobs[slot](_replaying(answers[slot], asked, slot)), None)
-            except _Unanswered:
-                pass
-            except Exception as err:  # noqa: BLE001 (reported to the caller with its job)
-                outcomes[slot] = (None, err)
-        slots = sorted(asked)
-        if not slots:
-            break
+    def advance(slot, answer=None, first=False):
         try:
-            fitted = [(f, None) for f in fit_calls([asked[s] for s in slots])]
-        except Exception as err:  # every job waiting on this fit fails with it
-            fitted = [(None, err)] * len(slots)
+            request = next(evaluations[slot]) if first else evaluations[slot].send(answer)
+        except StopIteration as stop:
+            outcomes[slot] = (stop.value, None)
+        except Exception as err:  # noqa: BLE001 (reported to the caller with its evaluation)
+            outcomes[slot] = (None, err)
+        else:
+            pending[slot] = request
+
+    for slot in range(len(evaluations)):
+        advance(slot, first=True)
+    while pending:
+        slots = sorted(pending)
+        requests = [pending.pop(slot) for slot in slots]
+        try:
+            fitted = fit_requests(requests)
+        except Exception as err:  # noqa: BLE001 (every evaluation waiting on this fit fails with it)
+            for slot in slots:
+                evaluations[slot].close()
+                outcomes[slot] = (None, err)
+            continue
         for slot, answer in zip(slots, fitted):
-            answers[slot].append(answer)
-        unfinished = slots
+            advance(slot, answer)
     return outcomes
-
-
-def _replaying(answers, asked, slot):
-    """A job's fit function for one pass: recorded answers in order, then record the next call."""
-    position = [0]
-
-    def fit(*args, **kwargs):
-        if position[0] < len(answers):
-            fitted, err = answers[position[0]]
-            position[0] += 1
-            if err is not None:
-                raise err
-            return fitted
-        call = dict(zip(FIT_PARAMETERS, args))
-        call.update(kwargs)
-        call.pop("progress", None)
-        asked[slot] = {"args": call}
-        raise _Unanswered()
-
-    return fit

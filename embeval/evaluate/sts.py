@@ -93,7 +93,7 @@ def evaluate_cosine_sts(ctx):
         normalized, npset = subset_scores(normalizer(ctx.table), ctx)
         info = normalize.summary(ctx, method)
         if tuned is not None:
-            info["tuned_on"] = f"{ctx.task.statistics_from} dev cosine Spearman"
+            info["tuned_on"] = f"{ctx.task.reference} dev cosine Spearman"
             info["dev"] = tuned
         results["normalized"] = dict(info, **normalized)
         ctx.keep("normalized.all", npset)

@@ -26,6 +26,7 @@ import numpy as np
 from embeval import stats
 from embeval.errors import EmbevalError
 from embeval.formats import atomic
+from embeval.tasks.registry import statistic
 
 FORMAT = "embeval-predictions"
 FORMAT_VERSION = 1
@@ -43,7 +44,7 @@ class PredictionSet:
 
     @property
     def items(self):
-        return len(self.arrays[stats._item_key(self.kind)])
+        return stats.items(self.arrays)
 
 
 def labels(gold, pred, group=None, f1=False, order="test split, file order"):
@@ -84,7 +85,7 @@ def intervals(task, sets, seed, resamples, level=stats.LEVEL):
     figures = {}
     for name, pset in sets.items():
         for figure in pset.figures:
-            ci = stats.bootstrap_ci(pset.kind, figure, pset.arrays, seed, task, resamples, level)
+            ci = stats.bootstrap_ci(statistic(pset.kind, figure), pset.arrays, seed, task, resamples, level)
             ci["n"] = pset.items
             figures[figure_path(name, figure)] = ci
     return {

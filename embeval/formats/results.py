@@ -6,6 +6,7 @@ import math
 import numpy as np
 
 from embeval.formats import atomic
+from embeval.tasks.registry import recorded_spec
 
 FORMAT = "embeval-results"
 FORMAT_VERSION = 1
@@ -48,104 +49,21 @@ def write_json(path, record):
     atomic.write_text(path, dumps(record))
 
 
-def _pct(x):
-    return "  n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:5.2f}"
-
-
 def _num(x, fmt="{:5.2f}"):
     return "  n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else fmt.format(x)
 
 
-def _interval(ci, path, scale=100.0):
-    """' [low, high]' of a figure's bootstrap interval, in the table's units (nothing when absent)."""
-    found = (ci or {}).get(path)
-    if not found or found.get("low") is None or found.get("high") is None:
-        return ""
-    return f" [{scale * found['low']:.2f}, {scale * found['high']:.2f}]"
+def summary_rows(spec, results, ci=None):
+    """(metric label, value text) lines for one task's results, as its kind shows them; ci: the
+    entry's interval figures ({path: {value, low, high}}), shown as [low, high] after the figures
+    that have one."""
+    return [(line.label, line.text) for line in spec.kind_module.lines(spec, results, ci)]
 
 
-def _sts_rows(r, ci=None, prefix="", label="cosine"):
-    rows = []
-    for coef in ("spearman", "pearson"):
-        a = r["all"][coef]
-        rows.append(
-            (
-                f"{label} {coef.capitalize()} x100 mean | wmean | pooled",
-                f"{_pct(a['mean'])} | {_pct(a['wmean'])} | {_pct(a['pooled'])}"
-                + _interval(ci, f"{prefix}all.{coef}.pooled"),
-            )
-        )
-    return rows
-
-
-def _accuracy_row(r, ci, prefix="", label="accuracy % dev / test"):
-    text = f"{_num(r['devacc'])} / {_num(r['acc'])}" + _interval(ci, f"{prefix}acc", 1.0)
-    if "f1" in r:
-        text += f"  (F1 {_num(r['f1'])}{_interval(ci, prefix + 'f1', 1.0)})"
-    return label, text
-
-
-def summary_rows(kind, r, ci=None):
-    """(metric label, value text) lines for one task's results; ci: the entry's interval figures
-    ({path: {value, low, high}}), shown as [low, high] after the figures that have one."""
-    rows = []
-    normalized = r.get("normalized") if isinstance(r.get("normalized"), dict) else None
-    if kind == "sts":
-        rows = _sts_rows(r, ci)
-        if normalized:
-            rows += _sts_rows(normalized, ci, "normalized.", f"{normalized['method']} cosine")
-        return rows
-    if "cosine" in r:
-        c = r["cosine"]
-        rows.append(
-            (
-                "cosine Spearman | Pearson x100 (test)",
-                f"{_pct(c['spearman'])}{_interval(ci, 'cosine.spearman')} | {_pct(c['pearson'])}",
-            )
-        )
-    if normalized and "cosine" in normalized:
-        c = normalized["cosine"]
-        rows.append(
-            (
-                f"{normalized['method']} cosine Spearman | Pearson x100 (test)",
-                f"{_pct(c['spearman'])}{_interval(ci, 'normalized.cosine.spearman')} | {_pct(c['pearson'])}",
-            )
-        )
-    if "mse" in r:
-        rows.append(
-            (
-                "Spearman | Pearson x100, MSE (test)",
-                f"{_pct(r['spearman'])} | {_pct(r['pearson'])}{_interval(ci, 'pearson')}, {_num(r['mse'], '{:.3f}')}",
-            )
-        )
-        rows.append(("dev Pearson x100", _pct(r["devpearson"])))
-    if kind == "retrieval" and "acc" in r:
-        for direction, label in (("i2t", "image->text"), ("t2i", "text->image")):
-            m = r["acc"][direction]
-            rows.append(
-                (
-                    f"{label} R@1 | R@5 | R@10, medr",
-                    f"{_num(m['r1'])} | {_num(m['r5'])} | {_num(m['r10'])}, {_num(m['medr'], '{:.1f}')}",
-                )
-            )
-        if ci and "acc.mean_recall" in ci:
-            rows.append(
-                ("mean of the six R@K %", _num(ci["acc.mean_recall"]["value"]) + _interval(ci, "acc.mean_recall", 1.0))
-            )
-        rows.append(("dev score (R@1+5+10 both ways, max 600)", _num(r["devacc"])))
-    elif "acc" in r:
-        classifiers = [c for c in ("logreg", "mlp") if isinstance(r.get(c), dict)]
-        if classifiers:
-            rows += [_accuracy_row(r[c], ci, f"{c}.", f"{c} accuracy % dev / test") for c in classifiers]
-        else:
-            rows.append(_accuracy_row(r, ci))
-    return rows
-
-
-def _entry_rows(entry):
-    rows = summary_rows(entry["kind"], entry["results"], (entry.get("ci") or {}).get("figures"))
+def _entry_rows(spec, entry):
+    rows = summary_rows(spec, entry["results"], (entry.get("ci") or {}).get("figures"))
     norm = entry.get("normalize")
-    if norm and (entry["kind"] != "sts" or norm.get("requested") == "tune"):
+    if norm and (spec.selection is not None or norm.get("requested") == "tune"):
         rows.append(("normalization", norm["method"] + (" (tuned on dev)" if norm.get("requested") == "tune" else "")))
     geo = entry.get("geometry")
     if geo:
@@ -162,13 +80,14 @@ def _block(record, tasks):
     scored = [(name, record["tasks"][name]) for name in tasks if name in record["tasks"]]
     lines = []
     if scored:
+        rows = {name: _entry_rows(recorded_spec(name, t), t) for name, t in scored}
         width = max(len(n) for n, _ in scored) + 2
-        labels = [label for name, t in scored for label, _ in _entry_rows(t)]
+        labels = [label for name, _ in scored for label, _ in rows[name]]
         lw = max([len(x) for x in labels] + [6]) + 2
         lines.append(f"{'task':<{width}}{'metric':<{lw}}score")
         lines.append("-" * (width + lw + 24))
-        for name, t in scored:
-            for i, (label, value) in enumerate(_entry_rows(t)):
+        for name, _ in scored:
+            for i, (label, value) in enumerate(rows[name]):
                 lines.append(f"{name if i == 0 else '':<{width}}{label:<{lw}}{value}")
     return lines
 

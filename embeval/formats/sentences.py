@@ -1,19 +1,26 @@
-"""Phase one: each task's deduplicated sentence list, its fingerprint, and the manifest.
+"""Phase one: each task's deduplicated sentence lists, their fingerprints, and the manifest.
 
 Export order: the task's splits in order (train, dev, test; STS subsets in SentEval's order;
 COCO train, valid, test), within a split every first sentence in file order, then every second
 sentence; each distinct sentence is kept at its first occurrence. A union export concatenates the
-requested tasks' lists in registry order and keeps each sentence once.
+requested tasks' lists (of role "text") in registry order and keeps each sentence once.
+
+A task has one list (role "text": TASK.txt, vectors /TASK) or a list per role (retrieval: queries
+and documents, which instruction-tuned encoders embed with different prompts: TASK.query.txt and
+TASK.document.txt, vectors /TASK.query and /TASK.document). A list is a text file, one sentence a
+line, unless a sentence holds a line break: then it is JSON lines (TASK.jsonl, one JSON string a
+line), so every list is exported losslessly. The fingerprint of a list is the sha256 of its file's
+bytes.
 """
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from embeval._version import __version__
 from embeval.errors import DATA_HINT, DataFileError, EmbevalError
 from embeval.formats import atomic
-from embeval.tasks.registry import TASKS
 
 FORMAT = "embeval-sentences"
 FORMAT_VERSION = 1
@@ -35,8 +42,20 @@ def union_sentences(lists):
     return dedup(s for sentences in lists for s in sentences)
 
 
+LINES, JSONL = "lines", "jsonl"
+TEXT = "text"
+
+
+def list_format(sentences):
+    """How a list is written: one sentence a line, or JSON lines when a sentence holds a line break."""
+    return JSONL if any("\n" in s or "\r" in s for s in sentences) else LINES
+
+
 def encode_lines(sentences):
-    """The bytes of an export file: UTF-8, one sentence a line, each ended by \\n."""
+    """The bytes of an export file: UTF-8, one sentence a line, each ended by \\n (JSON lines when a
+    sentence holds a line break)."""
+    if list_format(sentences) == JSONL:
+        return "".join(json.dumps(s, ensure_ascii=False) + "\n" for s in sentences).encode("utf-8")
     return "".join(s + "\n" for s in sentences).encode("utf-8")
 
 
@@ -45,50 +64,99 @@ def fingerprint(sentences):
     return hashlib.sha256(encode_lines(sentences)).hexdigest()
 
 
-def split_lines(data, path):
-    """Sentences of an export file's bytes (split on \\n only: other characters stay in the line)."""
+def dataset_name(task, role=TEXT):
+    """The vectors dataset (and export file stem) of a task's list of a role."""
+    return task if role == TEXT else f"{task}.{role}"
+
+
+def split_lines(data, path, fmt=LINES):
+    """Sentences of an export file's bytes (split on \\n only: other characters stay in the line;
+    JSON lines: one JSON string a line)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise EmbevalError(f"export file is not valid UTF-8 (byte {err.start})", file=path)
     if text and not text.endswith("\n"):
         raise EmbevalError("export file does not end with a newline (truncated?)", file=path)
-    return text.split("\n")[:-1] if text else []
+    lines = text.split("\n")[:-1] if text else []
+    if fmt != JSONL:
+        return lines
+    sentences = []
+    for number, line in enumerate(lines, 1):
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError:
+            value = None
+        if not isinstance(value, str):
+            raise EmbevalError(f"line {number} is not a JSON string", file=path)
+        sentences.append(value)
+    return sentences
 
 
-def export(task_datas, out_dir, union=False):
-    """Write TASK.txt files (or ALL.txt) and manifest.json into out_dir; return the manifest."""
+@dataclass(frozen=True)
+class ExportList:
+    """One list an encoder embeds: its vectors dataset, file, sentence count, fingerprint, the tasks
+    it serves (several for the union), its role and its file format."""
+
+    dataset: str
+    file: str
+    count: int
+    sha256: str
+    tasks: tuple
+    role: str = TEXT
+    format: str = LINES
+
+
+def _entry(dataset, sentences, role=TEXT):
+    fmt = list_format(sentences)
+    entry = {
+        "file": f"{dataset}.{'txt' if fmt == LINES else 'jsonl'}",
+        "count": len(sentences),
+        "sha256": fingerprint(sentences),
+    }
+    if fmt != LINES:
+        entry["format"] = fmt
+    if role != TEXT:
+        entry["dataset"] = dataset
+    return entry
+
+
+def export(task_lists, out_dir, union=False):
+    """Write each task's lists (TASK.txt, TASK.ROLE.txt; or ALL.txt for the text lists of a union)
+    and manifest.json into out_dir; return the manifest. task_lists: {task: {role: sentences}}, or
+    loaded split data (TaskData, one list each)."""
+    if not isinstance(task_lists, dict):
+        task_lists = {data.name: {TEXT: task_sentences(data)} for data in task_lists}
     out_dir = Path(out_dir)
-    tasks = {}
-    lists = []
-    for data in task_datas:
-        sentences = task_sentences(data)
-        lists.append(sentences)
-        entry = {
-            "file": None if union else f"{data.name}.txt",
-            "count": len(sentences),
-            "sha256": fingerprint(sentences),
-        }
-        if not union:
-            atomic.write_bytes(out_dir / entry["file"], encode_lines(sentences))
-        tasks[data.name] = entry
+    tasks, text_lists = {}, []
+    for name, lists in task_lists.items():
+        if list(lists) == [TEXT]:
+            sentences = lists[TEXT]
+            text_lists.append(sentences)
+            entry = _entry(name, sentences)
+            if union:
+                entry["file"] = None
+            else:
+                atomic.write_bytes(out_dir / entry["file"], encode_lines(sentences))
+            tasks[name] = entry
+            continue
+        roles = {}
+        for role, sentences in lists.items():
+            roles[role] = _entry(dataset_name(name, role), sentences, role)
+            atomic.write_bytes(out_dir / roles[role]["file"], encode_lines(sentences))
+        tasks[name] = {"roles": roles}
     manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, "embeval": __version__, "tasks": tasks}
-    if union:
-        names = [d.name for d in task_datas]
-        sentences = union_sentences(lists)
-        atomic.write_bytes(out_dir / f"{UNION}.txt", encode_lines(sentences))
-        manifest["union"] = {
-            "file": f"{UNION}.txt",
-            "count": len(sentences),
-            "sha256": fingerprint(sentences),
-            "tasks": names,
-        }
+    if union and text_lists:
+        names = [n for n, lists in task_lists.items() if list(lists) == [TEXT]]
+        sentences = union_sentences(text_lists)
+        manifest["union"] = dict(_entry(UNION, sentences), tasks=names)
+        atomic.write_bytes(out_dir / manifest["union"]["file"], encode_lines(sentences))
     atomic.write_text(out_dir / "manifest.json", json.dumps(manifest, indent=1) + "\n")
     return manifest
 
 
 def load_manifest(export_dir):
-    """Read and validate an export folder's manifest.json."""
+    """Read and validate an export folder's manifest.json (exports of every earlier version read)."""
     path = Path(export_dir) / "manifest.json"
     if not Path(export_dir).is_dir():
         raise EmbevalError("export folder not found (run `embeval export-sentences` first)", file=export_dir)
@@ -105,63 +173,101 @@ def load_manifest(export_dir):
             f"format_version {manifest.get('format_version')} is not supported (this embeval reads {FORMAT_VERSION})",
             file=path,
         )
-    for name, entry in manifest.get("tasks", {}).items():
-        if name not in TASKS:
-            raise EmbevalError(f"unknown task {name!r} in the manifest", file=path)
-        if (
-            not isinstance(entry, dict)
-            or not isinstance(entry.get("count"), int)
-            or not isinstance(entry.get("sha256"), str)
-        ):
-            raise EmbevalError("task entry needs count and sha256", file=path, task=name)
+    if not isinstance(manifest.get("tasks"), dict):
+        raise EmbevalError("the manifest has no tasks", file=path)
+    for name, entry in manifest["tasks"].items():
+        lists = entry.get("roles") if isinstance(entry, dict) and "roles" in entry else {TEXT: entry}
+        if not isinstance(lists, dict) or not lists:
+            raise EmbevalError("task entry needs its lists", file=path, task=name)
+        for one in lists.values():
+            if (
+                not isinstance(one, dict)
+                or not isinstance(one.get("count"), int)
+                or not isinstance(one.get("sha256"), str)
+            ):
+                raise EmbevalError("task entry needs count and sha256", file=path, task=name)
     return manifest
 
 
 def manifest_files(manifest):
-    """(dataset name, file name, count, sha256, tasks) for each list an encoder must embed."""
+    """Every list an encoder must embed (ExportList), in the manifest's order."""
+    out = []
     if "union" in manifest:
         u = manifest["union"]
-        return [(UNION, u["file"], u["count"], u["sha256"], list(u["tasks"]))]
-    return [(name, e["file"], e["count"], e["sha256"], [name]) for name, e in manifest["tasks"].items()]
+        out.append(
+            ExportList(UNION, u["file"], u["count"], u["sha256"], tuple(u["tasks"]), TEXT, u.get("format", LINES))
+        )
+    for name, entry in manifest["tasks"].items():
+        if "roles" in entry:
+            for role, one in entry["roles"].items():
+                out.append(
+                    ExportList(
+                        one.get("dataset", dataset_name(name, role)),
+                        one["file"],
+                        one["count"],
+                        one["sha256"],
+                        (name,),
+                        role,
+                        one.get("format", LINES),
+                    )
+                )
+        elif "union" not in manifest:
+            out.append(
+                ExportList(
+                    name, entry["file"], entry["count"], entry["sha256"], (name,), TEXT, entry.get("format", LINES)
+                )
+            )
+    return out
 
 
-def read_export_file(export_dir, file, count, sha256, task):
-    """Read one export file and check it against its manifest entry."""
-    path = Path(export_dir) / file
+def read_export_file(export_dir, entry):
+    """Read one export list (an ExportList) and check it against its manifest entry."""
+    path = Path(export_dir) / entry.file
+    task = entry.tasks[0] if len(entry.tasks) == 1 else entry.dataset
     try:
         data = path.read_bytes()
     except OSError as err:
         raise EmbevalError(f"cannot read export file: {err.strerror}", file=path, task=task)
-    if hashlib.sha256(data).hexdigest() != sha256:
+    if hashlib.sha256(data).hexdigest() != entry.sha256:
         raise EmbevalError("file differs from its manifest fingerprint (edited or truncated?)", file=path, task=task)
-    sentences = split_lines(data, path)
-    if len(sentences) != count:
-        raise EmbevalError(f"{len(sentences)} lines, the manifest says {count}", file=path, task=task)
+    sentences = split_lines(data, path, entry.format)
+    if len(sentences) != entry.count:
+        raise EmbevalError(f"{len(sentences)} lines, the manifest says {entry.count}", file=path, task=task)
     return sentences
 
 
-def export_sentences(data_dir, out_dir, tasks=None, union=False, log=None):
-    """Export the sentences of `tasks` (None: every task whose data is in data_dir) to out_dir.
+def export_sentences(data_dir, out_dir, tasks=None, union=False, log=None, registry=None):
+    """Export the sentences of `tasks` (names or TaskSpecs; None: every task of the registry whose
+    data is there) to out_dir.
 
     Returns (manifest, tasks skipped for want of data). A named task without data, a missing data
     folder or a folder without any task data is an EmbevalError. The export's order is the
     registry's, whatever the order asked, so equal task sets give equal exports."""
+    from embeval.tasks.registry import Registry, builtin
+
     root = Path(data_dir)
-    names = [n for n in TASKS if tasks is None or n in tasks]
-    if not root.is_dir():
-        raise DataFileError(f"data folder not found; {DATA_HINT}", file=root)
-    present = [n for n in names if not TASKS[n].missing_files(root)]
-    missing = [n for n in names if n not in present]
-    if tasks is not None and missing:
-        first = TASKS[missing[0]]
+    registry = registry if registry is not None else builtin()
+    asked = None if tasks is None else [t if isinstance(t, str) else t.name for t in tasks]
+    extra = [t for t in tasks or [] if not isinstance(t, str) and t.name not in registry]
+    if extra:
+        registry = Registry(list(registry.values()) + extra)
+    specs = [spec for name, spec in registry.items() if asked is None or name in asked]
+    present = [s for s in specs if not s.missing_files(root)]
+    missing = [s for s in specs if s not in present]
+    if asked is not None and missing:
+        first = missing[0]
         raise DataFileError(
-            f"missing data file; {DATA_HINT}", file=root / first.missing_files(root)[0], task=first.name
+            f"missing data file; {DATA_HINT if first.builtin else 'check its task file'}",
+            file=first.missing_files(root)[0],
+            task=first.name,
         )
     if not present:
+        if not root.is_dir():
+            raise DataFileError(f"data folder not found; {DATA_HINT}", file=root)
         raise DataFileError(f"no task data in this folder; {DATA_HINT}", file=root)
-    loaded = []
-    for name in present:
+    lists = {}
+    for spec in present:
         if log:
-            log(f"loading {name} ...")
-        loaded.append(TASKS[name].load(root))
-    return export(loaded, out_dir, union=union), missing
+            log(f"loading {spec.name} ...")
+        lists[spec.name] = spec.kind_module.sentences(spec, spec.load(root))
+    return export(lists, out_dir, union=union), [s.name for s in missing]

@@ -6,6 +6,7 @@ attributes `sha256` and `tasks`. Contiguous datasets are read through a memory m
 compressed ones block by block, so only the rows of the task being scored are ever in memory.
 """
 
+import hashlib
 import logging
 import os
 from pathlib import Path
@@ -16,6 +17,7 @@ import numpy as np
 from embeval.errors import EmbevalError, VectorsError
 from embeval.formats import atomic, h5guard
 from embeval.formats.sentences import (
+    TEXT,
     UNION,
     load_manifest,
     manifest_files,
@@ -142,9 +144,6 @@ class VectorsFile:
         if text is None:
             raise self._error("union dataset /ALL has no `tasks` attribute (the tasks it was exported from)", UNION)
         tasks = [t.strip() for t in text.split(",") if t.strip()]
-        unknown = [t for t in tasks if t not in TASKS]
-        if unknown:
-            raise self._error(f"the `tasks` attribute of /ALL names unknown tasks {', '.join(unknown)}", UNION)
         if not tasks:
             raise self._error("the `tasks` attribute of /ALL names no task", UNION)
         twice = sorted({t for t in tasks if tasks.count(t) > 1})
@@ -302,6 +301,45 @@ class VectorsFile:
             raise self._error(f"{len(bad)} of {count} vectors contain NaN or Inf (first at row {bad[0]})", task)
         return table
 
+    def blocks(self, ds, task, rows=None, start=0, stop=None, block_bytes=BLOCK_BYTES, check_finite=True):
+        """(first row, float32 block) over rows start..stop of ds (or over ds[rows], in that order),
+        reading a block at a time (each checked to be finite unless told not to): never the whole
+        table in memory."""
+        dim = ds.shape[1]
+        stop = (ds.shape[0] if rows is None else len(rows)) if stop is None else stop
+        block = max(1, block_bytes // (dim * ds.dtype.itemsize))
+        if rows is None and ds.chunks:
+            block = max(ds.chunks[0], block // ds.chunks[0] * ds.chunks[0])
+        try:
+            source = self._memmap(ds)
+            for first in range(start, stop, block):
+                last = min(stop, first + block)
+                if rows is None:
+                    values = np.asarray(source[first:last], dtype=np.float32)
+                else:
+                    values = np.empty((last - first, dim), dtype=np.float32)
+                    self._gather(source, ds, np.asarray(rows[first:last], dtype=np.int64), values, block)
+                bad = _nonfinite_rows(values) if check_finite else []
+                if len(bad):
+                    raise self._error(f"vectors contain NaN or Inf (first at row {first + bad[0]})", task)
+                yield first, values
+        except H5_ERRORS as err:
+            raise self._error(f"corrupted or truncated HDF5 file: cannot read {ds.name} ({_h5_reason(err)})", task)
+
+    def fingerprint_rows(self, ds, task, rows=None):
+        """(sha256, count, dim) of the float32 table of ds's rows (all, or ds[rows]), read block by
+        block: the fingerprint a table of those rows has (embeval.run.plan.table_fingerprint)."""
+        count = ds.shape[0] if rows is None else len(rows)
+        dim = ds.shape[1]
+        h = hashlib.sha256(f"{count}x{dim}\n".encode())
+        bad = []
+        for first, values in self.blocks(ds, task, rows, check_finite=False):
+            bad += [first + row for row in _nonfinite_rows(values)]
+            h.update(np.ascontiguousarray(values).data)
+        if bad:
+            raise self._error(f"{len(bad)} of {count} vectors contain NaN or Inf (first at row {bad[0]})", task)
+        return h.hexdigest(), count, dim
+
     def _memmap(self, ds):
         """A read-only memory map of a contiguous uncompressed dataset, else the dataset itself."""
         if ds.chunks is not None or ds.compression is not None:
@@ -396,52 +434,80 @@ def union_rows(union_sentences, task_sentences):
 
 def check_against_manifest(path, export_dir, tasks=None):
     """Validate every dataset the export's manifest asks for (those of `tasks` when given, or the
-    union that holds them); return [(name, problem or None, or "absent")]."""
+    union that holds them); return [(dataset, problem or None, or "absent")]."""
     manifest = load_manifest(export_dir)
     report = []
     entries = manifest_files(manifest)
     if tasks is not None:
-        unknown = [
-            t
-            for t in tasks
-            if t not in {e[0] for e in entries} and not any(t in e[4] for e in entries if e[0] == UNION)
-        ]
+        known = {t for e in entries for t in e.tasks}
+        unknown = [t for t in tasks if t not in known]
         if unknown:
             raise VectorsError(
                 f"not in the export's manifest: {', '.join(unknown)}", file=Path(export_dir), task=unknown[0]
             )
-        entries = [e for e in entries if e[0] in tasks or (e[0] == UNION and any(t in e[4] for t in tasks))]
-    with VectorsFile(path, names=[e[0] for e in entries]) as vf:
+        entries = [e for e in entries if any(t in e.tasks for t in tasks)]
+    with VectorsFile(path, names=[e.dataset for e in entries]) as vf:
         names = vf.names()
-        for name, _file, count, sha256, union_tasks in entries:
+        for entry in entries:
+            name = entry.dataset
             if name not in names:
                 report.append((name, "absent"))
                 continue
             try:
                 ds = vf.dataset(name, name)
-                if not vf.check_fingerprint(ds, name, name, count, sha256):
+                if not vf.check_fingerprint(ds, name, name, entry.count, entry.sha256):
                     warn_unverified(path, [name])
                 if name == UNION:
                     got = vf.union_tasks()
-                    if got != union_tasks:
+                    if got != list(entry.tasks):
                         raise VectorsError(
-                            f"union built from {','.join(got)}, the export has {','.join(union_tasks)}",
+                            f"union built from {','.join(got)}, the export has {','.join(entry.tasks)}",
                             file=path,
                             task=name,
                         )
-                vf.read_rows(ds, name)
+                vf.fingerprint_rows(ds, name)
                 report.append((name, None))
             except VectorsError as err:
                 report.append((name, str(err)))
     return report
 
 
-def write(path, export_dir, encode, batch_size=256, dtype="float32", compression=None, overwrite=False, progress=True):
-    """Embed an export folder with `encode(list[str]) -> array (n, dim)` and write the vectors file.
+def _role_encoder(encode, prompts, role):
+    """The function that embeds a list of a role: encode (or encode[role], else encode["text"]) with
+    the role's prompt prepended to each sentence."""
+    function = encode
+    if isinstance(encode, dict):
+        function = encode.get(role, encode.get(TEXT))
+        if function is None:
+            raise VectorsError(
+                f"no encode function for the role {role!r} (give encode[{role!r}] or encode['text'])", file="encode"
+            )
+    prompt = (prompts or {}).get(role, "")
+    if not prompt:
+        return function, ""
+    return (lambda batch: function([prompt + s for s in batch])), prompt
 
-    One dataset per task (or /ALL for a union export) with its fingerprint; written to a temporary
-    file and renamed, so an interrupted run never leaves a half-written vectors file behind.
-    compression: None (contiguous, memory-mappable) or "gzip" (chunked).
+
+def write(
+    path,
+    export_dir,
+    encode,
+    batch_size=256,
+    dtype="float32",
+    compression=None,
+    overwrite=False,
+    progress=True,
+    prompts=None,
+):
+    """Embed an export folder and write the vectors file.
+
+    encode: a function list[str] -> array (n, dim), or {role: function} for exports whose tasks have
+    lists by role (queries and documents of retrieval tasks; "text" for the others). prompts:
+    {role: text} prepended to every sentence of that role's lists (e.g. {"query": "query: "}); each
+    dataset records its prompt in the attribute `prompt`. One dataset per list (or /ALL for a union
+    export) with its fingerprint; written to a temporary file and renamed, so an interrupted run
+    never leaves a half-written vectors file behind. compression: None (contiguous,
+    memory-mappable) or "gzip" (chunked).
     """
     from tqdm import tqdm
 
@@ -451,28 +517,29 @@ def write(path, export_dir, encode, batch_size=256, dtype="float32", compression
     if np.dtype(dtype).kind != "f" or np.dtype(dtype).itemsize not in FLOAT_SIZES:
         raise VectorsError(f"dtype {dtype} is not float16, float32 or float64", file=path)
     manifest = load_manifest(export_dir)
-    jobs = [
-        (name, read_export_file(export_dir, file, count, sha, name), sha, tasks)
-        for name, file, count, sha, tasks in manifest_files(manifest)
-    ]
-    total = sum(len(sentences) for _, sentences, _, _ in jobs)
+    jobs = [(entry, read_export_file(export_dir, entry)) for entry in manifest_files(manifest)]
+    total = sum(len(sentences) for _, sentences in jobs)
     tmp = atomic.temporary_sibling(path)
     try:
         with h5py.File(tmp, "w") as h5, tqdm(total=total, unit="sent", disable=not progress, desc="embedding") as bar:
-            for name, sentences, sha, tasks in jobs:
+            for entry, sentences in jobs:
+                name = entry.dataset
+                function, prompt = _role_encoder(encode, prompts, entry.role)
                 ds = None
                 for start in range(0, len(sentences), batch_size):
                     batch = sentences[start : start + batch_size]
-                    vectors = _encoded(encode, batch, name, start, path)
+                    vectors = _encoded(function, batch, name, start, path)
                     if ds is None:
                         ds = _create(h5, name, len(sentences), vectors.shape[1], dtype, compression)
                     ds[start : start + len(batch)] = vectors
                     bar.update(len(batch))
                 if ds is None:
                     raise VectorsError("nothing to embed (empty sentence list)", file=path, task=name)
-                ds.attrs["sha256"] = sha
+                ds.attrs["sha256"] = entry.sha256
+                if prompt:
+                    ds.attrs["prompt"] = prompt
                 if name == UNION:
-                    ds.attrs["tasks"] = ",".join(tasks)
+                    ds.attrs["tasks"] = ",".join(entry.tasks)
         os.replace(tmp, path)
     except OSError as err:
         raise VectorsError(f"cannot write: {atomic.describe_os_error(err)}", file=path)

@@ -4,7 +4,8 @@ The figures live in baselines.json (beside this module), each with its source, i
 was computed. A baseline row takes, for each column of a report table, the published figure computed
 the way that column is (same task, metric, protocol, classifier, STS aggregation, split); when the
 source only has a figure computed otherwise, it is shown with a dagger and the table's notes say what
-differs. Nothing is averaged across protocols silently.
+differs. Nothing is averaged across protocols silently. A row of task-specific supervised systems (protocol
+"supervised": trained on the task itself, no transfer) is labelled so, and its notes name each column's system.
 """
 
 import json
@@ -13,10 +14,9 @@ from pathlib import Path
 
 from embeval.errors import EmbevalError
 from embeval.reports.cells import Cell
+from embeval.tasks.registry import builtin
 
 DATA = Path(__file__).with_name("baselines.json")
-STS_YEARS = ("STS12", "STS13", "STS14", "STS15", "STS16")
-SPLIT_TASKS = ("STSBenchmark", "SICKRelatedness")
 # How each field's values read in a note.
 WORDS = {
     "pooled": "all pairs pooled",
@@ -27,6 +27,7 @@ WORDS = {
     "cosine": "cosine, no training",
     "regressor": "SentEval's supervised regressor",
     "classifier": "a trained classifier",
+    "supervised": "a task-specific supervised system (no transfer)",
     "spearman": "Spearman",
     "pearson": "Pearson",
     "accuracy": "accuracy",
@@ -52,6 +53,14 @@ class Figure:
     split: str | None = None  # STS-B and SICK-R only
     vectors: str = "raw"  # published figures are on the encoder's own vectors
     note: str | None = None
+    system: str | None = None  # protocol "supervised": the system the source attributes the figure to
+
+
+def _declares(task, field):
+    """Whether a report column of the built-in task names `field` (an STS aggregation, a split): only
+    then does a published figure's value of that field say how it was computed."""
+    spec = builtin().get(task)
+    return spec is not None and any(getattr(c, field) for c in spec.kind_module.columns(spec))
 
 
 def read(path=DATA):
@@ -71,9 +80,10 @@ def read(path=DATA):
                         group["source"],
                         group["table"],
                         classifier=group.get("classifier"),
-                        aggregation=group.get("aggregation") if task in STS_YEARS else None,
-                        split=group.get("split") if task in SPLIT_TASKS else None,
+                        aggregation=group.get("aggregation") if _declares(task, "aggregation") else None,
+                        split=group.get("split") if _declares(task, "split") else None,
                         note=group.get("note"),
+                        system=group.get("system"),
                     )
                 )
     return data["baselines"], data["sources"], found
@@ -101,12 +111,17 @@ def resolve(names):
 
 
 def differences(column, figure):
-    """What differs between how a column's figures and a published figure were computed (words)."""
+    """What differs between how a column's figures and a published figure were computed (words). Under the
+    column's protocol, a field the source does not state (a classifier the paper does not name) differs too."""
     out = []
     for key in FIELDS:
         want, have = column.get(key), getattr(figure, key)
-        if want is not None and have is not None and want != have:
+        if want is None or want == have:
+            continue
+        if have is not None:
             out.append(f"{WORDS.get(have, have)}, not {WORDS.get(want, want)}")
+        elif figure.protocol == column.get("protocol"):
+            out.append(f"the source does not state the {key}; the column's is {WORDS.get(want, want)}")
     return out
 
 
@@ -168,7 +183,7 @@ def add_rows(tables, names):
         for name in names:
             own = [f for f in figures if f.baseline == name]
             preferred = _preferred(table.columns, own)
-            cells, marks = [], []
+            cells, marks, systems = [], [], {}
             for header, column in zip(table.header[2:], table.columns):
                 if column is None:
                     cells.append(None)
@@ -181,16 +196,25 @@ def add_rows(tables, names):
                 used.setdefault(name, set()).add((figure.source, figure.table))
                 if differ:
                     marks.append(f"{header}: {'; '.join(differ)}")
+                if figure.system:
+                    systems.setdefault(figure.system, []).append(header)
             if name not in used:
                 continue
-            label = baselines[name]["label"] + " [published]"
+            label = baselines[name]["label"] + (" (supervised, no transfer)" if systems else "") + " [published]"
             cells = [
                 _average(cells[:i]) if c is None and table.header[2 + i] == "Avg." else (c or Cell())
                 for i, c in enumerate(cells)
             ]
-            table.rows.append([Cell(text=label), Cell(text=str(baselines[name]["dim"]))] + cells)
+            dim = baselines[name]["dim"]
+            table.rows.append([Cell(text=label), Cell(text=None if dim is None else str(dim))] + cells)
             if marks:
                 table.notes.append(f"\u2020 {label}: computed differently from the column: {'; '.join(marks)}.")
+            if systems:
+                named = "; ".join(f"{', '.join(headers)}: {system}" for system, headers in systems.items())
+                table.notes.append(
+                    f"{label}: not sentence embeddings but task-specific systems trained on each task itself (no "
+                    f"transfer), as the source attributes them: {named}."
+                )
         if used:
             cited = "; ".join(f"{baselines[n]['label']}: {_cite(sorted(used[n]), sources)}" for n in used)
             table.notes.append(

@@ -9,6 +9,7 @@ table (Holm-Bonferroni). The runs must have predicted the same test items in the
 same task data (sha256), same item count, same gold values.
 """
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -17,9 +18,11 @@ from embeval import stats
 from embeval.errors import EmbevalError
 from embeval.formats import predictions
 from embeval.reports.tables import FORMATS as TABLE_FORMATS
-from embeval.reports.tables import Cell, Table, default_label, load, render
+from embeval.reports.tables import Cell, Table, default_label, load, render, task_specs
 from embeval.tasks.figures import variants
-from embeval.tasks.registry import TASKS
+from embeval.tasks.registry import statistic
+
+logger = logging.getLogger("embeval")
 
 ALPHA = 0.05
 
@@ -68,21 +71,22 @@ def _check_same_items(task, a_entry, b_entry, set_name, paths):
             raise EmbevalError("the runs' test items differ (gold values or order)", file=where, task=task)
 
 
-def _figure_paths(task, results_a, results_b):
-    """Headline figure paths to compare, with their labels and whether they are percentages."""
+def _figure_paths(spec, results_a, results_b):
+    """Figure paths to compare, with their labels, whether they are percentages and whether each is
+    the task's headline figure."""
     out = []
     prefixes = [p for p in variants(results_a) if p in variants(results_b)]
     classifiers = [p for p in prefixes if p in ("logreg.", "mlp.")]
     for prefix in prefixes:
         if prefix == "" and classifiers:
             continue  # the top-level figures repeat one classifier's
-        for fig in TASKS[task].figures:
+        for i, fig in enumerate(spec.figures):
             label = fig.label if not prefix else f"{prefix[:-1]}: {fig.label}"
-            out.append((prefix + fig.path, label, fig.percent))
+            out.append((prefix + fig.path, label, fig.percent, i == 0))
     return out
 
 
-def compare(paths, labels=None, tasks=None, resamples=None, seed=None, level=stats.LEVEL, alpha=ALPHA):
+def compare(paths, labels=None, tasks=None, resamples=None, seed=None, level=stats.LEVEL, alpha=ALPHA, registry=None):
     """The comparison as a dict: encoders, and one row per (other encoder, task, figure)."""
     if len(paths) < 2:
         raise EmbevalError("give at least two results files to compare", file="compare")
@@ -101,18 +105,22 @@ def compare(paths, labels=None, tasks=None, resamples=None, seed=None, level=sta
         for n, (r, _), p in zip(names, loaded, paths)
     ]
     specs, not_compared = [], []
+    known, unknown = task_specs([r for r, _ in loaded], paths, registry)
+    for line in unknown:
+        logger.warning(line)
+    by_name = {spec.name: spec for spec in known}
     for other in range(1, len(loaded)):
         record, runs = loaded[other]
         wanted = [
-            t for t in TASKS if (tasks is None or t in tasks) and (t in reference["tasks"] or t in record["tasks"])
+            t for t in by_name if (tasks is None or t in tasks) and (t in reference["tasks"] or t in record["tasks"])
         ]
         for task in wanted:
             if task not in ref_runs or task not in runs:
                 not_compared.append({"task": task, "b": names[other], "why": "scored by only one of the runs"})
                 continue
             a_entry, b_entry = ref_runs[task], runs[task]
-            for path, label, percent in _figure_paths(
-                task, reference["tasks"][task]["results"], record["tasks"][task]["results"]
+            for path, label, percent, headline in _figure_paths(
+                by_name[task], reference["tasks"][task]["results"], record["tasks"][task]["results"]
             ):
                 found_a, found_b = locate(a_entry["sets"], path), locate(b_entry["sets"], path)
                 if found_a is None or found_b is None or found_a != found_b:
@@ -129,6 +137,7 @@ def compare(paths, labels=None, tasks=None, resamples=None, seed=None, level=sta
                             "figure": path,
                             "label": label,
                             "percent": percent,
+                            "headline": headline,
                             "a_label": names[0],
                             "b_label": names[other],
                             "n": a_entry["sets"][set_name].items,
@@ -140,7 +149,7 @@ def compare(paths, labels=None, tasks=None, resamples=None, seed=None, level=sta
         resamples = max(resamples, needed)
     rows = []
     for a, b, figure, row in specs:
-        test = stats.paired_test(a.kind, figure, a.arrays, b.arrays, seed, row["task"], resamples, level)
+        test = stats.paired_test(statistic(a.kind, figure), a.arrays, b.arrays, seed, row["task"], resamples, level)
         rows.append(dict(test, **row))
     for row, adjusted in zip(rows, stats.holm([r["p"] for r in rows])):
         row["p_holm"] = adjusted

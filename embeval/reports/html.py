@@ -19,11 +19,7 @@ from embeval.errors import EmbevalError
 from embeval.reports import compare as paired
 from embeval.reports import tables as rep
 from embeval.run import sweep_report
-from embeval.tasks.registry import TASKS
 
-STS_YEARS = ("STS12", "STS13", "STS14", "STS15", "STS16")
-AGGREGATIONS = (("mean", "mean"), ("wmean", "wmean"), ("pooled", 'pooled ("all")'))
-PLOTTED = ("transfer", "sts", "probing")  # tables drawn as per-task figures
 STYLE = """
 body { font-family: sans-serif; margin: 1.5em auto; padding: 0 1em; max-width: 84em; color: #222; line-height: 1.4; }
 h1 { font-size: 1.6em; } h2 { font-size: 1.25em; margin-top: 2em; border-bottom: 1px solid #ccc; }
@@ -144,42 +140,65 @@ def table_plot(t, plt):
     return _png(fig, plt)
 
 
-def aggregation_table(rows, coef):
-    """STS12-16 cosine correlations of the raw vectors, mean | wmean | pooled side by side."""
-    years = [y for y in STS_YEARS if any(y in enc.tasks for enc in rows)]
-    if not years:
+def aggregated(rows, specs):
+    """The tasks shown in the report whose figures come in several aggregations (cosine STS over
+    subsets), with their kind's aggregations."""
+    return [
+        (spec, spec.kind_module)
+        for spec in specs
+        if spec.kind_module.aggregations and spec.report.show and any(spec.name in enc.tasks for enc in rows)
+    ]
+
+
+def aggregation_table(rows, specs, coef):
+    """Each aggregated task's correlations of the raw vectors, its aggregations side by side."""
+    found = aggregated(rows, specs)
+    if not found:
         return None
-    header = "<tr><th rowspan=2>encoder</th>" + "".join(f"<th colspan=3>{y}</th>" for y in years) + "</tr>"
-    header += "<tr>" + "".join(f"<th>{name}</th>" for _ in years for _, name in AGGREGATIONS) + "</tr>"
+    header = (
+        "<tr><th rowspan=2>encoder</th>"
+        + "".join(f"<th colspan={len(kind.aggregations)}>{html.escape(spec.label)}</th>" for spec, kind in found)
+        + "</tr>"
+    )
+    header += "<tr>" + "".join(f"<th>{html.escape(name)}</th>" for _, kind in found for _, name in kind.aggregations)
+    header += "</tr>"
     out = [f'<div class="scroll"><table id="table-sts-aggregations-{coef}">', header]
     for enc in rows:
         cells = []
-        for y in years:
-            entry = enc.tasks.get(y)
-            for key, _ in AGGREGATIONS:
-                c = rep.cell(entry, f"all.{coef}.{key}", 100.0)
+        for spec, kind in found:
+            entry = enc.tasks.get(spec.name)
+            for key, _ in kind.aggregations:
+                c = rep.cell(entry, kind.aggregation_path.format(coef=coef, aggregation=key), 100.0)
                 cells.append(f"<td>{_cell(c, 2, True)}</td>")
         out.append(f"<tr{_row_class(enc.label)}><td>{html.escape(enc.label)}</td>" + "".join(cells) + "</tr>")
     out.append("</table></div>")
     return "\n".join(out)
 
 
-def aggregation_plot(rows, plt):
-    found = [enc for enc in rows if any(y in enc.tasks for y in STS_YEARS)]
+def aggregation_plot(rows, specs, plt):
+    tasks = aggregated(rows, specs)
+    found = [enc for enc in rows if any(spec.name in enc.tasks for spec, _ in tasks)]
     if not found:
         return None
+    aggregations = tasks[0][1].aggregations
+    width = 0.8 / len(aggregations)
     fig, axes = plt.subplots(1, len(found), figsize=(4.2 * len(found), 3.4), sharey=True, squeeze=False)
     for ax, enc in zip(axes[0], found):
-        for k, (key, name) in enumerate(AGGREGATIONS):
-            values = [rep.cell(enc.tasks.get(y), f"all.spearman.{key}", 100.0).value for y in STS_YEARS]
+        for k, (key, name) in enumerate(aggregations):
+            values = [
+                rep.cell(
+                    enc.tasks.get(spec.name), kind.aggregation_path.format(coef="spearman", aggregation=key), 100.0
+                ).value
+                for spec, kind in tasks
+            ]
             ax.bar(
-                [i + (k - 1) * 0.27 for i in range(len(STS_YEARS))],
+                [i + (k - (len(aggregations) - 1) / 2) * width for i in range(len(tasks))],
                 [v if v is not None else 0.0 for v in values],
-                width=0.27,
+                width=width,
                 label=name,
             )
-        ax.set_xticks(range(len(STS_YEARS)))
-        ax.set_xticklabels(STS_YEARS, fontsize=8)
+        ax.set_xticks(range(len(tasks)))
+        ax.set_xticklabels([spec.label for spec, _ in tasks], fontsize=8)
         ax.set_title(f"{enc.label} ({enc.dim}-d)", fontsize=9)
         ax.grid(axis="y", alpha=0.3)
     axes[0][0].set_ylabel("cosine Spearman x100")
@@ -189,12 +208,7 @@ def aggregation_plot(rows, plt):
 
 def comparison_plot(result, plt):
     """Forest plot of B - A with its interval, for each task's headline figure (per classifier and vectors)."""
-    rows = [
-        r
-        for r in result["rows"]
-        if r["figure"].split(".", 1)[-1] == TASKS[r["task"]].headline.path
-        or r["figure"] == TASKS[r["task"]].headline.path
-    ]
+    rows = [r for r in result["rows"] if r.get("headline")]
     if not rows:
         return None
     fig, ax = plt.subplots(figsize=(7.5, 0.28 * len(rows) + 1.2))
@@ -234,7 +248,7 @@ def sweep_table(summary, ci=True):
     header, rows, _ = sweep_report.grid(summary)
     steps = {s["label"]: s["step"] for s in summary["sources"]}
     with_step = any(step is not None for step in steps.values())
-    percent = [TASKS[t].headline.percent for t in summary["tasks"]]
+    percent = [column["percent"] for column in summary["tasks"].values()]
     names = header[:1] + (["step"] if with_step else []) + header[1:]
     out = [
         '<div class="scroll"><table id="table-sweep">',
@@ -282,7 +296,7 @@ def render_sweep(path, ci=True):
     parts.append("</ul>")
     for item in summary.get("left_out", []):
         parts.append(f'<p class="note">Left out: {html.escape(item["error"])}</p>')
-    selected = sorted({f"{TASKS[t].label}: {c['selected_by']}" for t, c in tasks.items() if c["selected_by"]})
+    selected = sorted({f"{c['task_label']}: {c['selected_by']}" for c in tasks.values() if c["selected_by"]})
     parts.append('<h2 id="sweep">Files x tasks</h2>')
     parts.append(
         '<p class="caption">Each task\'s headline figure (accuracies in %, correlations as fractions)'
@@ -303,33 +317,40 @@ def render_sweep(path, ci=True):
     for task in tasks:
         fig = sweep_report.curve(summary, task, plt)
         if fig is None:
-            parts.append(f'<p class="note">{html.escape(TASKS[task].label)}: no file with a step has this figure.</p>')
+            parts.append(
+                f'<p class="note">{html.escape(tasks[task]["task_label"])}: no file with a step has this figure.</p>'
+            )
             continue
         banded = any(f["low"] is not None for f in tasks[task]["values"].values())
         parts.append(
             _figure(
                 _png(fig, plt),
-                f"{TASKS[task].label} ({tasks[task]['label']}) against step"
+                f"{tasks[task]['task_label']} ({tasks[task]['label']}) against step"
                 + (
                     "; band: its 95% bootstrap interval."
                     if banded
                     else " (no interval: the sweep was run without bootstrap)."
                 ),
-                f"{TASKS[task].label} against step",
+                f"{tasks[task]['task_label']} against step",
             )
         )
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
 
-def render(paths, labels=None, baselines=True, ci=True, published=None, compare_tasks=None, resamples=None):
+def render(
+    paths, labels=None, baselines=True, ci=True, published=None, compare_tasks=None, resamples=None, registry=None
+):
     """The HTML page of the report of these results files (and the paired comparison when there are several)."""
     plt = _pyplot()
-    tables, rows = rep.build(list(paths), labels=labels, baselines=baselines, ci=ci, published=published)
-    names = labels or [rep.default_label(rep.load(p), p) for p in paths]
+    tables, rows = rep.build(
+        list(paths), labels=labels, baselines=baselines, ci=ci, published=published, registry=registry
+    )
+    records = [rep.load(p) for p in paths]
+    specs, _ = rep.task_specs(records, paths, registry)
+    names = labels or [rep.default_label(record, p) for record, p in zip(records, paths)]
     parts = _head(f"embeval report: {', '.join(names)}") + ["<h1>embeval report</h1>", "<ul>"]
-    for name, path in zip(names, paths):
-        record = rep.load(path)
+    for name, path, record in zip(names, paths, records):
         parts.append(
             f"<li>{html.escape(name)}: {html.escape(Path(str(path)).name)} (embeval "
             f"{html.escape(str(record.get('embeval', '?')))}, {len(record['tasks'])} tasks)</li>"
@@ -340,7 +361,7 @@ def render(paths, labels=None, baselines=True, ci=True, published=None, compare_
         parts.append(f'<p class="caption">{html.escape(t.caption)}</p>')
         parts.append(table_html(t, ci))
         parts += [f'<p class="note">{html.escape(note)}</p>' for note in t.notes]
-        if t.key.split("-")[0] in PLOTTED:
+        if t.key != "geometry":
             png = table_plot(t, plt)
             if png:
                 parts.append(
@@ -354,27 +375,29 @@ def render(paths, labels=None, baselines=True, ci=True, published=None, compare_
                 )
         if t.key == "geometry":
             with tempfile.TemporaryDirectory() as folder:
-                for caption, path in rep.plots(rows, folder, relative_to=folder).get("geometry", []):
+                for caption, path in rep.plots(rows, folder, relative_to=folder, specs=specs).get("geometry", []):
                     parts.append(_figure((Path(folder) / path).read_bytes(), caption, caption))
-    spearman = aggregation_table(rows, "spearman")
+    spearman = aggregation_table(rows, specs, "spearman")
     if spearman:
-        parts.append('<h2 id="sts-aggregations">STS12-16: the three aggregations side by side</h2>')
+        parts.append('<h2 id="sts-aggregations">Cosine STS: the three aggregations side by side</h2>')
         parts.append(
-            '<p class="caption">Cosine correlation x100 of the raw vectors over each year\'s subsets: '
+            '<p class="caption">Cosine correlation x100 of the raw vectors over each task\'s subsets: '
             "mean (SentEval's 'mean'), weighted by subset size (SentEval's 'wmean'), and all pairs "
             "pooled into one correlation (SimCSE's and MTEB's 'all'). Papers differ in which they "
             "report; compare like with like. [low, high]: 95% bootstrap interval where one was "
             "computed.</p>"
         )
-        parts += ["<h3>Spearman</h3>", spearman, "<h3>Pearson</h3>", aggregation_table(rows, "pearson")]
-        png = aggregation_plot(rows, plt)
+        parts += ["<h3>Spearman</h3>", spearman, "<h3>Pearson</h3>", aggregation_table(rows, specs, "pearson")]
+        png = aggregation_plot(rows, specs, plt)
         parts.append(
-            _figure(png, "Cosine Spearman x100 of each STS year under the three aggregations.", "STS aggregations")
+            _figure(png, "Cosine Spearman x100 of each task under the three aggregations.", "STS aggregations")
         )
     if len(paths) >= 2:
         parts.append('<h2 id="compare">Paired comparison</h2>')
         try:
-            result = paired.compare(list(paths), labels=labels, tasks=compare_tasks, resamples=resamples)
+            result = paired.compare(
+                list(paths), labels=labels, tasks=compare_tasks, resamples=resamples, registry=registry
+            )
         except EmbevalError as err:
             parts.append(f'<p class="note">Not available: {html.escape(str(err))}.</p>')
         else:

@@ -2,7 +2,9 @@
 
 MTEB's tooling (its result cache, leaderboard and `mteb.ResultCache().load_results`) reads one JSON
 file per task, `results/<org>__<model>/<revision>/<MTEB task name>.json`, beside a `model_meta.json`.
-Only the tasks MTEB shares with SentEval, and only figures computed by MTEB's protocol, are written:
+Only tasks with an MTEB counterpart (a task's [mteb] table: its MTEB name and revision), and only
+figures computed by MTEB's protocol (each kind says which: its mteb_scores), are written. Of
+SentEval's tasks:
 
 - STS12-16: cosine similarity, every pair of the year's subsets pooled into one correlation over
   MTEB's test split (the same pairs as SentEval's files): embeval's `all.<coef>.pooled` figures.
@@ -24,9 +26,8 @@ from pathlib import Path
 from embeval._version import __version__
 from embeval.errors import EmbevalError
 from embeval.formats import atomic
-from embeval.reports.tables import load
-from embeval.tasks.figures import POOLED
-from embeval.tasks.registry import TASKS
+from embeval.reports.tables import load, task_specs
+from embeval.tasks.registry import builtin
 
 # The MTEB version whose result schema is written (and tested with the real client).
 MTEB_SCHEMA_VERSION = "2.26.24"
@@ -36,90 +37,57 @@ SUBSET = "default"
 LANGUAGES = ["eng-Latn"]
 
 
-# MTEB's task name -> (the embeval task whose results hold MTEB's figures, its registry facts)
-MTEB_TASKS = {task.mteb.name: (name, task.mteb) for name, task in TASKS.items() if task.mteb is not None}
-
-# Why an MTEB task is left out when the results hold SentEval's figure but not MTEB's (by MTEB name).
-WHY_ABSENT = {
-    "STSBenchmark": "the results hold no MTEB-protocol figure (cosine on the raw, cased test sentences: the task "
-    "STSBenchmarkRaw); SentEval's figure is on tokenized text",
-    "SICK-R": "the results hold no MTEB-protocol figure (cosine over all 9927 pairs); SentEval's cosine figure "
-    "covers the test split only",
-}
-
 MODEL_NAME = re.compile(r"^[^/\s]+/[^/\s]+$")
 REVISION = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
-def _figure(results, path):
-    value = results
-    for part in path.split("."):
-        if not isinstance(value, dict):
-            return None
-        value = value.get(part)
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _pairs(task, results):
-    """The pairs the figure was computed on, or None when the results do not say."""
-    if MTEB_TASKS[task][1].figures == POOLED:
-        counts = [
-            v.get("nsamples") for k, v in results.items() if isinstance(v, dict) and k not in ("all", "normalized")
-        ]
-        return sum(counts) if counts and all(isinstance(c, int) for c in counts) else None
-    found = (results.get("mteb") or {}).get("nsamples")
-    return found if isinstance(found, int) else None
-
-
-def scores(record):
-    """({MTEB task name: (embeval task, its Mteb facts, spearman, pearson)}, [notes on tasks left out])."""
-    chosen, notes = {}, []
-    for task, (source, spec) in MTEB_TASKS.items():
-        entry = record["tasks"].get(source)
-        if entry is None:
-            if task in record["tasks"]:
-                notes.append(f"{task}: left out: {WHY_ABSENT[task]}")
+def scores(record, path="results", registry=None):
+    """({MTEB task name: (TaskSpec, MTEB's score fields)}, [notes on tasks left out])."""
+    specs, notes = task_specs([record], [path], registry)
+    chosen = {}
+    for spec in specs:
+        if spec.mteb is None or spec.name not in record["tasks"]:
             continue
-        results = entry["results"]
-        spearman = _figure(results, spec.figures.format(coef="spearman"))
-        pearson = _figure(results, spec.figures.format(coef="pearson"))
-        if spearman is None or pearson is None:
-            notes.append(f"{task}: left out: {WHY_ABSENT.get(task, 'the results hold no pooled cosine figure')}")
+        fields = spec.kind_module.mteb_scores(spec, record["tasks"][spec.name]["results"])
+        if fields is None:
+            why = spec.mteb.absent or "the results hold no figure computed MTEB's way"
+            notes.append(f"{spec.mteb.name}: left out: {why}")
             continue
-        pairs = _pairs(task, results)
-        if pairs is not None and pairs != spec.pairs:
-            notes.append(f"{task}: left out: scored on {pairs} pairs, MTEB's {spec.name} has {spec.pairs}")
+        pairs = fields.pop("pairs", None)
+        if spec.mteb.pairs and pairs is not None and pairs != spec.mteb.pairs:
+            notes.append(
+                f"{spec.mteb.name}: left out: scored on {pairs} pairs, MTEB's {spec.mteb.name} has {spec.mteb.pairs}"
+            )
             continue
-        chosen[spec.name] = (source, spec, spearman, pearson)
-    return chosen, notes
+        chosen[spec.mteb.name] = (spec, fields)
+    for spec in builtin().values():  # a task named like an MTEB task whose figures another task holds
+        if (
+            spec.mteb
+            and spec.mteb.name not in chosen
+            and spec.name not in record["tasks"]
+            and spec.mteb.name in record["tasks"]
+            and spec.mteb.absent
+        ):
+            notes.append(f"{spec.mteb.name}: left out: {spec.mteb.absent}")
+    return chosen, list(dict.fromkeys(notes))
 
 
-def task_result(task, spec, spearman, pearson, entry, source):
+def task_result(spec, fields, entry, source):
     """One MTEB result file's content (TaskResult's schema)."""
     return {
-        "dataset_revision": spec.revision,
-        "task_name": spec.name,
+        "dataset_revision": spec.mteb.revision,
+        "task_name": spec.mteb.name,
         "mteb_version": MTEB_SCHEMA_VERSION,
-        "scores": {
-            SPLIT: [
-                {
-                    "cosine_spearman": spearman,
-                    "cosine_pearson": pearson,
-                    "main_score": spearman,
-                    "hf_subset": SUBSET,
-                    "languages": list(LANGUAGES),
-                }
-            ]
-        },
+        "scores": {SPLIT: [dict(fields, hf_subset=SUBSET, languages=list(LANGUAGES))]},
         "evaluation_time": entry.get("seconds"),
         "kg_co2_emissions": None,
         # Ignored by MTEB's loader; says where the figures come from.
         "embeval": {
             "version": __version__,
             "results_file": source,
-            "task": task,
-            "figures": spec.figures.format(coef="<spearman|pearson>"),
-            "protocol": spec.protocol,
+            "task": spec.name,
+            "figures": spec.mteb.figures.format(coef="<spearman|pearson>") if spec.mteb.figures else "",
+            "protocol": spec.mteb.protocol,
             "written_by": "embeval export-mteb, not by mteb.evaluate",
         },
     }
@@ -167,7 +135,7 @@ def model_folder(name):
     return name.replace("/", "__").replace(" ", "_")
 
 
-def export(results_path, model, out, revision=None):
+def export(results_path, model, out, revision=None, registry=None):
     """Write the MTEB result files; returns (folder written, [(MTEB task, file, main score, protocol)], notes)."""
     if not MODEL_NAME.match(model or ""):
         raise EmbevalError(
@@ -177,10 +145,10 @@ def export(results_path, model, out, revision=None):
     if not REVISION.match(revision):
         raise EmbevalError("the revision may hold letters, digits, '.', '_' and '-' only", file="--revision")
     record = load(results_path)
-    chosen, notes = scores(record)
+    chosen, notes = scores(record, results_path, registry)
     if not chosen:
         raise EmbevalError(
-            "no task with an MTEB-protocol figure (STS12-16, STSBenchmark, SICK-R) to export"
+            "no task with an MTEB-protocol figure to export (SentEval's: STS12-16, STSBenchmarkRaw, SICK-R)"
             + (f" ({'; '.join(notes)})" if notes else ""),
             file=results_path,
         )
@@ -195,11 +163,11 @@ def export(results_path, model, out, revision=None):
         if isinstance(e.get("vectors"), dict) and isinstance(e["vectors"].get("dim"), int)
     }
     written = []
-    for name, (task, spec, spearman, pearson) in chosen.items():
+    for name, (spec, fields) in chosen.items():
         path = folder / f"{name}.json"
-        content = task_result(task, spec, spearman, pearson, record["tasks"][task], Path(results_path).name)
+        content = task_result(spec, fields, record["tasks"][spec.name], Path(results_path).name)
         atomic.write_text(path, json.dumps(content, indent=2) + "\n")
-        written.append((name, path, spearman, spec.protocol))
+        written.append((name, path, fields["main_score"], spec.mteb.protocol))
     meta = model_meta(model, revision, dims.pop() if len(dims) == 1 else None)
     atomic.write_text(folder / "model_meta.json", json.dumps(meta, indent=2) + "\n")
     return folder, written, notes

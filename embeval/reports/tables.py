@@ -13,6 +13,7 @@ Every table has a dimension column, and its caption names the metric and the agg
 import csv
 import io
 import json
+import logging
 import math
 import os
 from dataclasses import dataclass
@@ -22,11 +23,14 @@ from embeval.errors import EmbevalError
 from embeval.formats import atomic
 from embeval.formats.results import FORMAT, FORMAT_VERSION
 from embeval.reports.cells import Cell, Table
-from embeval.tasks.figures import lookup
-from embeval.tasks.registry import TASKS
+from embeval.settings import MLP_NHID
+from embeval.tasks.figures import CLASSIFIER_SETS, lookup
+from embeval.tasks.groups import CLASSIFIER_WORDS, GROUPS, group
+from embeval.tasks.registry import builtin, recorded_spec
+
+logger = logging.getLogger("embeval")
 
 FORMATS = ("markdown", "latex", "csv")
-CLASSIFIER_NAMES = {"logreg": "logistic regression", "mlp": "MLP"}
 
 
 @dataclass
@@ -158,28 +162,16 @@ def cell(entry, path, scale):
     return Cell(scale * value, None if low is None else scale * low, None if high is None else scale * high)
 
 
-def _classifier_variants(rows, tasks):
-    """The classifiers that ran on these tasks: [] when only the configured one ran."""
+def _classifier_variants(rows, columns):
+    """The classifiers whose results sit under their own name for these columns' tasks ([] when only
+    the configured one ran)."""
     found = []
     for enc in rows:
-        for name in tasks:
-            results = (enc.tasks.get(name) or {}).get("results") or {}
-            found += [c for c in ("logreg", "mlp") if isinstance(results.get(c), dict) and c not in found]
-    return [c for c in ("logreg", "mlp") if c in found]
-
-
-def _present(rows, tasks):
-    return [t for t in tasks if any(t in enc.tasks for enc in rows)]
-
-
-def group_columns(group):
-    """[(task, column)] of a report group, by the columns' order, then registry order."""
-    found = [(name, c) for name, task in TASKS.items() for c in task.columns if c.group == group]
-    return sorted(found, key=lambda item: item[1].order)
-
-
-def _has_classifier(rows, task):
-    return any(c.per_classifier for c in TASKS[task].columns)
+        for spec, column in columns:
+            if column.per_classifier:
+                results = (enc.tasks.get(spec.name) or {}).get("results") or {}
+                found += [c for c in CLASSIFIER_SETS if isinstance(results.get(c), dict) and c not in found]
+    return [c for c in CLASSIFIER_SETS if c in found]
 
 
 NOT_SETTINGS = ("baseline_bow_dim",)  # what one run adds, not how the figures are computed
@@ -210,68 +202,15 @@ def _settings(records, ci=True):
     return text + "."
 
 
-def transfer_tables(rows, settings):
-    columns = [(task, c) for task, c in group_columns("transfer") if task in _present(rows, [task])]
-    if not columns:
-        return []
-    tasks = list(dict.fromkeys(task for task, _ in columns))
-    by_classifier = [t for t in tasks if _has_classifier(rows, t)]
-    kinds = {TASKS[t].kind for t in tasks}
-    variants = _classifier_variants(rows, by_classifier) or [None]
-    tables = []
-    for variant in variants:
-        prefix = f"{variant}." if variant else ""
-        header = ["encoder", "dim"] + [c.header or TASKS[t].label for t, c in columns]
-        metrics = [c.metric for _, c in columns]
-        paths = [(t, (prefix if c.per_classifier else "") + c.path, c.scale) for t, c in columns]
-        classifier = variant or _configured_classifier(rows)
-        specs = [c.spec(t, classifier=classifier) for t, c in columns]
-        who = {
-            "logreg": "logistic regression",
-            None: "the configured classifier",
-            "mlp": f"an MLP ({_mlp_nhid(rows)} hidden units, sigmoid)",
-        }[variant]
-        caption = (
-            f"SentEval transfer tasks. Classification: test accuracy (%) of {who}, SentEval's protocols "
-            "(MR, CR, SUBJ, MPQA: nested k-fold, mean of the outer folds; TREC, MRPC: k-fold on train; "
-            "the others: dev split). MRPC also F1 (%) of the paraphrase class. SICK-R and STS-B: test "
-            "Pearson x100 of SentEval's supervised regressor on [|u-v|, u*v] (the same in every "
-            "classifier's table)"
-            + (
-                ". COCO: mean of R@1, R@5, R@10 (%) image->text and text->image, 5 folds of 1k images"
-                if "retrieval" in kinds
-                else ""
-            )
-            + f". {settings}"
-        )
-        table = Table(
-            f"transfer{'-' + variant if variant else ''}",
-            f"Transfer tasks ({CLASSIFIER_NAMES[variant] if variant else 'configured classifier'})",
-            caption,
-            header,
-            metrics=metrics,
-            columns=specs,
-        )
-        for enc in rows:
-            table.rows.append(
-                [Cell(text=enc.label), Cell(text=str(enc.dim))]
-                + [cell(enc.tasks.get(t), path, scale) for t, path, scale in paths]
-            )
-        tables.append(table)
-    return tables
+def _mlp_nhid(rows):
+    nhids = sorted({(enc.record.get("config", {}).get("classifier", {}).get("nhid") or MLP_NHID) for enc in rows})
+    return "/".join(map(str, nhids))
 
 
 def _configured_classifier(rows):
     """The classifier of the top-level figures: logistic regression unless the configuration has hidden units."""
     nhids = {(enc.record.get("config", {}).get("classifier") or {}).get("nhid") or 0 for enc in rows}
     return "logreg" if nhids == {0} else ("mlp" if 0 not in nhids else "mixed")
-
-
-def _mlp_nhid(rows):
-    from embeval.evaluate.classify import MLP_NHID
-
-    nhids = sorted({(enc.record.get("config", {}).get("classifier", {}).get("nhid") or MLP_NHID) for enc in rows})
-    return "/".join(map(str, nhids))
 
 
 def _average(cells):
@@ -281,146 +220,166 @@ def _average(cells):
     return Cell(sum(values) / len(values))
 
 
-def sts_tables(rows, settings):
-    columns = dict(group_columns("sts"))
-    tasks = _present(rows, list(columns))
-    if not tasks:
-        return []
+def _notes(columns):
+    """What the caption says of the columns: tasks with the same note named together, in order."""
+    by_note = {}
+    for spec, column in columns:
+        if column.note:
+            by_note.setdefault(column.note, []).append(column.header or spec.label)
+    return "; ".join(f"{', '.join(dict.fromkeys(labels))}: {note}" for note, labels in by_note.items())
+
+
+def group_tables(rows, specs, settings):
+    """The report's tables: for every group of columns (embeval.tasks.groups), one table per
+    classifier that ran (per-classifier columns), and one of normalized figures when scored."""
+    columns = {}
+    for spec in specs:
+        for position, column in enumerate(spec.kind_module.columns(spec)):
+            columns.setdefault(column.group, []).append(
+                (column.order, len(columns.get(column.group, [])), position, spec, column)
+            )
+    order = [g for g in GROUPS if g in columns] + [g for g in columns if g not in GROUPS]
     tables = []
-    normalized = any(
-        isinstance((enc.tasks.get(t) or {}).get("results", {}).get("normalized"), dict) for enc in rows for t in tasks
-    )
-    for kind in ("raw", "normalized") if normalized else ("raw",):
-        prefix = "normalized." if kind == "normalized" else ""
-        header = ["encoder", "dim"] + [TASKS[t].label for t in tasks] + ["Avg."]
-        methods = sorted(
-            {
-                (enc.tasks.get(t) or {}).get("results", {}).get("normalized", {}).get("method", "")
-                for enc in rows
-                for t in tasks
-            }
-            - {""}
-        )
-        what = (
-            "raw vectors"
-            if kind == "raw"
-            else f"normalized vectors ({', '.join(methods)}; statistics from "
-            "training sentences only: STS-B's train split for STS12-16)"
-        )
-        caption = (
-            "Semantic textual similarity without training (SimCSE's protocol): Spearman's correlation x100 "
-            f"between the cosine of the two sentence vectors ({what}) and the gold score. STS12-16: all "
-            "pairs of the year's subsets pooled into one correlation (SimCSE's \"all\"; not SentEval's "
-            "mean or weighted mean over subsets). STS-B, SICK-R: the test split. Avg.: the mean of the "
-            f"{len(tasks)} columns"
-            + (" (not the 7 of SimCSE's table)" if len(tasks) != len(columns) else "")
-            + f". {settings}"
-        )
-        table = Table(
-            f"sts{'-normalized' if prefix else ''}",
-            f"STS, cosine Spearman x100 ({kind})",
-            caption,
-            header,
-            metrics=["Spearman x100"] * len(tasks) + ["mean"],
-            columns=[columns[t].spec(t, vectors=kind) for t in tasks] + [None],
-        )
-        for enc in rows:
-            cells = [cell(enc.tasks.get(t), prefix + columns[t].path, columns[t].scale) for t in tasks]
-            table.rows.append([Cell(text=enc.label), Cell(text=str(enc.dim))] + cells + [_average(cells)])
-        tables.append(table)
+    for key in order:
+        found = [(spec, column) for *_, spec, column in sorted(columns[key], key=lambda item: item[:3])]
+        present = [(spec, c) for spec, c in found if any(spec.name in enc.tasks for enc in rows)]
+        if present:
+            tables += _tables_of(group(key), present, rows, settings, len(found))
     return tables
 
 
-def probing_tables(rows, settings):
-    columns = dict(group_columns("probing"))
-    tasks = _present(rows, list(columns))
-    if not tasks:
-        return []
-    variants = _classifier_variants(rows, tasks) or [None]
+def _tables_of(grp, columns, rows, settings, declared):
+    variants = _classifier_variants(rows, columns) or [None]
+    normalized = grp.normalized and any(
+        isinstance((enc.tasks.get(spec.name) or {}).get("results", {}).get("normalized"), dict)
+        for enc in rows
+        for spec, _ in columns
+    )
     tables = []
     for variant in variants:
-        prefix = f"{variant}." if variant else ""
-        who = {
-            "logreg": "logistic regression",
-            "mlp": "the MLP grid (nhid 50/100/200 x dropout 0/0.1/0.2, tuned on dev)",
-            None: "the configured classifier",
-        }[variant]
-        caption = (
-            f"Probing tasks (Conneau et al., 2018): test accuracy (%) of {who}, regularization tuned on the dev "
-            f"split; WordContent is always logistic regression. {settings}"
-        )
-        table = Table(
-            f"probing{'-' + variant if variant else ''}",
-            f"Probing tasks ({CLASSIFIER_NAMES.get(variant, 'configured classifier')})",
-            caption,
-            ["encoder", "dim"] + list(tasks),
-            metrics=["accuracy %"] * len(tasks),
-        )
-        for enc in rows:
-            cells = []
-            for t in tasks:
-                entry = enc.tasks.get(t)
-                path = prefix + columns[t].path
-                if entry is not None and variant and lookup(entry["results"], path) is None:
-                    path = columns[t].path  # a task run with one classifier only (WordContent)
-                cells.append(cell(entry, path, columns[t].scale))
-            table.rows.append([Cell(text=enc.label), Cell(text=str(enc.dim))] + cells)
-        tables.append(table)
+        for vectors in ("raw", "normalized") if normalized else ("raw",):
+            prefix = "normalized." if vectors == "normalized" else ""
+            who = grp.who.get(variant, CLASSIFIER_WORDS[variant]).format(nhid=_mlp_nhid(rows))
+            methods = sorted(
+                {
+                    (enc.tasks.get(s.name) or {}).get("results", {}).get("normalized", {}).get("method", "")
+                    for enc in rows
+                    for s, _ in columns
+                }
+                - {""}
+            )
+            what = (
+                "raw vectors"
+                if vectors == "raw"
+                else (f"normalized vectors ({', '.join(methods)}; statistics from training sentences only)")
+            )
+            caption = grp.intro.format(who=who, vectors=what)
+            notes = _notes(columns)
+            if notes:
+                caption += f" ({notes})"
+            if grp.average:
+                caption += f". Avg.: the mean of the {len(columns)} columns"
+                if grp.published_average_of and len(columns) != grp.published_average_of:
+                    caption += f" (not the {grp.published_average_of} of SimCSE's table)"
+            caption += f". {settings}"
+            key = grp.key + (f"-{variant}" if variant else "") + ("-normalized" if prefix else "")
+            title = grp.title + (f" ({CLASSIFIER_WORDS[variant]})" if variant or grp.who else "")
+            if grp.normalized:
+                title = f"{grp.title} ({vectors})"
+            header = (
+                ["encoder", "dim"] + [c.header or spec.label for spec, c in columns] + (["Avg."] if grp.average else [])
+            )
+            classifier = variant or _configured_classifier(rows)
+            table = Table(
+                key,
+                title,
+                caption,
+                header,
+                metrics=[c.metric for _, c in columns] + (["mean"] if grp.average else []),
+                columns=[c.spec(spec.name, classifier=classifier, vectors=vectors) for spec, c in columns]
+                + ([None] if grp.average else []),
+            )
+            for enc in rows:
+                cells = []
+                for spec, c in columns:
+                    path = (f"{variant}." if variant and c.per_classifier else prefix) + c.path
+                    entry = enc.tasks.get(spec.name)
+                    if entry is not None and variant and c.per_classifier and lookup(entry["results"], path) is None:
+                        path = c.path  # a task that ran with one classifier only (WordContent)
+                    cells.append(cell(entry, path, c.scale))
+                cells += [_average(cells)] if grp.average else []
+                table.rows.append([Cell(text=enc.label), Cell(text=str(enc.dim))] + cells)
+            tables.append(table)
     return tables
 
 
-def _geometry(enc):
-    """The geometry record of an encoder's results (from the task that hosts the diagnostics), or None."""
-    return next(
-        (
-            entry["geometry"]
-            for name, entry in enc.tasks.items()
-            if name in TASKS and TASKS[name].geometry and isinstance(entry.get("geometry"), dict)
-        ),
-        None,
-    )
+def _geometry(enc, specs):
+    """(host task's label, geometry record) of an encoder's results, or (None, None)."""
+    for spec in specs:
+        entry = enc.tasks.get(spec.name)
+        if spec.geometry and entry is not None and isinstance(entry.get("geometry"), dict):
+            return spec.label, entry["geometry"]
+    return None, None
 
 
-def geometry_table(rows):
-    found = [(enc, _geometry(enc)) for enc in rows]
-    if not any(g for _, g in found):
+def geometry_table(rows, specs):
+    found = [(enc, *_geometry(enc, specs)) for enc in rows]
+    if not any(g for _, _, g in found):
         return []
-    sample = next(g for _, g in found if g)
+    host, sample = next((h, g) for _, h, g in found if g)
     caption = (
-        "Geometry on STS-B (Wang & Isola, 2020; SimCSE): alignment = mean squared distance of the "
+        f"Geometry on {host} (Wang & Isola, 2020; SimCSE): alignment = mean squared distance of the "
         f"L2-normalized vectors of the {sample['positive_pairs']} pairs with gold score >= "
         f"{sample['positive_threshold']:g} (all splits); uniformity = log mean exp(-2 x squared distance) "
         f"over the pairs of a seeded sample of {sample['uniformity_sample']} distinct sentences (both: lower "
         "is better); effective rank = exp(entropy of the normalized singular values) of the centred table "
-        f"of STS-B's {sample['sentences']} distinct sentences."
+        f"of {host}'s {sample['sentences']} distinct sentences."
     )
     table = Table(
         "geometry",
-        "Geometry (STS-B)",
+        f"Geometry ({host})",
         caption,
         ["encoder", "dim", "alignment", "uniformity", "effective rank"],
         metrics=["alignment", "uniformity", "effective rank"],
     )
-    for enc, geo in found:
+    for enc, _, geo in found:
         values = [Cell(geo[k]) if geo else Cell() for k in ("alignment", "uniformity", "effective_rank")]
         table.rows.append([Cell(text=enc.label), Cell(text=str(enc.dim))] + values)
     return [table]
 
 
-def build(paths, labels=None, baselines=True, ci=True, published=None):
+def task_specs(records, paths, registry=None):
+    """The TaskSpec of every task of the results files, in registry order then in the files' order,
+    and one line for each task this version cannot show (the task and why). registry: the tasks
+    known besides the built-ins (for results that do not record a task's declaration)."""
+    specs, unknown = {}, []
+    for record, path in zip(records, paths):
+        runs = [record["tasks"]] + ([record["baseline"]["tasks"]] if "baseline" in record else [])
+        for tasks in runs:
+            for name, entry in tasks.items():
+                if name in specs:
+                    continue
+                try:
+                    specs[name] = recorded_spec(name, entry, registry)
+                except EmbevalError as err:
+                    unknown.append(f"{path}: {name}: not shown: {err.message}")
+    ordered = [specs[n] for n in builtin() if n in specs] + [s for n, s in specs.items() if n not in builtin()]
+    return ordered, list(dict.fromkeys(unknown))
+
+
+def build(paths, labels=None, baselines=True, ci=True, published=None, warn=None, registry=None):
     """Every table of the report, in order, and the encoders (rows); ci: the captions explain the intervals;
-    published: names of published baselines (embeval.reports.baselines) to add as rows."""
+    published: names of published baselines (embeval.reports.baselines) to add as rows; warn(line): told
+    each task of the files this version cannot show (default: the embeval logger)."""
     records = [load(p) for p in paths]
+    specs, unknown = task_specs(records, paths, registry)
+    for line in unknown:
+        (warn or logger.warning)(line)
     rows = encoders(records, paths, labels, baselines)
     settings = _settings(records, ci)
-    tables = (
-        transfer_tables(rows, settings)
-        + sts_tables(rows, settings)
-        + probing_tables(rows, settings)
-        + geometry_table(rows)
-    )
+    tables = group_tables(rows, specs, settings) + geometry_table(rows, specs)
     if not tables:
-        raise EmbevalError("no scored task to report", file=str(paths[0]))
+        raise EmbevalError("no scored task to report" + (f" ({unknown[0]})" if unknown else ""), file=str(paths[0]))
     if published:
         from embeval.reports import baselines as published_baselines
 
@@ -562,7 +521,7 @@ MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
 SPECTRUM_FLOOR = 1e-4  # relative singular values below this are numerically zero for the reader
 
 
-def plots(rows, folder, relative_to=None):
+def plots(rows, folder, relative_to=None, specs=()):
     """PNG figures of the geometry: alignment vs uniformity, and the singular-value spectra.
     Returns {table key: [(caption, path relative to `relative_to`)]}."""
     try:
@@ -573,8 +532,9 @@ def plots(rows, folder, relative_to=None):
         from matplotlib.ticker import MaxNLocator
     except ImportError:
         raise EmbevalError("the plots need matplotlib: pip install 'embeval[report]'", file="--plots")
-    found = [(enc, _geometry(enc)) for enc in rows]
-    found = [(enc, g) for enc, g in found if g]
+    found = [(enc, *_geometry(enc, specs)) for enc in rows]
+    found = [(enc, g) for enc, _, g in found if g]
+    host = next(h for enc in rows for h, g in [_geometry(enc, specs)] if g) if found else None
     if not found:
         return {}
     folder = Path(folder)
@@ -591,11 +551,11 @@ def plots(rows, folder, relative_to=None):
     ax.legend(fontsize=8)
     ax.set_xlabel("uniformity (lower is better)")
     ax.set_ylabel("alignment (lower is better)")
-    ax.set_title("Alignment and uniformity on STS-B")
+    ax.set_title(f"Alignment and uniformity on {host}")
     ax.grid(alpha=0.3)
     made.append(
         (
-            "Alignment (STS-B pairs with gold >= 4) against uniformity (sample of STS-B sentences); "
+            f"Alignment ({host} pairs with gold >= 4) against uniformity (sample of {host} sentences); "
             "lower is better on both axes.",
             _save(fig, folder / "alignment_uniformity.png", plt),
         )
@@ -611,12 +571,12 @@ def plots(rows, folder, relative_to=None):
     ax.set_ylim(bottom=max(bottom, SPECTRUM_FLOOR))
     ax.set_xlabel("index")
     ax.set_ylabel("singular value / largest")
-    ax.set_title("Singular-value spectrum (centred STS-B sentences)")
+    ax.set_title(f"Singular-value spectrum (centred {host} sentences)")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     made.append(
         (
-            "Singular values of the centred table of STS-B's distinct sentences, divided by the largest; "
+            f"Singular values of the centred table of {host}'s distinct sentences, divided by the largest; "
             f"a flatter spectrum uses more directions (less anisotropy); the axis stops at {SPECTRUM_FLOOR:g} "
             "(a line that drops out of the figure: a direction the vectors do not use).",
             _save(fig, folder / "spectrum.png", plt),

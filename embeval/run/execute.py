@@ -5,22 +5,23 @@ Workspace that keeps them between the units one process executes), so a unit can
 process or in a worker. Only data and vectors are read: no user code runs.
 """
 
-import contextlib
 import platform
 import time
+from collections.abc import Generator
 from dataclasses import replace
 
 import numpy as np
 import torch
 
-from embeval.evaluate import EVALUATORS, geometry, normalize
+from embeval.evaluate import geometry, normalize
+from embeval.evaluate.classify import drive
 from embeval.evaluate.context import QUIET, Context
 from embeval.formats import predictions
 from embeval.formats.vectors import VectorsFile
 from embeval.run import baseline
 from embeval.run.plan import Located, TaskDataCache, UnionRows, table_fingerprint
-from embeval.tasks.registry import TASKS
-from embeval.tasks.samples import split_rows
+from embeval.tasks.kind import TEXT
+from embeval.tasks.registry import Registry
 
 
 def resolve_device(name):
@@ -50,7 +51,6 @@ class Workspace:
 
     def __init__(self):
         self._files, self._caches, self._unions = {}, {}, {}
-        self._held = None
         self._baseline = (None, None)
 
     def vectors_file(self, path):
@@ -68,32 +68,14 @@ class Workspace:
         cache = self.data_cache(unit.data_dir)
         key = (unit.source.path, unit.data_dir)
         if key not in self._unions:
-            self._unions[key] = UnionRows(vf, cache)
-        return Located(unit.task, vf, self._unions[key], cache)
+            self._unions[key] = UnionRows(vf, cache, Registry(unit.union, complete=False))
+        return Located(unit.spec, vf, self._unions[key], cache)
 
-    @contextlib.contextmanager
-    def holding_tables(self):
-        """Within the block, each unit's table is read once and kept (for work that runs a unit again);
-        each call gets a copy of its own, as a fresh read would give, so no run sees another's changes."""
-        self._held = {}
-        try:
-            yield
-        finally:
-            self._held = None
-
-    def table(self, unit, located):
-        """The unit's float32 table (read from the file, or the baseline's bag of words), truncated to
-        its first `source.dims` columns when the source says so."""
-        if self._held is not None:
-            key = (unit.source, unit.task)
-            if key not in self._held:
-                self._held[key] = self._read_table(unit, located)
-            return self._held[key].copy()
-        return self._read_table(unit, located)
-
-    def _read_table(self, unit, located):
+    def table(self, unit, located, role=TEXT):
+        """The unit's float32 table of a role (read from the file, or the baseline's bag of words),
+        truncated to its first `source.dims` columns when the source says so."""
         if unit.source.bow_dim is None:
-            return truncate(located.read(self.vectors_file(unit.source.path)), unit.source.dims)
+            return truncate(located.read(self.vectors_file(unit.source.path), role), unit.source.dims)
         key = (unit.task, unit.data_dir, unit.source.bow_dim)
         if self._baseline[0] != key:
             self._baseline = (key, baseline.encode(located.sentences, unit.source.bow_dim))
@@ -110,38 +92,78 @@ def truncate(table, dims):
     return table if dims is None else np.ascontiguousarray(table[:, :dims])
 
 
-def make_context(unit, located, table, device, progress=QUIET, reference=None, fit=None):
-    """The Context of one task: its data, its table on the device, the rows of every split (fit: the
-    classifier fitting function, None for classify.fit)."""
-    row_of = {s: i for i, s in enumerate(located.sentences)}
+class RoleSource:
+    """The rows of one of a task's sentence lists, read from the vectors file block by block (a
+    kind that streams, such as retrieval over a large corpus, never holds the whole table)."""
+
+    def __init__(self, vf, located, role, dims=None):
+        self.vf, self.found, self.task, self.dims = vf, located.roles[role], located.name, dims
+        self.count, self.dim = located.shape(role)
+        if dims is not None:
+            self.dim = dims
+
+    def blocks(self, start=0, stop=None, block_bytes=64 << 20):
+        """(first row, float32 block) over rows start..stop."""
+        for first, values in self.vf.blocks(
+            self.found.dataset, self.task, self.found.rows, start, stop, block_bytes, check_finite=False
+        ):
+            yield first, truncate(values, self.dims)
+
+    def read(self, start=0, stop=None):
+        """Rows start..stop as one float32 array."""
+        parts = [values for _, values in self.blocks(start, stop)]
+        return np.concatenate(parts) if parts else np.zeros((0, self.dim), dtype=np.float32)
+
+
+def make_context(unit, located, workspace, device, progress=QUIET, reference=None):
+    """The Context of one task: its data, the tables its kind holds on the device, the rows of its
+    samples, and block-by-block sources of every list."""
+    spec = unit.spec
+    kind = spec.kind_module
+    row_of = {role: {s: i for i, s in enumerate(sentences)} for role, sentences in located.lists.items()}
+    held = kind.tables(spec)
+    table = torch.from_numpy(workspace.table(unit, located)).to(device) if TEXT in held else None
+    sources = {}
+    if unit.source.bow_dim is None:
+        vf = workspace.vectors_file(unit.source.path)
+        sources = {role: RoleSource(vf, located, role, unit.source.dims) for role in located.lists}
     config = unit.config
     return Context(
-        task=TASKS[unit.task],
+        task=spec,
         data=located.data,
-        table=torch.from_numpy(table).to(device),
-        rows={k: split_rows(s, row_of) for k, s in located.data.splits.items()},
+        table=table,
+        rows=kind.rows(spec, located.data, row_of),
         device=device,
         config=config,
         seed=config["seed"],
         progress=progress,
         normalize=config.get("normalize", "none"),
         reference=reference,
-        fit=fit,
+        sources=sources,
     )
 
 
+def steps(evaluation):
+    """An evaluation as a generator of fit requests, whether or not it asks for any."""
+    if isinstance(evaluation, Generator):
+        return (yield from evaluation)
+    return evaluation
+
+
 def evaluate(ctx):
-    """(results, prediction sets, tuning record or None) of the task's evaluator under the run's
-    normalization. `tune` runs the evaluator once per method and keeps the best dev figure (first
-    best wins); a task without a selection figure (cosine STS) tunes inside its evaluator."""
-    evaluator = EVALUATORS[ctx.task.evaluator]
+    """(results, prediction sets, tuning record or None) of the task's kind under the run's
+    normalization, as a generator of fit requests. `tune` runs the evaluation once per method and
+    keeps the best dev figure (first best wins); a task without a selection figure (cosine STS)
+    tunes inside its evaluation."""
+    kind = ctx.task.kind_module
     key = ctx.task.selection
     if ctx.normalize != "tune" or key is None:
-        return evaluator(ctx), ctx.predictions, None
+        results = yield from steps(kind.evaluate(ctx))
+        return results, ctx.predictions, None
     trials = {}
     for method in normalize.METHODS:
         trial = replace(ctx, normalize=method, predictions={})
-        trials[method] = (evaluator(trial), trial.predictions)
+        trials[method] = ((yield from steps(kind.evaluate(trial))), trial.predictions)
     dev = {method: trials[method][0][key] for method in normalize.METHODS}
     best = max(normalize.METHODS, key=lambda m: (dev[m], -normalize.METHODS.index(m)))
     return trials[best][0], trials[best][1], {"chosen": best, "selected_by": key, "dev": dev}
@@ -156,25 +178,25 @@ def _normalize_record(ctx, results, tuned):
     return info
 
 
-def execute(unit, device="cpu", workspace=None, progress=QUIET, fit=None):
-    """Score one unit: (its record entry, its prediction sets). fit: as make_context's.
+def execute_steps(unit, device="cpu", workspace=None, progress=QUIET):
+    """Score one unit as a generator of fit requests (embeval.evaluate.classify.FitRequest) that
+    returns (its record entry, its prediction sets): run alone by `execute`, or with other files'
+    units by a sweep, which answers the requests of several units together.
 
     The entry holds the results, the bootstrap intervals of every figure (`ci`), the normalization
     (when one is configured), the geometry diagnostics (on the task that hosts them), seconds,
-    device and what the vectors and data were."""
+    device, what the vectors and data were, and a declared task's declaration."""
     own = workspace is None
     workspace = workspace or Workspace()
     try:
         device = torch.device(device)
         start = time.perf_counter()
         located = workspace.located(unit)
-        table = workspace.table(unit, located)
         reference = None
         if unit.reference is not None:
-            ref_located = workspace.located(unit.reference)
-            reference = make_context(unit.reference, ref_located, workspace.table(unit.reference, ref_located), device)
-        ctx = make_context(unit, located, table, device, progress, reference, fit)
-        results, sets, tuned = evaluate(ctx)
+            reference = make_context(unit.reference, workspace.located(unit.reference), workspace, device)
+        ctx = make_context(unit, located, workspace, device, progress, reference)
+        results, sets, tuned = yield from evaluate(ctx)
         config = unit.config
         entry = {"kind": ctx.task.kind, "results": results}
         if config.get("normalize", "none") != "none":
@@ -183,14 +205,14 @@ def execute(unit, device="cpu", workspace=None, progress=QUIET, fit=None):
                 entry["normalize"]["requested"] = "tune"
         if config.get("bootstrap"):
             entry["ci"] = predictions.intervals(unit.task, sets, config["seed"], config["bootstrap"])
-        if ctx.task.geometry:
+        if ctx.task.geometry and ctx.table is not None:
             entry["geometry"] = geometry.diagnostics(ctx.table, ctx.data, ctx.rows, config["seed"])
         vectors = dict(unit.vectors)
         if unit.source.bow_dim is not None:
             vectors = {
                 "source": vectors["source"],
                 "sha256": vectors["sha256"],
-                "vectors_sha256": table_fingerprint(table),
+                "vectors_sha256": table_fingerprint(ctx.table.cpu().numpy()),
                 "count": vectors["count"],
                 "dim": vectors["dim"],
                 "dtype": vectors["dtype"],
@@ -205,7 +227,14 @@ def execute(unit, device="cpu", workspace=None, progress=QUIET, fit=None):
                 "data_sha256": unit.data_sha256,
             }
         )
+        if not unit.spec.builtin:
+            entry["declaration"] = unit.spec.record()
         return entry, sets
     finally:
         if own:
             workspace.close()
+
+
+def execute(unit, device="cpu", workspace=None, progress=QUIET):
+    """Score one unit alone: (its record entry, its prediction sets)."""
+    return drive(execute_steps(unit, device, workspace, progress), progress)

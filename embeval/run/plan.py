@@ -2,30 +2,31 @@
 
 The plan reads each requested task's data and vectors once (structure, fingerprint, memory, values)
 before anything is scored, so bad input never leaves a results file behind. A work unit names
-everything `execute` needs to score one task of one source — file paths, names and settings, no
-open handles — so a unit can be executed in this process or sent to another one.
+everything `execute` needs to score one task of one source — its TaskSpec, file paths and
+settings, no open handles — so a unit can be executed in this process or sent to another one.
+
+A task's sentences come in lists by role (embeval.tasks.kind: one list, role "text", for most
+kinds; queries and documents for retrieval). The list of role "text" is the dataset /TASK of the
+vectors file (or rows of a union /ALL); a list of another role is /TASK.ROLE.
 """
 
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
-from embeval.errors import DATA_HINT, DataFileError, EmbevalError, VectorsError
-from embeval.evaluate import EVALUATORS, normalize
-from embeval.formats.sentences import (
-    UNION,
-    fingerprint,
-    task_sentences,
-    union_sentences,
-)
+from embeval.errors import DATA_HINT, DataFileError, VectorsError
+from embeval.evaluate import normalize
+from embeval.formats.sentences import UNION, dataset_name, fingerprint, union_sentences
 from embeval.formats.vectors import VectorsFile, union_rows, warn_unverified
 from embeval.run import baseline
-from embeval.tasks.registry import TASKS
+from embeval.tasks.files import file_digest
+from embeval.tasks.kind import TEXT
+from embeval.tasks.registry import Registry, builtin
+from embeval.tasks.spec import TaskSpec
 
-SKIP_REASONS = ("absent_from_file", "no_data", "not_implemented")
+SKIP_REASONS = ("absent_from_file", "no_data")
 
 
 @dataclass(frozen=True)
@@ -49,17 +50,22 @@ class Source:
 class Unit:
     """One task of one source, with what its record will say about its inputs.
 
-    `vectors`: the record's description of the vectors (dataset, fingerprints, shape, dtype);
-    `data_sha256`: the fingerprint of the task's data files; `reference`: the unit of the task that
-    lends normalization statistics (STS12-16 take them from STS-B's train split), or None."""
+    `spec`: the task; `vectors`: the record's description of the vectors (dataset, fingerprints,
+    shape, dtype); `data_sha256`: the fingerprint of the task's data files; `reference`: the unit of
+    the task that lends normalization statistics (STS12-16 take them from STS-B's train split)."""
 
-    task: str
+    spec: TaskSpec
     source: Source
     data_dir: str
     config: dict = field(hash=False)
     vectors: dict = field(hash=False)
     data_sha256: str = ""
-    reference: Optional["Unit"] = None
+    reference: "Unit | None" = None
+    union: tuple = ()  # the TaskSpecs of the union /ALL the task's rows are in (empty: a dataset of its own)
+
+    @property
+    def task(self):
+        return self.spec.name
 
     @property
     def identity(self):
@@ -70,8 +76,8 @@ class Unit:
 
 @dataclass
 class Plan:
-    units: list[Unit]
-    skipped: dict[str, list[str]]
+    units: list
+    skipped: dict
 
 
 def _listed(names, limit=8):
@@ -79,19 +85,11 @@ def _listed(names, limit=8):
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
-def file_digest(path, block=1 << 22):
+def data_fingerprint(spec, paths):
+    """sha256 over the task's data files (declared path and content): changes with any label or text."""
     h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(block), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def data_fingerprint(root, files):
-    """sha256 over the task's data files (relative path and content): changes with any label or text."""
-    h = hashlib.sha256()
-    for path in files:
-        h.update(f"{Path(path).relative_to(root).as_posix()}\0{file_digest(path)}\n".encode())
+    for key, rel in spec.files:
+        h.update(f"{Path(rel).as_posix()}\0{file_digest(paths[key])}\n".encode())
     return h.hexdigest()
 
 
@@ -109,117 +107,178 @@ class TaskDataCache:
         self._data = {}
         self._sha256 = {}
 
-    def get(self, name):
-        if name not in self._data:
-            self._data[name] = TASKS[name].load(self.root)
-        return self._data[name]
+    def get(self, spec):
+        if spec.name not in self._data:
+            self._data[spec.name] = spec.load(self.root)
+        return self._data[spec.name]
 
-    def fingerprint(self, name):
-        if name not in self._sha256:
-            self._sha256[name] = data_fingerprint(self.root, self.get(name).files)
-        return self._sha256[name]
+    def fingerprint(self, spec):
+        if spec.name not in self._sha256:
+            self._sha256[spec.name] = data_fingerprint(spec, spec.paths(self.root))
+        return self._sha256[spec.name]
+
+    def lists(self, spec):
+        """The task's sentence lists by role."""
+        return spec.kind_module.sentences(spec, self.get(spec))
 
 
 class UnionRows:
     """Rows of each task's sentences in a /ALL union dataset, rebuilt from the data of the tasks the
-    union was exported from."""
+    union was exported from (named in its `tasks` attribute)."""
 
-    def __init__(self, vf, cache):
+    def __init__(self, vf, cache, registry):
         self.vf = vf
         self.cache = cache
+        self.registry = registry
         self._sentences = None
         self.verified = True
+
+    def specs(self):
+        """The TaskSpecs of the union's tasks."""
+        return [self.registry[name] for name in self.tasks() or []]
+
+    def tasks(self):
+        """The tasks of the file's union, checked to be tasks of the registry (None: no union)."""
+        names = self.vf.union_tasks()
+        unknown = [n for n in names or [] if n not in self.registry]
+        if unknown:
+            raise VectorsError(
+                f"the `tasks` attribute of /ALL names unknown tasks {', '.join(unknown)} (declare "
+                "them with --task-file)",
+                file=self.vf.path,
+                task=UNION,
+            )
+        return names
 
     def rows(self, sentences, task):
         ds = self.vf.dataset(UNION, task)
         if self._sentences is None:
-            tasks = self.vf.union_tasks()
-            for name in tasks:
-                missing = TASKS[name].missing_files(self.cache.root)
+            specs = self.specs()
+            for spec in specs:
+                missing = spec.missing_files(self.cache.root)
                 if missing:
                     raise DataFileError(
-                        f"the union in {self.vf.path.name} includes {name}: its data is needed to "
-                        "rebuild the union's sentence order",
-                        file=self.cache.root / missing[0],
-                        task=name,
+                        f"the union in {self.vf.path.name} includes {spec.name}: its data is "
+                        "needed to rebuild the union's sentence order",
+                        file=missing[0],
+                        task=spec.name,
                     )
-            self._sentences = union_sentences(task_sentences(self.cache.get(name)) for name in tasks)
+            self._sentences = union_sentences(self.cache.lists(spec)[TEXT] for spec in specs)
             self.verified = self.vf.check_fingerprint(
                 ds, UNION, task, len(self._sentences), fingerprint(self._sentences)
             )
         return ds, union_rows(self._sentences, sentences)
 
 
-class Located:
-    """One task's data and where its vectors are in an open file, after the structural and
-    fingerprint checks."""
+@dataclass
+class RoleVectors:
+    """Where one sentence list's vectors are: the dataset, its rows in a union (None: all rows in
+    order), whether its fingerprint was verified."""
 
-    def __init__(self, name, vf, union, cache):
-        self.name = name
-        self.data = cache.get(name)
-        self.sentences = task_sentences(self.data)
-        self.fingerprint = fingerprint(self.sentences)
-        if name in vf.names():
-            self.dataset_name = name
-            self.dataset = vf.dataset(name, name)
-            self.verified = vf.check_fingerprint(self.dataset, name, name, len(self.sentences), self.fingerprint)
-            self.rows = None
-        else:
-            self.dataset_name = UNION
-            self.dataset, self.rows = union.rows(self.sentences, name)
-            self.verified = union.verified
-        self.data_sha256 = cache.fingerprint(name)
+    dataset_name: str
+    dataset: object
+    rows: object
+    fingerprint: str
+    verified: bool
+
+
+class Located:
+    """One task's data and where its vectors are in an open file, per role, after the structural
+    and fingerprint checks."""
+
+    def __init__(self, spec, vf, union, cache):
+        self.spec = spec
+        self.name = spec.name
+        self.data = cache.get(spec)
+        self.lists = cache.lists(spec)
+        names = vf.names()
+        self.roles = {}
+        for role, sentences in self.lists.items():
+            name = dataset_name(spec.name, role)
+            sha = fingerprint(sentences)
+            if name in names or role != TEXT:
+                ds = vf.dataset(name, spec.name)
+                verified = vf.check_fingerprint(ds, name, spec.name, len(sentences), sha)
+                self.roles[role] = RoleVectors(name, ds, None, sha, verified)
+            else:
+                ds, rows = union.rows(sentences, spec.name)
+                self.roles[role] = RoleVectors(UNION, ds, rows, sha, union.verified)
+        self.data_sha256 = cache.fingerprint(spec)
+        in_union = any(r.dataset_name == UNION for r in self.roles.values())
+        self.union_specs = tuple(union.specs()) if in_union else ()
 
     @property
-    def shape(self):
-        return len(self.sentences), self.dataset.shape[1]
+    def sentences(self):
+        """The task's list of role "text" (its only list, for most kinds)."""
+        return self.lists[TEXT]
 
-    def read(self, vf):
-        return vf.read_rows(self.dataset, self.name, self.rows)
+    @property
+    def dataset_name(self):
+        return "+".join(sorted({r.dataset_name for r in self.roles.values()}))
+
+    @property
+    def verified(self):
+        return all(r.verified for r in self.roles.values())
+
+    def shape(self, role=TEXT):
+        found = self.roles[role]
+        return len(self.lists[role]), found.dataset.shape[1]
+
+    def read(self, vf, role=TEXT):
+        found = self.roles[role]
+        return vf.read_rows(found.dataset, self.name, found.rows)
 
 
-def wanted_datasets(requested, config):
-    """The datasets a run may read: the requested tasks, a union, and the task lending statistics."""
+def wanted_datasets(specs, config, registry):
+    """The datasets a run may read: the requested tasks', a union, and the tasks lending statistics."""
     lenders = (
-        [TASKS[n].statistics_from for n in requested if TASKS[n].statistics_from]
+        [registry[s.reference] for s in specs if s.reference and s.reference in registry]
         if normalize.needs_statistics(config.get("normalize", "none"))
         else []
     )
-    return list(dict.fromkeys(list(requested) + [UNION] + lenders))
+    names = []
+    for spec in list(specs) + lenders:
+        names.append(spec.name)
+        names += [dataset_name(spec.name, role) for role in spec.kind_module.roles(spec) if role != TEXT]
+    return list(dict.fromkeys(names + [UNION]))
 
 
-def select(requested, explicit, vf, root, strict=False):
+def select(specs, explicit, vf, root, union, strict=False):
     """Split the requested tasks into those to score and those skipped, by reason.
 
     explicit: the tasks were named (a named task without data is an error); strict: every requested
     task must be scored."""
     names = set(vf.names())
-    union = vf.union_tasks() or []
-    todo, skipped = [], {reason: [] for reason in SKIP_REASONS}
-    for name in requested:
-        task = TASKS[name]
-        if name not in names and name not in union:
-            skipped["absent_from_file"].append(name)
-        elif task.evaluator not in EVALUATORS:
-            skipped["not_implemented"].append(name)
-        elif task.missing_files(root):
-            if explicit or strict:
-                raise DataFileError(
-                    f"missing data file; {DATA_HINT}", file=Path(root) / task.missing_files(root)[0], task=name
-                )
-            skipped["no_data"].append(name)
+    todo, skipped, held_without_data = [], {reason: [] for reason in SKIP_REASONS}, []
+    for spec in specs:
+        roles = spec.kind_module.roles(spec)
+        datasets = [dataset_name(spec.name, role) for role in roles]
+        present = all(d in names for d in datasets) or (roles == (TEXT,) and spec.name in union)
+        missing = spec.missing_files(root)
+        if missing and (explicit or strict) and present:
+            raise DataFileError(
+                f"missing data file; {DATA_HINT if spec.builtin else 'check its task file'}",
+                file=missing[0],
+                task=spec.name,
+            )
+        if missing:
+            skipped["no_data"].append(spec.name)
+            if present:
+                held_without_data.append(spec.name)
+        elif not present:
+            skipped["absent_from_file"].append(spec.name)
         else:
-            todo.append(name)
+            todo.append(spec)
     if strict:
         _refuse_skips(skipped, vf, union)
     if not todo:
-        raise _nothing_to_score(requested, skipped, vf, union, root)
+        raise _nothing_to_score(skipped, held_without_data, vf, union, root)
     return todo, skipped
 
 
 def _held(vf, union):
     """What the file holds, in words, for errors."""
-    held = sorted(n for n in vf.names() if n in TASKS)
+    held = sorted(n for n in vf.names() if n != UNION)
     parts = [f"it holds {_listed(['/' + n for n in held])}" if held else "it holds no task dataset at its root"]
     if union:
         parts.append(f"/{UNION} was built from {_listed(union)}")
@@ -240,128 +299,162 @@ def _refuse_skips(skipped, vf, union):
             file=vf.path,
             task=_listed(skipped["absent_from_file"]),
         )
-    if skipped["not_implemented"]:
-        raise EmbevalError(
-            "embeval has no evaluator for this task yet; --strict requires every requested task",
-            file="--strict",
-            task=_listed(skipped["not_implemented"]),
+    if skipped["no_data"]:
+        raise DataFileError(
+            "no data; --strict requires every requested task", file="--strict", task=_listed(skipped["no_data"])
         )
 
 
-def _nothing_to_score(requested, skipped, vf, union, root):
-    """The one-line error of a run that would score nothing, saying why: the data folder, the tasks
-    of the file without data, or what the file holds."""
-    if not Path(root).is_dir():
+def _nothing_to_score(skipped, held_without_data, vf, union, root):
+    """The one-line error of a run that would score nothing, saying why: the data folder, the file's
+    tasks without data, or what the file holds."""
+    if not Path(root).is_dir() and not skipped["absent_from_file"]:
         return DataFileError(f"nothing to score: the data folder {root} does not exist; {DATA_HINT}", file=root)
-    if skipped["no_data"]:
+    if held_without_data:
         return DataFileError(
-            f"nothing to score: no data for {_listed(skipped['no_data'])} in {root}; {DATA_HINT}", file=root
+            f"nothing to score: no data for {_listed(held_without_data)} in {root}; {DATA_HINT}", file=root
         )
     if skipped["absent_from_file"]:
         return VectorsError(
             f"nothing to score: {_listed(skipped['absent_from_file'])} absent from the file ({_held(vf, union)})",
             file=vf.path,
         )
-    return EmbevalError(
-        f"nothing to score: embeval has no evaluator for {_listed(skipped['not_implemented'])}", file=vf.path
+    if not Path(root).is_dir():
+        return DataFileError(f"nothing to score: the data folder {root} does not exist; {DATA_HINT}", file=root)
+    return DataFileError(
+        f"nothing to score: no data for {_listed(skipped['no_data'])} in {root}; {DATA_HINT}", file=root
     )
 
 
-def _locate_lender(name, vf, union, cache, borrowers, method):
+def _locate_lender(spec, vf, union, cache, borrowers, method):
     """The task lending normalization statistics (STS-B for STS12-16), located in the file."""
+    name = spec.name
     why = f"--normalize {method} estimates the statistics of {_listed(borrowers)} on {name}'s train split" + (
         " and tunes on its dev split" if method == "tune" else ""
     )
-    if name not in vf.names() and name not in (vf.union_tasks() or []):
+    if name not in vf.names() and name not in (union.tasks() or []):
         raise VectorsError(
             f"{why}, but the file has no {name} vectors; add {name} to it, or use --normalize none or l2",
             file=vf.path,
             task=_listed(borrowers),
         )
-    missing = TASKS[name].missing_files(cache.root)
+    missing = spec.missing_files(cache.root)
     if missing:
-        raise DataFileError(f"{why}: its data is needed", file=Path(cache.root) / missing[0], task=name)
-    return Located(name, vf, union, cache)
+        raise DataFileError(f"{why}: its data is needed", file=missing[0], task=name)
+    return Located(spec, vf, union, cache)
 
 
-def plan(vectors, data_dir, tasks=None, config=None, strict=False, check_memory=None, cache=None):
-    """The work units of scoring `vectors` on `tasks` (None: every task the file and data hold), in the
-    order given, after every check. Raises EmbevalError when there is nothing to score.
+def plan(vectors, data_dir, tasks=None, config=None, strict=False, check_memory=None, cache=None, registry=None):
+    """The work units of scoring `vectors` on `tasks` (TaskSpecs or names of `registry`'s tasks; None:
+    every task of the registry the file and data hold), in the order given, after every check.
+    Raises EmbevalError when there is nothing to score.
 
     check_memory(count, dim, task): an extra memory check of each table (the device's), or None.
-    cache: a TaskDataCache of data_dir to reuse (a sweep plans many files on the same data)."""
+    cache: a TaskDataCache of data_dir to reuse (a sweep plans many files on the same data).
+    registry: the tasks known to this run (default: the built-ins)."""
     config = config or {}
+    registry = registry if registry is not None else builtin()
     root = Path(data_dir)
     explicit = tasks is not None
-    requested = list(tasks) if explicit else list(TASKS)
-    with VectorsFile(vectors, names=wanted_datasets(requested, config)) as vf:
-        todo, skipped = select(requested, explicit, vf, root, strict)
+    specs = [registry[t] if isinstance(t, str) else t for t in (tasks if explicit else registry)]
+    if explicit:
+        registry = Registry(list(registry.values()) + [s for s in specs if s.name not in registry])
+    with VectorsFile(vectors, names=wanted_datasets(specs, config, registry)) as vf:
         cache = cache if cache is not None else TaskDataCache(root)
-        union = UnionRows(vf, cache)
-        located = {name: Located(name, vf, union, cache) for name in todo}
+        union = UnionRows(vf, cache, registry)
+        union_tasks = union.tasks() or []
+        todo, skipped = select(specs, explicit, vf, root, union_tasks, strict)
+        located = {spec.name: Located(spec, vf, union, cache) for spec in todo}
         method = config.get("normalize", "none")
         if normalize.needs_statistics(method):
             borrowers = {}
-            for name in todo:
-                if TASKS[name].statistics_from:
-                    borrowers.setdefault(TASKS[name].statistics_from, []).append(name)
+            for spec in todo:
+                if spec.reference:
+                    borrowers.setdefault(spec.reference, []).append(spec.name)
             for lender, names in borrowers.items():
                 if lender not in located:
-                    located[lender] = _locate_lender(lender, vf, union, cache, names, method)
+                    located[lender] = _locate_lender(registry[lender], vf, union, cache, names, method)
         bow_dim = config.get("baseline_bow_dim")
         for loc in located.values():
-            vf.check_memory(*loc.shape, loc.name)
-            if check_memory is not None:
-                check_memory(*loc.shape, loc.name)
+            for role in loc.roles:
+                vf.check_memory(*loc.shape(role), loc.name)
+                if check_memory is not None:
+                    check_memory(*loc.shape(role), loc.name)
             if bow_dim:
-                vf.check_memory(loc.shape[0], bow_dim, loc.name)
+                vf.check_memory(loc.shape()[0], bow_dim, loc.name)
         described = {name: _describe(loc, vf) for name, loc in located.items()}
-        unverified = sorted({loc.dataset_name for loc in located.values() if not loc.verified})
+        unverified = sorted({r.dataset_name for loc in located.values() for r in loc.roles.values() if not r.verified})
         if unverified:
             warn_unverified(vf.path, unverified)
     sources = [Source(str(vectors), "")] + ([Source(str(vectors), "", bow_dim)] if bow_dim else [])
     units = []
-    for name in todo:
+    for spec in todo:
         for source in sources:
-            units.append(_unit(name, source, located, described, root, config))
+            units.append(_unit(spec, source, located, described, root, config))
     return Plan(units, skipped)
 
 
 def _describe(loc, vf):
-    """The record's description of a located task's vectors (reads and fingerprints the table)."""
-    table = loc.read(vf)
+    """The record's description of a located task's vectors (reads and fingerprints each list's rows,
+    block by block): one role's fields at the top; with several roles, each under `roles` and their
+    combined fingerprint at the top."""
+    roles = {}
+    for role, found in loc.roles.items():
+        sha, count, dim = vf.fingerprint_rows(found.dataset, loc.name, found.rows)
+        roles[role] = {
+            "source": f"/{found.dataset_name}",
+            "sha256": found.fingerprint,
+            "vectors_sha256": sha,
+            "count": count,
+            "dim": dim,
+            "dtype": str(found.dataset.dtype),
+        }
+    if list(roles) == [TEXT]:
+        return roles[TEXT]
+    dims = {r["dim"] for r in roles.values()}
+    if len(dims) > 1:
+        shapes = ", ".join(f"/{d['source'].lstrip('/')} {d['dim']}" for d in roles.values())
+        raise VectorsError(
+            f"the vectors of the task's lists have different dimensions ({shapes}); a query and "
+            "its documents must be embedded in one space",
+            file=vf.path,
+            task=loc.name,
+        )
+    combined = hashlib.sha256("".join(f"{r}\0{d['vectors_sha256']}\n" for r, d in roles.items()).encode())
+    sentences = hashlib.sha256("".join(f"{r}\0{d['sha256']}\n" for r, d in roles.items()).encode())
     return {
-        "source": f"/{loc.dataset_name}",
-        "sha256": loc.fingerprint,
-        "vectors_sha256": table_fingerprint(table),
-        "count": int(table.shape[0]),
-        "dim": int(table.shape[1]),
-        "dtype": str(loc.dataset.dtype),
+        "source": " + ".join(d["source"] for d in roles.values()),
+        "sha256": sentences.hexdigest(),
+        "vectors_sha256": combined.hexdigest(),
+        "count": sum(d["count"] for d in roles.values()),
+        "dim": dims.pop(),
+        "dtype": "/".join(sorted({d["dtype"] for d in roles.values()})),
+        "roles": roles,
     }
 
 
-def _unit(name, source, located, described, root, config):
-    loc = located[name]
+def _unit(spec, source, located, described, root, config):
+    loc = located[spec.name]
     source = Source(source.path, loc.dataset_name, source.bow_dim)
-    vectors = dict(described[name])
+    vectors = dict(described[spec.name])
     if source.bow_dim:
         vectors = {
             "source": baseline.label(source.bow_dim),
-            "sha256": loc.fingerprint,
+            "sha256": loc.roles[TEXT].fingerprint,
             "count": len(loc.sentences),
             "dim": source.bow_dim,
             "dtype": "float32",
         }
-    lender = TASKS[name].statistics_from
     reference = None
-    if lender and lender in located and normalize.needs_statistics(config.get("normalize", "none")):
-        reference = _unit(lender, source, located, described, root, config)
+    if spec.reference and spec.reference in located and normalize.needs_statistics(config.get("normalize", "none")):
+        reference = _unit(located[spec.reference].spec, source, located, described, root, config)
     return Unit(
-        task=name,
+        spec=spec,
         source=source,
         data_dir=str(root),
         config=config,
         vectors=vectors,
         data_sha256=loc.data_sha256,
         reference=reference,
+        union=loc.union_specs,
     )

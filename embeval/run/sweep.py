@@ -13,6 +13,7 @@ import glob
 import logging
 import sys
 import time
+import traceback
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -20,21 +21,18 @@ import h5py
 import torch
 
 from embeval.errors import EmbevalError
-from embeval.evaluate.context import QUIET
 from embeval.evaluate.stack import run_together
 from embeval.memory import available_memory, dense_budget, device_memory
 from embeval.run.config import build as build_config
-from embeval.run.execute import Workspace, execute, resolve_device, truncate
+from embeval.run.execute import Workspace, execute_steps, resolve_device, truncate
 from embeval.run.outputs import ResultsFiles
 from embeval.run.plan import plan, table_fingerprint
 from embeval.run.resume import reusable_units
 from embeval.run.score import finish, new_record, place
-from embeval.tasks.registry import TASKS
-from embeval.train.features import feature_dim
+from embeval.tasks.registry import registry as task_registry
 
 logger = logging.getLogger("embeval")
 
-STACKED_EVALUATORS = ("inner_kfold", "kfold", "split", "probing")  # those whose classifiers are fitted by ctx.fit
 SWEEP_FORMAT = "embeval-sweep"
 
 
@@ -116,13 +114,15 @@ def truncated_units(units, dims, workspace):
     return out
 
 
-def plan_sources(paths, data_dir, tasks, config, dims_list, out_dir, workspace):
+def plan_sources(paths, data_dir, tasks, config, dims_list, out_dir, workspace, registry=None):
     """Pre-flight of every file: ([SweepSource], [LeftOut]). workspace: where the task data is
-    loaded (once) and the files are read from."""
+    loaded (once) and the files are read from; registry: the tasks known to the sweep."""
     sources, left_out, names = [], [], {}
     for path in paths:
         try:
-            work = plan(path, data_dir, tasks, config, cache=workspace.data_cache(str(Path(data_dir))))
+            work = plan(
+                path, data_dir, tasks, config, cache=workspace.data_cache(str(Path(data_dir))), registry=registry
+            )
             step = read_step(path)
         except EmbevalError as err:
             left_out.append(LeftOut(path, str(err)))
@@ -156,16 +156,8 @@ def plan_sources(paths, data_dir, tasks, config, dims_list, out_dir, workspace):
 
 
 def unit_bytes(unit):
-    """Memory a unit takes when stacked: its table and its feature matrix, twice (its own and the
-    stacked copy), times the outer folds for fold-normalized copies."""
-    task = TASKS[unit.task]
-    count, dim = unit.vectors["count"], unit.vectors["dim"]
-    copies = (
-        unit.config.get("kfold", 1)
-        if unit.config.get("normalize", "none").startswith("zscore") and task.evaluator == "inner_kfold"
-        else 1
-    )
-    return 4 * count * (dim + 2 * copies * feature_dim(dim, task.features))
+    """Memory a unit takes when stacked with others (its kind's estimate)."""
+    return unit.spec.kind_module.unit_bytes(unit.spec, unit.vectors["count"], unit.vectors["dim"], unit.config)
 
 
 def memory_budget(device):
@@ -179,12 +171,12 @@ def memory_budget(device):
 
 def groups_of(units, device, budget=None):
     """The units of one task in work groups: units of equal dimension together, as many per group as
-    fit the memory budget; tasks whose evaluator trains no stacked classifier one unit a group."""
+    fit the memory budget; tasks whose kind fits nothing that stacks one unit a group."""
     budget = memory_budget(device) if budget is None else budget
     groups = []
     by_dim = {}
     for unit in units:
-        if TASKS[unit.task].evaluator not in STACKED_EVALUATORS:
+        if not unit.spec.kind_module.stacks:
             groups.append([unit])
         else:
             by_dim.setdefault(unit.vectors["dim"], []).append(unit)
@@ -194,19 +186,33 @@ def groups_of(units, device, budget=None):
     return groups
 
 
+@dataclass(frozen=True)
+class Failure:
+    """Why a unit was not scored: its one-line error, the traceback (for the sweep's log; empty for
+    bad input), and whether running it again may succeed (a lost worker) or not (an error the same
+    inputs raise again)."""
+
+    message: str
+    traceback: str = ""
+    retry: bool = False
+
+
+def failure(unit, err):
+    """The Failure of a unit that raised `err` (deterministic: not retried)."""
+    if isinstance(err, EmbevalError):
+        return Failure(str(err))
+    trace = "".join(traceback.format_exception(type(err), err, err.__traceback__))
+    return Failure(f"{unit.source.path}: {unit.task}: {type(err).__name__}: {err}", trace)
+
+
 def execute_group(units, device="cpu", workspace=None):
     """Score a group of units of one task, their classifiers trained together: [(entry, sets) or
-    (None, one-line error)] in the units' order."""
+    (None, Failure)] in the units' order."""
     own = workspace is None
     workspace = workspace or Workspace()
     device = torch.device(device)
     try:
-        jobs = [lambda fit, unit=unit: execute(unit, device, workspace, QUIET, fit) for unit in units]
-        if len(units) > 1:
-            with workspace.holding_tables():  # each job is run once per fit it asks for
-                outcomes = run_together(jobs)
-        else:
-            outcomes = [_alone(jobs[0])]
+        outcomes = run_together([execute_steps(unit, device, workspace) for unit in units])
     finally:
         if own:
             workspace.close()
@@ -214,20 +220,11 @@ def execute_group(units, device="cpu", workspace=None):
     for unit, (value, err) in zip(units, outcomes):
         if err is None:
             results.append(value)
-        elif isinstance(err, EmbevalError):
-            results.append((None, str(err)))
         elif isinstance(err, Exception):
-            results.append((None, f"{unit.source.path}: {unit.task}: {type(err).__name__}: {err}"))
+            results.append((None, failure(unit, err)))
         else:
             raise err
     return results
-
-
-def _alone(job):
-    try:
-        return job(None), None
-    except Exception as err:
-        return None, err
 
 
 class LocalRunner:
@@ -257,6 +254,8 @@ def sweep(
     runner=None,
     log=None,
     restart=False,
+    task_files=(),
+    registry=None,
 ):
     """Score every file of `patterns` (and each of its truncations to `dims`) on `tasks`; write one
     results file per source, OUT_DIR/sweep.json and (when the files carry a `step`) plots.
@@ -273,7 +272,8 @@ def sweep(
     paths, left_out = expand(patterns)
     workspace = Workspace()
     try:
-        sources, bad = plan_sources(paths, data_dir, tasks, config, dims, out_dir, workspace)
+        known = registry if registry is not None else task_registry(task_files)
+        sources, bad = plan_sources(paths, data_dir, tasks, config, dims, out_dir, workspace, known)
     except BaseException:
         workspace.close()
         raise
@@ -295,7 +295,7 @@ def sweep(
             except EmbevalError as err:
                 left_out.append(LeftOut(source.path, str(err)))
                 logger.error(f"{err} (left out of the sweep)")
-        _run(ready, runner, device, log)
+        _run(ready, runner, device, log, out_dir)
     finally:
         for source in sources:
             if source.files is not None:
@@ -319,7 +319,7 @@ def _open(source, data_dir, config, device, resume, restart=False):
     source.reused = reusable_units(source.files, previous, source.record, source.units) if resume else {}
 
 
-def _run(sources, runner, device, log):
+def _run(sources, runner, device, log, out_dir):
     started = time.perf_counter()
     order = list(dict.fromkeys(u.task for s in sources for u in s.units))
     owner = {}
@@ -337,20 +337,21 @@ def _run(sources, runner, device, log):
     for attempt in range(2):
         for group, results in runner.run(groups if attempt == 0 else retry):
             task = group[0].task
-            failed = []
+            again = []
             for unit, (entry, detail) in zip(group, results):
                 source = owner[id(unit)]
                 if entry is not None:
                     _keep(source, unit, entry, detail, started)
                     source.files.task_done(source.record, source.kept)
-                elif attempt == 0:
-                    failed.append(unit)
-                    log(f"  {task} of {source.label} failed ({detail}); retrying once")
+                elif attempt == 0 and detail.retry:
+                    again.append(unit)
+                    log(f"  {task} of {source.label} failed ({detail.message}); retrying once")
                 else:
-                    source.failed[task] = detail
-                    logger.error(f"{detail} (not scored)")
-            if failed:
-                retry.append(failed)
+                    source.failed[task] = detail.message
+                    logger.error(f"{detail.message} (not scored)")
+                    _log_failure(out_dir, source, unit, detail)
+            if again:
+                retry.append(again)
             log(f"{task} done: {', '.join(owner[id(u)].label for u in group)}")
         if not retry:
             break
@@ -362,6 +363,18 @@ def _run(sources, runner, device, log):
             source.files.complete(source.record, source.kept)
         elif source.record["tasks"]:
             source.files.task_done(source.record, source.kept)
+
+
+SWEEP_LOG = "sweep.log"
+
+
+def _log_failure(out_dir, source, unit, detail):
+    """Append a failed unit's error and traceback to OUT_DIR/sweep.log."""
+    with open(Path(out_dir) / SWEEP_LOG, "a", encoding="utf-8") as log:
+        log.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {source.label}: {unit.task}: {detail.message}\n")
+        if detail.traceback:
+            log.write(detail.traceback.rstrip("\n") + "\n")
+        log.write("\n")
 
 
 def _keep(source, unit, entry, sets, started):

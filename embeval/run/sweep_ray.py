@@ -12,7 +12,7 @@ import logging
 import os
 
 from embeval.errors import EmbevalError
-from embeval.run.sweep import execute_group, unit_bytes
+from embeval.run.sweep import Failure, execute_group, unit_bytes
 
 logger = logging.getLogger("embeval")
 
@@ -109,7 +109,10 @@ class RayRunner:
                     results = self.ray.get(future)
                 except self.ray.exceptions.RayError as err:
                     reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-                    results = [(None, f"{u.source.path}: {u.task}: the Ray task failed: {reason}") for u in group]
+                    results = [
+                        (None, Failure(f"{u.source.path}: {u.task}: the Ray task failed: {reason}", retry=True))
+                        for u in group
+                    ]
                 yield group, results
 
     def close(self):

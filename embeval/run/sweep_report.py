@@ -18,13 +18,13 @@ def _number(value):
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
 
 
-def headline(task, entry):
+def headline(spec, entry):
     """{"value", "low", "high", "dev"} of a task's entry: its headline figure, the figure's interval
     (when bootstrapped) and the dev figure the task's selection names (None when it has none)."""
     results = entry.get("results", {})
-    path = TASKS[task].headline.path
+    path = spec.headline.path
     ci = ((entry.get("ci") or {}).get("figures") or {}).get(path) or {}
-    selection = TASKS[task].selection
+    selection = spec.selection
     return {
         "value": _number(lookup(results, path)),
         "low": _number(ci.get("low")),
@@ -43,19 +43,25 @@ def best_on_dev(values):
 
 
 def summary(sources, left_out, out_dir, seconds):
+    """sweep.json: each source, what was left out, and per task its headline figure of every source
+    (with what the figure is, so that the summary is shown without the task's declaration)."""
     tasks = {}
+    specs = {unit.task: unit.spec for source in sources for unit in source.units}
     for source in sources:
         for task, entry in source.record["tasks"].items():
+            spec = specs[task]
             column = tasks.setdefault(
                 task,
                 {
-                    "figure": TASKS[task].headline.path,
-                    "label": TASKS[task].headline.label,
-                    "selected_by": TASKS[task].selection,
+                    "task_label": spec.label,
+                    "figure": spec.headline.path,
+                    "label": spec.headline.label,
+                    "percent": spec.headline.percent,
+                    "selected_by": spec.selection,
                     "values": {},
                 },
             )
-            column["values"][source.label] = headline(task, entry)
+            column["values"][source.label] = headline(spec, entry)
     for column in tasks.values():
         column["best"] = best_on_dev(column["values"])
     return {
@@ -104,7 +110,7 @@ def grid(summary):
     """The files x tasks table as data: (header, rows, note). A row: the file's label, then per task
     (figures or None, is it the best file on the task's dev figure)."""
     tasks = list(summary["tasks"])
-    header = ["file"] + [TASKS[t].label for t in tasks]
+    header = ["file"] + [summary["tasks"][t]["task_label"] for t in tasks]
     rows = []
     for source in summary["sources"]:
         cells = []
@@ -113,7 +119,11 @@ def grid(summary):
             cells.append((column["values"].get(source["label"]), column["best"] == source["label"]))
         rows.append((source["label"], cells))
     selected = sorted(
-        {f"{TASKS[t].label}: {summary['tasks'][t]['selected_by']}" for t in tasks if summary["tasks"][t]["selected_by"]}
+        {
+            f"{summary['tasks'][t]['task_label']}: {summary['tasks'][t]['selected_by']}"
+            for t in tasks
+            if summary["tasks"][t]["selected_by"]
+        }
     )
     note = "headline figure [95% interval]; * best file on the task's dev figure (" + ", ".join(selected) + ")"
     return header, rows, note
@@ -122,7 +132,7 @@ def grid(summary):
 def table(summary):
     """Files x tasks: each task's headline figure with its interval; * marks the best file on dev."""
     header, found, note = grid(summary)
-    percent = [TASKS[t].headline.percent for t in summary["tasks"]]
+    percent = [column["percent"] for column in summary["tasks"].values()]
     rows = [
         [label] + [cell_text(figures, p) + (" *" if best else "") for (figures, best), p in zip(cells, percent)]
         for label, cells in found
@@ -167,7 +177,7 @@ def curve(summary, task, plt):
         return None
     ax.set_xlabel("step")
     ax.set_ylabel(column["label"])
-    ax.set_title(TASKS[task].label)
+    ax.set_title(column["task_label"])
     ax.legend()
     return fig
 
@@ -271,10 +281,17 @@ def load(path):
     if len(set(labels)) != len(labels):
         raise bad("two sources have the same label")
     for task, column in tasks.items():
-        if task not in TASKS:
-            raise bad("unknown task", task)
         if not isinstance(column, dict) or not isinstance(column.get("values"), dict):
             raise bad("the task's entry needs 'values'", task)
+        if "percent" not in column:  # a summary written before the sweep recorded what its figures are
+            if task not in TASKS:
+                raise bad("a task this summary does not describe and embeval does not know", task)
+            spec = TASKS[task]
+            column.update(task_label=spec.label, label=spec.headline.label, percent=spec.headline.percent)
+            column.setdefault("selected_by", spec.selection)
+        for key, types in (("task_label", str), ("label", str), ("percent", bool)):
+            if not isinstance(column.get(key), types):
+                raise bad(f"'{key}' is missing or not a {types.__name__}", task)
         for label, figures in column["values"].items():
             if label not in labels:
                 raise bad(f"'{label}' is not one of the sources", task)
@@ -283,8 +300,7 @@ def load(path):
         if column.get("best") is not None and column["best"] not in column["values"]:
             raise bad(f"best '{column['best']}' has no figures", task)
         column.setdefault("best", None)
-        column.setdefault("selected_by", TASKS[task].selection)
-        column["label"] = TASKS[task].headline.label
+        column.setdefault("selected_by", None)
     return record
 
 

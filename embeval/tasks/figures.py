@@ -1,5 +1,5 @@
 """The vocabulary of a task's figures: what a figure is, where it appears in a report, and how to
-find it in a task's results. Which figures each task has is declared on its registry entry.
+find it in a task's results. Which figures each task has is declared by its kind (embeval/kinds/).
 
 A figure is named by its path in the task's results (see embeval.formats.predictions): "acc",
 "all.spearman.pooled", "cosine.spearman", ...
@@ -7,7 +7,6 @@ A figure is named by its path in the task's results (see embeval.formats.predict
 
 from dataclasses import dataclass
 
-REPORT_GROUPS = ("transfer", "sts", "probing")
 CLASSIFIER_SETS = ("logreg", "mlp")
 
 
@@ -23,9 +22,10 @@ class Figure:
 
 @dataclass(frozen=True)
 class Column:
-    """Where a figure appears in `embeval report`: its table (a REPORT_GROUPS name), the figure's path,
-    the column header (None: the task's short name), what the figure is in words, the factor from the
-    JSON's units to the table's, and whether each classifier that ran has its own table."""
+    """Where a figure appears in `embeval report`: its table (a group of embeval.tasks.groups), the
+    figure's path, the column header (None: the task's short name), what the figure is in words, the
+    factor from the JSON's units to the table's, whether each classifier that ran has its own table,
+    and what the table's caption says of it (tasks with the same note are named together)."""
 
     group: str
     path: str
@@ -38,6 +38,7 @@ class Column:
     protocol: str = None  # classifier | regressor | cosine
     aggregation: str = None  # STS12-16: pooled | mean | wmean
     split: str = None  # the split a correlation is computed on
+    note: str = ""
 
     def spec(self, task, classifier=None, vectors=None):
         """How this column's figure was computed, for matching published baselines (None: no baseline
@@ -54,23 +55,6 @@ class Column:
         if self.split:
             spec["split"] = self.split
         return spec
-
-
-ACCURACY = Figure("acc", "test accuracy %", True)
-F1 = Figure("f1", "test F1 of paraphrase %", True)
-POOLED_SPEARMAN = Figure("all.spearman.pooled", "cosine Spearman, all pairs pooled", False)
-STS_FIGURES = (
-    POOLED_SPEARMAN,
-    Figure("all.spearman.wmean", "cosine Spearman, n-weighted mean over subsets", False),
-    Figure("all.spearman.mean", "cosine Spearman, mean over subsets", False),
-    Figure("all.pearson.pooled", "cosine Pearson, all pairs pooled", False),
-)
-RELATEDNESS_FIGURES = (
-    Figure("cosine.spearman", "cosine Spearman (test)", False),
-    Figure("pearson", "regressor Pearson (test)", False),
-    Figure("spearman", "regressor Spearman (test)", False),
-)
-RETRIEVAL_FIGURES = (Figure("acc.mean_recall", "mean of R@1, R@5, R@10 both ways %", True),)
 
 
 def lookup(results, path):
@@ -101,13 +85,15 @@ POOLED = "all.{coef}.pooled"
 class Mteb:
     """A task's counterpart in MTEB, on the task whose results hold MTEB's figures: MTEB's task name,
     the dataset and revision MTEB evaluates, its number of pairs, where the figures sit in the task's
-    results (a path with {coef}: spearman or pearson), the protocol in words, and the splits pooled
-    for it (empty: the evaluator's own figure is MTEB's)."""
+    results (a path with {coef}: spearman or pearson), the protocol in words, the splits pooled for
+    it (empty: the evaluator's own figure is MTEB's), and why an export leaves it out when the
+    results hold SentEval's figure but not MTEB's."""
 
     name: str
-    dataset: str
-    revision: str
-    pairs: int
-    figures: str
-    protocol: str
+    dataset: str = ""
+    revision: str = ""
+    pairs: int = 0
+    figures: str = ""
+    protocol: str = ""
     pooled_splits: tuple = ()
+    absent: str = ""

@@ -1,458 +1,240 @@
-"""The task registry: every SentEval task declared once, as data, in SentEval's order.
+"""The registry: the kinds of task (one line each), SentEval's built-in tasks and the tasks users
+declare in task files.
 
-Every fact about a task lives on its entry: where its files are and how they are parsed, how
-SentEval orders its samples, which evaluator scores it, its figures (headline first), the dev figure
-that selects a normalization, where it appears in a report, which task lends it normalization
-statistics, whether it hosts the geometry diagnostics, whether quickstart scores it, and its name in
-MTEB. The runner, report, compare and quickstart read these fields and never test a task's name.
-Adding a task is adding one entry (and an evaluator only if its kind is new).
+Kinds are referred to by module path and imported on first use; kind modules are light, so reading
+the registry imports no torch. The built-in tasks are declared in senteval.toml beside this module,
+read by the same reader as a user's task file (embeval.tasks.spec.read_spec); their files are in
+SentEval's formats (embeval.tasks.senteval), in SentEval's order.
+
+A task file is TOML: one task at its top level, or several as [[task]] tables. `--task-file PATH`
+(a file, or a folder of *.toml files) and the EMBEVAL_TASKS search path add declared tasks after
+the built-ins.
 """
 
+from __future__ import annotations
+
 import difflib
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import os
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 from embeval.errors import EmbevalError
-from embeval.tasks import loaders
-from embeval.tasks.figures import (
-    ACCURACY,
-    F1,
-    POOLED,
-    RELATEDNESS_FIGURES,
-    REPORT_GROUPS,
-    RETRIEVAL_FIGURES,
-    STS_FIGURES,
-    Column,
-    Figure,
-    Mteb,
-)
+from embeval.tasks.catalog import KINDS, RENAMED_KINDS, SENTEVAL_FORMATS, kind, known_kinds, loader, statistic
+from embeval.tasks.declaration import TaskFileError
+from embeval.tasks.spec import TaskSpec, read_spec
 
-KINDS = ("classification", "pair-classification", "sts", "relatedness", "retrieval", "probing")
-EVALUATORS = ("inner_kfold", "kfold", "split", "probing", "cosine_sts", "relatedness", "retrieval")
-SORTS = (None, "single", "pair", "snli")
-FEATURES = ("single", "pair", "snli")
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
-CLASSIFICATION_METRICS = ("devacc", "acc", "ndev", "ntest")
-RELATEDNESS_METRICS = ("devpearson", "pearson", "spearman", "mse", "ndev", "ntest")
-STS_METRICS = ("pearson", "spearman", "nsamples")
+BUILTIN_FILE = Path(__file__).with_name("senteval.toml")
+TASKS_PATH = "EMBEVAL_TASKS"
 
 
-@dataclass(frozen=True, kw_only=True)
-class Task:
-    """One task. `figures`: headline first; `selection`: the dev figure --normalize tune maximizes
-    (None: the evaluator tunes on its own); `columns`: where its figures appear in `embeval report`;
-    `statistics_from`: the task whose train split lends normalization statistics (STS12-16 have
-    none of their own); `geometry`: the geometry diagnostics are computed on this task's table."""
+class Registry(Mapping[str, TaskSpec]):
+    """Tasks by name, in order: the built-ins, then the declared ones in the order read. Names and
+    aliases are unique in any case; a task that borrows normalization statistics names a task of the
+    registry that has its own (unless `complete` is False: some of the tasks, such as a union's)."""
 
-    name: str
-    kind: str
-    files: tuple[str, ...]  # relative to the data folder
-    encoding: str
-    loader: Callable
-    evaluator: str
-    metrics: tuple[str, ...]
-    figures: tuple[Figure, ...]
-    selection: str | None = None
-    columns: tuple[Column, ...] = ()
-    short_name: str | None = None
-    aliases: tuple[str, ...] = ()
-    sort: str | None = None  # SentEval's sample order: single | pair | snli | None
-    classes: tuple[str, ...] | None = None
-    features: str = "single"  # single | pair ([|u-v|, u*v]) | snli ([u, v, u*v, |u-v|])
-    statistics_from: str | None = None
-    geometry: bool = False
-    quickstart: bool = False
-    mteb: Mteb | None = None
-    params: dict = field(default_factory=dict)
+    def __init__(self, specs: Iterable[TaskSpec], complete: bool = True):
+        self._specs: dict[str, TaskSpec] = {}
+        self._spellings: dict[str, str] = {}
+        for spec in specs:
+            for spelling in (spec.name, *spec.aliases):
+                key = spelling.lower()
+                if key in self._spellings:
+                    other = self._specs[self._spellings[key]]
+                    where = "a built-in task" if other.builtin else f"declared in {other.source}"
+                    raise TaskFileError(
+                        f"the name {spelling!r} is already {other.name!r}, {where}", file=spec.source, task=spec.name
+                    )
+                self._spellings[key] = spec.name
+            self._specs[spec.name] = spec
+        for spec in self._specs.values() if complete else ():
+            lender = self._specs.get(spec.reference) if spec.reference else None
+            if spec.reference and (lender is None or lender.reference):
+                raise TaskFileError(
+                    f"statistics_from {spec.reference!r} is not a task with statistics of its own",
+                    file=spec.source,
+                    task=spec.name,
+                )
 
-    def __post_init__(self):
-        checks = [
-            (self.kind in KINDS, f"kind {self.kind!r} is not one of {KINDS}"),
-            (self.evaluator in EVALUATORS, f"evaluator {self.evaluator!r} is not one of {EVALUATORS}"),
-            (self.sort in SORTS, f"sort {self.sort!r} is not one of {SORTS}"),
-            (self.features in FEATURES, f"features {self.features!r} is not one of {FEATURES}"),
-            (bool(self.files), "no data files"),
-            (bool(self.figures), "no figures"),
-            (
-                self.selection is None or self.selection in self.metrics,
-                f"selection {self.selection!r} is not one of its metrics",
-            ),
-            (all(c.group in REPORT_GROUPS for c in self.columns), f"report groups are {REPORT_GROUPS}"),
-        ]
-        for ok, problem in checks:
-            if not ok:
-                raise ValueError(f"task {self.name}: {problem}")
+    def __getitem__(self, name: str) -> TaskSpec:
+        return self._specs[name]
 
-    @property
-    def label(self):
-        """The name tables print: the short name people write (SICK-E, STS-B), else the name."""
-        return self.short_name or self.name
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._specs)
 
-    @property
-    def headline(self):
-        return self.figures[0]
+    def __len__(self) -> int:
+        return len(self._specs)
 
-    def load(self, data_dir):
-        """Parse the task's files under data_dir into a TaskData (file order)."""
-        return self.loader(Path(data_dir), self)
+    def declared(self) -> list[TaskSpec]:
+        return [spec for spec in self._specs.values() if not spec.builtin]
 
-    def missing_files(self, data_dir):
-        """The task's files that are not under data_dir."""
-        return [rel for rel in self.files if not (Path(data_dir) / rel).is_file()]
+    def canonical_name(self, spelling: str) -> str | None:
+        """The name of a task as people write it (any case, or an alias such as STS-B), or None."""
+        return self._spellings.get(spelling.strip().lower())
 
+    def suggestion(self, spelling: str) -> str:
+        """' (did you mean X?)' for a near spelling, else ''."""
+        close = difflib.get_close_matches(spelling.lower(), list(self._spellings), n=1, cutoff=0.6)
+        return f" (did you mean {self._spellings[close[0]]}?)" if close else ""
 
-STS_SUBSETS = {
-    "STS12": ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
-    "STS13": ("FNWN", "headlines", "OnWN"),
-    "STS14": ("deft-forum", "deft-news", "headlines", "images", "OnWN", "tweet-news"),
-    "STS15": ("answers-forums", "answers-students", "belief", "headlines", "images"),
-    "STS16": ("answer-answer", "headlines", "plagiarism", "postediting", "question-question"),
-}
+    def parse(self, text: str | None, source: str = "--tasks") -> list[str]:
+        """Task names from a comma-separated list, in the order given (None: every task, in registry
+        order). Case does not matter, aliases are accepted; an unknown name is an error with a
+        suggestion."""
+        if text is None:
+            return list(self._specs)
+        spellings = [t.strip() for t in text.split(",") if t.strip()]
+        if not spellings:
+            raise EmbevalError("no task named", file=source)
+        names: list[str] = []
+        for spelling in spellings:
+            name = self.canonical_name(spelling)
+            if name is None:
+                raise EmbevalError(
+                    f"unknown task {spelling}{self.suggestion(spelling)}; tasks are {', '.join(self._specs)}",
+                    file=source,
+                )
+            if name not in names:
+                names.append(name)
+        return names
 
-PROBING_FILES = {
-    "Length": "sentence_length.txt",
-    "WordContent": "word_content.txt",
-    "Depth": "tree_depth.txt",
-    "TopConstituents": "top_constituents.txt",
-    "BigramShift": "bigram_shift.txt",
-    "Tense": "past_present.txt",
-    "SubjNumber": "subj_number.txt",
-    "ObjNumber": "obj_number.txt",
-    "OddManOut": "odd_man_out.txt",
-    "CoordinationInversion": "coordination_inversion.txt",
-}
+    def specs(self, names: Sequence[str] | None = None) -> list[TaskSpec]:
+        return [self._specs[n] for n in (names if names is not None else self._specs)]
 
-# MTEB's STS12-16 test sets are SentEval's subsets of the year pooled: (dataset, revision, pairs).
-STS_MTEB = {
-    name: Mteb(
-        name,
-        f"mteb/{name.lower()}-sts",
-        revision,
-        pairs,
-        POOLED,
-        f"cosine, all {pairs} pairs of the {len(STS_SUBSETS[name])} subsets pooled",
-    )
-    for name, revision, pairs in (
-        ("STS12", "a0d554a64d88156834ff5ae9920b964011b16384", 3108),
-        ("STS13", "7e90230a92c190f1bf69ae9002b8cea547a64cca", 1500),
-        ("STS14", "6031580fec1f6af667f0bd2da0a551cf4f0b2375", 3750),
-        ("STS15", "ae752c7c21bf194d8b67fd573edf7ae58183cbe3", 3000),
-        ("STS16", "4d8694f8f0e0100860b497b999b3dbed754a0513", 1186),
-    )
-}
-
-D = "downstream/"
-BINARY = ("negative", "positive")
-ACCURACY_COLUMN = Column(
-    "transfer", "acc", "accuracy %", per_classifier=True, measure="accuracy", protocol="classifier"
-)
-REGRESSOR_COLUMN = Column(
-    "transfer", "pearson", "Pearson x100, regressor", scale=100.0, measure="pearson", protocol="regressor", split="test"
-)
-STSB_COSINE_COLUMN = Column(
-    "sts", "cosine.spearman", "Spearman x100", scale=100.0, order=1, measure="spearman", protocol="cosine", split="test"
-)
-SICKR_COSINE_COLUMN = Column(
-    "sts", "cosine.spearman", "Spearman x100", scale=100.0, order=2, measure="spearman", protocol="cosine", split="test"
-)
-CLASSIFICATION = {
-    "metrics": CLASSIFICATION_METRICS,
-    "figures": (ACCURACY,),
-    "selection": "devacc",
-    "columns": (ACCURACY_COLUMN,),
-}
+    def with_task_files(self, paths: Iterable[str | Path]) -> Registry:
+        """This registry and the tasks the files (or folders of *.toml files) declare."""
+        specs = list(self._specs.values())
+        for path in paths:
+            specs += read_task_path(path)
+        return Registry(specs)
 
 
-def _binary(name, folder, pos, neg, classes=BINARY):
-    return Task(
-        name=name,
-        kind="classification",
-        files=(f"{D}{folder}/{pos}", f"{D}{folder}/{neg}"),
-        encoding="latin-1",
-        loader=loaders.load_binary,
-        evaluator="inner_kfold",
-        sort="single",
-        classes=classes,
-        **CLASSIFICATION,
-    )
+def _toml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise TaskFileError("task file not found", file=path)
+    except IsADirectoryError:
+        raise TaskFileError("is a folder, expected a task file", file=path)
+    except OSError as err:
+        raise TaskFileError(f"cannot read: {err.strerror}", file=path)
+    except UnicodeDecodeError as err:
+        raise TaskFileError(f"not valid UTF-8 text (byte {err.start})", file=path)
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise TaskFileError(f"not valid TOML: {err}", file=path)
 
 
-def _sst(name, folder, fmt, classes):
-    files = tuple(f"{D}SST/{folder}/sentiment-{s}" for s in ("train", "dev", "test"))
-    return Task(
-        name=name,
-        kind="classification",
-        files=files,
-        encoding="utf-8",
-        loader=loaders.load_sst,
-        evaluator="split",
-        sort="single",
-        classes=classes,
-        params={"format": fmt},
-        **CLASSIFICATION,
+def read_task_file(path: str | Path) -> list[TaskSpec]:
+    """The tasks a TOML task file declares: its top-level table, or each of its [[task]] tables.
+    Paths inside are relative to the file's folder."""
+    path = Path(path)
+    table = _toml(path)
+    folder = str(path.resolve().parent)
+    if "task" in table and isinstance(table["task"], list):
+        extra = [k for k in table if k != "task"]
+        if extra:
+            raise TaskFileError(f"keys {', '.join(extra)} outside the [[task]] tables", file=path)
+        if not table["task"]:
+            raise TaskFileError("declares no task", file=path)
+        return [read_spec(entry, str(path), folder) for entry in table["task"]]
+    return [read_spec(table, str(path), folder)]
+
+
+def read_task_path(path: str | Path) -> list[TaskSpec]:
+    """The tasks of a task file, or of every *.toml file under a folder (sorted)."""
+    path = Path(path)
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*.toml") if p.is_file())
+        if not files:
+            raise TaskFileError("a folder without task files (*.toml)", file=path)
+        return [spec for p in files for spec in read_task_file(p)]
+    return read_task_file(path)
+
+
+def search_path() -> list[str]:
+    """The task files and folders of EMBEVAL_TASKS (separated as PATH is)."""
+    value = os.environ.get(TASKS_PATH, "")
+    return [part for part in value.split(os.pathsep) if part]
+
+
+@cache
+def builtin() -> Registry:
+    """SentEval's tasks, as declared in senteval.toml (their paths relative to the data folder)."""
+    return Registry(read_spec(entry) for entry in _toml(BUILTIN_FILE)["task"])
+
+
+def registry(task_files: Iterable[str | Path] = ()) -> Registry:
+    """The built-in tasks, those of EMBEVAL_TASKS, then those of `task_files`."""
+    paths = search_path() + [str(p) for p in task_files]
+    return builtin().with_task_files(paths) if paths else builtin()
+
+
+def recorded_spec(name: str, entry: Mapping[str, Any], known: Mapping[str, TaskSpec] | None = None) -> TaskSpec:
+    """The TaskSpec of a task of a results file: from the declaration the entry records (a declared
+    task), else the built-in task of that name. A task this version cannot show raises TaskFileError
+    saying why (an unknown kind, or a name it does not know)."""
+    recorded = entry.get("declaration") if isinstance(entry, Mapping) else None
+    if isinstance(recorded, Mapping) and isinstance(recorded.get("declaration"), Mapping):
+        source = str(recorded.get("source", "a results file"))
+        return read_spec(recorded["declaration"], source, base=str(Path(source).parent))
+    known = known if known is not None else builtin()
+    if name in known:
+        return known[name]
+    raise TaskFileError(
+        "a task this version of embeval does not know, and the results do not record its declaration", task=name
     )
 
 
-SICK_FILES = tuple(f"{D}SICK/{f}" for f in ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt"))
+class _Builtins(Mapping[str, TaskSpec]):
+    """TASKS: the built-in tasks by name, read on first use."""
+
+    def __getitem__(self, name: str) -> TaskSpec:
+        return builtin()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(builtin())
+
+    def __len__(self) -> int:
+        return len(builtin())
 
 
-def _sts(name):
-    folder = f"{D}STS/{name}-en-test"
-    files = tuple(f"{folder}/STS.{kind}.{subset}.txt" for subset in STS_SUBSETS[name] for kind in ("input", "gs"))
-    return Task(
-        name=name,
-        kind="sts",
-        files=files,
-        encoding="utf-8",
-        loader=loaders.load_sts,
-        evaluator="cosine_sts",
-        metrics=STS_METRICS,
-        figures=STS_FIGURES,
-        sort="pair",
-        features="pair",
-        columns=(
-            Column(
-                "sts",
-                "all.spearman.pooled",
-                "Spearman x100",
-                scale=100.0,
-                measure="spearman",
-                protocol="cosine",
-                aggregation="pooled",
-            ),
-        ),
-        statistics_from="STSBenchmark",
-        quickstart=True,
-        mteb=STS_MTEB[name],
-        params={"folder": folder, "subsets": STS_SUBSETS[name]},
-    )
+TASKS: Mapping[str, TaskSpec] = _Builtins()
 
 
-def _probing(name, filename):
-    return Task(
-        name=name,
-        kind="probing",
-        files=(f"probing/{filename}",),
-        encoding="utf-8",
-        loader=loaders.load_probing,
-        evaluator="probing",
-        metrics=CLASSIFICATION_METRICS,
-        figures=(ACCURACY,),
-        selection="devacc",
-        sort="single",
-        columns=(Column("probing", "acc", "accuracy %", per_classifier=True),),
-        params={"logreg_only": True} if name == "WordContent" else {},
-    )
+def canonical_name(spelling: str) -> str | None:
+    """The built-in task a spelling names, or None."""
+    return builtin().canonical_name(spelling)
 
 
-_DOWNSTREAM = (
-    [
-        _binary("CR", "CR", "custrev.pos", "custrev.neg"),
-        _binary("MR", "MR", "rt-polarity.pos", "rt-polarity.neg"),
-        _binary("MPQA", "MPQA", "mpqa.pos", "mpqa.neg"),
-        _binary("SUBJ", "SUBJ", "subj.objective", "subj.subjective", classes=("subjective", "objective")),
-        _sst("SST2", "binary", "tab", ("negative", "positive")),
-        _sst("SST5", "fine", "label-first", ("very negative", "negative", "neutral", "positive", "very positive")),
-        Task(
-            name="TREC",
-            kind="classification",
-            files=(f"{D}TREC/train_5500.label", f"{D}TREC/TREC_10.label"),
-            encoding="latin-1",
-            loader=loaders.load_trec,
-            evaluator="kfold",
-            sort="single",
-            classes=("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM"),
-            **CLASSIFICATION,
-        ),
-        Task(
-            name="MRPC",
-            kind="pair-classification",
-            files=(f"{D}MRPC/msr_paraphrase_train.txt", f"{D}MRPC/msr_paraphrase_test.txt"),
-            encoding="utf-8",
-            loader=loaders.load_mrpc,
-            evaluator="kfold",
-            metrics=CLASSIFICATION_METRICS + ("f1",),
-            figures=(ACCURACY, F1),
-            selection="devacc",
-            sort="pair",
-            classes=("not paraphrase", "paraphrase"),
-            features="pair",
-            columns=(
-                ACCURACY_COLUMN,
-                Column(
-                    "transfer", "f1", "F1 %", header="MRPC F1", per_classifier=True, measure="f1", protocol="classifier"
-                ),
-            ),
-        ),
-        Task(
-            name="SICKEntailment",
-            short_name="SICK-E",
-            aliases=("SICK-E", "SICKE"),
-            kind="pair-classification",
-            files=SICK_FILES,
-            encoding="utf-8",
-            loader=loaders.load_sick,
-            evaluator="split",
-            sort="pair",
-            classes=("CONTRADICTION", "NEUTRAL", "ENTAILMENT"),
-            features="pair",
-            params={"target": "entailment"},
-            **CLASSIFICATION,
-        ),
-        Task(
-            name="SICKRelatedness",
-            short_name="SICK-R",
-            aliases=("SICK-R", "SICKR"),
-            kind="relatedness",
-            files=SICK_FILES,
-            encoding="utf-8",
-            loader=loaders.load_sick,
-            evaluator="relatedness",
-            metrics=RELATEDNESS_METRICS,
-            figures=RELATEDNESS_FIGURES,
-            selection="devpearson",
-            sort="pair",
-            features="pair",
-            columns=(REGRESSOR_COLUMN, SICKR_COSINE_COLUMN),
-            mteb=Mteb(
-                "SICK-R",
-                "mteb/sickr-sts",
-                "20a6d6f312dd54037fe07a32d58e5e168867909d",
-                9927,
-                "mteb.{coef}",
-                "cosine, train + trial + test pooled (9927 pairs)",
-                pooled_splits=("train", "dev", "test"),
-            ),
-            params={"target": "relatedness"},
-        ),
-        Task(
-            name="STSBenchmark",
-            short_name="STS-B",
-            aliases=("STS-B", "STSB"),
-            kind="relatedness",
-            files=tuple(f"{D}STS/STSBenchmark/sts-{s}.csv" for s in ("train", "dev", "test")),
-            encoding="utf-8",
-            loader=loaders.load_stsb,
-            evaluator="relatedness",
-            metrics=RELATEDNESS_METRICS,
-            figures=RELATEDNESS_FIGURES,
-            selection="devpearson",
-            sort="pair",
-            features="pair",
-            columns=(REGRESSOR_COLUMN, STSB_COSINE_COLUMN),
-            geometry=True,
-        ),
-        Task(
-            name="SNLI",
-            kind="pair-classification",
-            files=tuple(f"{D}SNLI/{f}.{s}" for s in ("train", "dev", "test") for f in ("s1", "s2", "labels")),
-            encoding="latin-1",
-            loader=loaders.load_snli,
-            evaluator="split",
-            sort="snli",
-            classes=("entailment", "neutral", "contradiction"),
-            features="snli",
-            params={"folder": f"{D}SNLI", "noreg": True, "max_epoch": 15, "epoch_size": 1},
-            **CLASSIFICATION,
-        ),
-        Task(
-            name="ImageCaptionRetrieval",
-            short_name="COCO",
-            aliases=("COCO",),
-            kind="retrieval",
-            files=tuple(f"{D}COCO/{s}.pkl" for s in ("train", "valid", "test")),
-            encoding="latin-1",
-            loader=loaders.load_coco,
-            evaluator="retrieval",
-            metrics=("devacc", "acc", "ndev", "ntest"),
-            figures=RETRIEVAL_FIGURES,
-            selection="devacc",
-            columns=(Column("transfer", "acc.mean_recall", "mean of R@1/5/10 both ways %"),),
-        ),
-    ]
-    + [_sts(name) for name in STS_SUBSETS]
-    + [
-        Task(
-            name="STSBenchmarkRaw",
-            kind="sts",
-            files=("raw/STSBenchmark/sts-test.csv",),
-            encoding="utf-8",
-            loader=loaders.load_stsb_raw,
-            evaluator="cosine_sts",
-            metrics=STS_METRICS,
-            figures=STS_FIGURES,
-            sort="pair",
-            features="pair",
-            statistics_from="STSBenchmark",
-            mteb=Mteb(
-                "STSBenchmark",
-                "mteb/stsbenchmark-sts",
-                "b0fddb56ed78048fa8b90373c8a3cfc37b684831",
-                1379,
-                POOLED,
-                "cosine, test split, raw cased sentences",
-            ),
-        ),
-    ]
-)
+def parse_task_list(text: str | None, source: str = "--tasks") -> list[str]:
+    """Built-in task names from a comma-separated list (see Registry.parse)."""
+    return builtin().parse(text, source)
 
 
-def build_registry(tasks):
-    """{name: task} after the checks that involve several entries: unique names and aliases, and
-    statistics_from naming a task of the registry that has a train split of its own."""
-    registry = {}
-    spellings = {}
-    for task in tasks:
-        for spelling in (task.name, *task.aliases):
-            key = spelling.lower()
-            if key in spellings:
-                raise ValueError(f"task {task.name}: the name {spelling!r} is also {spellings[key]}'s")
-            spellings[key] = task.name
-        registry[task.name] = task
-    for task in tasks:
-        lender = registry.get(task.statistics_from) if task.statistics_from else None
-        if task.statistics_from and (lender is None or lender.statistics_from):
-            raise ValueError(
-                f"task {task.name}: statistics_from {task.statistics_from!r} is not a task with statistics of its own"
-            )
-    return registry
-
-
-TASKS = build_registry(_DOWNSTREAM + [_probing(n, f) for n, f in PROBING_FILES.items()])
-
-
-def canonical_name(spelling):
-    """The registry name of a task as people write it (any case, or an alias such as STS-B), or None."""
-    key = spelling.strip().lower()
-    for task in TASKS.values():
-        if key in (s.lower() for s in (task.name, *task.aliases)):
-            return task.name
-    return None
-
-
-def parse_task_list(text, source="--tasks"):
-    """Task names from a comma-separated list, in the order given (None: every task, in registry
-    order). Case does not matter and the short names people write (STS-B, SICK-E, SICK-R, COCO) are
-    accepted; an unknown name is an error with a suggestion."""
-    if text is None:
-        return list(TASKS)
-    spellings = [t.strip() for t in text.split(",") if t.strip()]
-    if not spellings:
-        raise EmbevalError("no task named", file=source)
-    names = []
-    for spelling in spellings:
-        name = canonical_name(spelling)
-        if name is None:
-            raise EmbevalError(
-                f"unknown task {spelling}{_suggestion(spelling)}; tasks are {', '.join(TASKS)}", file=source
-            )
-        if name not in names:
-            names.append(name)
-    return names
-
-
-def _suggestion(spelling):
-    known = {s.lower(): t.name for t in TASKS.values() for s in (t.name, *t.aliases)}
-    close = difflib.get_close_matches(spelling.lower(), list(known), n=1, cutoff=0.6)
-    return f" (did you mean {known[close[0]]}?)" if close else ""
+__all__ = [
+    "KINDS",
+    "RENAMED_KINDS",
+    "SENTEVAL_FORMATS",
+    "TASKS",
+    "Registry",
+    "builtin",
+    "canonical_name",
+    "kind",
+    "known_kinds",
+    "loader",
+    "parse_task_list",
+    "read_task_file",
+    "read_task_path",
+    "recorded_spec",
+    "registry",
+    "statistic",
+]

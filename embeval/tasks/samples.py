@@ -32,12 +32,15 @@ class Split:
 
 @dataclass
 class TaskData:
-    """Every split of one task, plus label names where labels are categorical."""
+    """Every split of one task, plus label names where labels are categorical. `spaced`: every
+    sentence is its tokens joined by single spaces (SentEval's files; task files with whitespace
+    tokenization), so a sentence's token count is its spaces plus one."""
 
     name: str
     splits: dict[str, Split]
     classes: list[str] | None = None
     files: list[str] = field(default_factory=list)
+    spaced: bool = True
 
     def sentences(self):
         """All sentence slots of the task, split by split (the export order before dedup)."""
@@ -48,25 +51,32 @@ class TaskData:
 
 
 def token_count(text):
-    """Tokens of an exported sentence (its tokens are joined by single spaces)."""
+    """Tokens of a sentence whose tokens are joined by single spaces."""
     return 0 if not text else text.count(" ") + 1
 
 
-def senteval_order(split, rule):
+def whitespace_token_count(text):
+    """Tokens of a sentence as written: its parts between runs of whitespace."""
+    return len(text.split())
+
+
+def senteval_order(split, rule, spaced=True):
     """The permutation SentEval applies to a split before building folds (a stable sort).
 
     rule 'single': (tokens, label); 'pair': (tokens of A, tokens of B, label or score);
-    'snli': (tokens of B, tokens of A, raw label string); None: file order.
+    'snli': (tokens of B, tokens of A, raw label string); None: file order. spaced: the sentences
+    are tokens joined by single spaces (else their tokens are counted on any whitespace).
     """
     n = len(split)
     if rule is None:
         return np.arange(n)
+    count = token_count if spaced else whitespace_token_count
     label = split.sort_label if split.sort_label is not None else split.y.tolist()
-    ta = [token_count(s) for s in split.a]
+    ta = [count(s) for s in split.a]
     if rule == "single":
         keys = list(zip(ta, label))
     else:
-        tb = [token_count(s) for s in split.b]
+        tb = [count(s) for s in split.b]
         keys = list(zip(ta, tb, label)) if rule == "pair" else list(zip(tb, ta, label))
     return np.array(sorted(range(n), key=keys.__getitem__), dtype=np.int64)
 
@@ -76,3 +86,75 @@ def split_rows(split, row_of):
     ia = np.fromiter((row_of[s] for s in split.a), dtype=np.int64, count=len(split.a))
     ib = None if split.b is None else np.fromiter((row_of[s] for s in split.b), dtype=np.int64, count=len(split.b))
     return ia, ib
+
+
+# Splits from a user's tabular files (embeval.tasks.tabular): texts, labels or scores.
+
+
+def _label_sort_key(values):
+    """Label values in id order when none are declared: numerically when all are integers, else as
+    strings."""
+    if all(v.lstrip("-").isdigit() for v in values):
+        return sorted(values, key=int)
+    return sorted(values)
+
+
+def read_splits(spec, paths, keys, columns, target, training=None):
+    """TaskData of a task whose files (one per split, in `keys` order) hold `columns`, the last one
+    the target: "label" (class ids: the declared labels' order, else those of the `training` split,
+    sorted) or "score" (numbers). Text columns are kept as written, or whitespace-tokenized when the
+    task says so."""
+    from embeval.errors import DataFileError
+    from embeval.tasks import tabular
+    from embeval.tasks.files import join_tokens
+
+    names = dict(spec.column_names)
+    texts = columns[:-1]
+    tokenize = join_tokens if spec.tokenization == "whitespace" else (lambda text: text)
+    loaded = {}
+    for key in keys:
+        path = paths[key]
+        rows = tabular.read_rows(path, spec.format, columns, names, spec.name)
+        parsed = []
+        for line, row in rows:
+            sentences = [tokenize(tabular.text_field(row[c], names.get(c, c), path, spec.name, line)) for c in texts]
+            if target == "score":
+                value = tabular.number_field(
+                    row[columns[-1]], names.get(columns[-1], columns[-1]), path, spec.name, line
+                )
+            else:
+                value = tabular.label_field(
+                    row[columns[-1]], names.get(columns[-1], columns[-1]), path, spec.name, line
+                )
+            parsed.append((line, sentences, value))
+        loaded[key] = (path, parsed)
+    classes = None
+    if target == "label":
+        declared = getattr(spec.params, "labels", None)
+        source = training or keys[0]
+        classes = list(declared) if declared else _label_sort_key({v for _, _, v in loaded[source][1]})
+        ids = {c: i for i, c in enumerate(classes)}
+        for key, (path, parsed) in loaded.items():
+            for line, _, value in parsed:
+                if value not in ids:
+                    where = f"the declared labels ({', '.join(classes)})" if declared else f"the {source} split"
+                    raise DataFileError(
+                        f"label {value!r} of the {key} split is not in {where}", file=path, task=spec.name, line=line
+                    )
+        if len(classes) < 2:
+            path = loaded[source][0]
+            raise DataFileError(
+                f"the label column has one class ({classes[0]!r}); a classification task needs two or more",
+                file=path,
+                task=spec.name,
+            )
+    splits = {}
+    for key, (_path, parsed) in loaded.items():
+        values = [v for _, _, v in parsed]
+        y = np.array([ids[v] for v in values], dtype=np.int64) if target == "label" else np.array(values)
+        a = [s[0] for _, s, _ in parsed]
+        b = [s[1] for _, s, _ in parsed] if len(texts) == 2 else None
+        splits[key] = Split(key, a, y, b=b)
+    return TaskData(
+        spec.name, splits, classes, [p for p, _ in loaded.values()], spaced=spec.tokenization == "whitespace"
+    )

@@ -10,8 +10,8 @@ import pytest
 import torch
 from coco_helpers import caption_encoder, chance_recall, write_coco
 
-from embeval.evaluate import retrieval
-from embeval.evaluate.retrieval import (
+from embeval.evaluate import ranking as retrieval
+from embeval.evaluate.ranking import (
     CaptionSplit,
     RankingModel,
     contrast_draw,
@@ -384,7 +384,7 @@ def test_cuda_and_cpu_agree(related):
             {k: split_rows(s, row_of) for k, s in data.splits.items()},
             torch.device(device),
         )
-        results[device] = retrieval.evaluate_retrieval(ctx)
+        results[device] = retrieval.evaluate_ranking(ctx)
     for direction in ("i2t", "t2i"):
         for key in ("r1", "r5", "r10"):
             assert abs(results["cpu"]["acc"][direction][key] - results["cuda"]["acc"][direction][key]) < 3

@@ -295,7 +295,7 @@ def caption_split(ctx, name, table=None):
     return CaptionSplit(ctx.table if table is None else table, ctx.rows[name][0], split.y, split.images, ctx.device)
 
 
-def evaluate_retrieval(ctx):
+def evaluate_ranking(ctx):
     """COCO: {"devacc": best dev score, "acc": {"i2t": {r1, r5, r10, medr}, "t2i": {...}},
     "ndev": dev captions, "ntest": test captions}, R@K in % averaged over 5 folds.
 

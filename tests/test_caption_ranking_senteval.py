@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from embeval.evaluate import retrieval
-from embeval.evaluate.retrieval import (
+from embeval.evaluate import ranking as retrieval
+from embeval.evaluate.ranking import (
     CaptionSplit,
     RankingModel,
     evaluate_split,

@@ -1,0 +1,75 @@
+"""MTEB's bitext mining protocol, as mteb 2.26.24 computes it (BitextMiningEvaluator, AbsTaskBitextMining).
+
+Each sentence of the first side is matched with its nearest neighbour on the other side by the model's
+similarity (the cosine here); the gold match of sentence i is sentence i (BUCC names its own pairs).
+Figures, from scikit-learn over (gold, predicted) indices with zero_division=0: accuracy, and precision,
+recall and F1 averaged over the gold classes weighted by their support ("weighted"); the main score of
+most tasks is f1. With one gold sentence per class, weighted recall equals accuracy, a class's F1 is
+2 / (1 + c) when its sentence is matched correctly and c sentences in all chose it, and its precision 1 / c.
+
+Ties: mteb takes torch.topk(k=1) of the similarities, which leaves the choice among exactly equal
+similarities (duplicate sentences) unspecified; here the lowest index wins.
+
+The figures are not means of fixed per-sentence values (a sentence's precision depends on how many other
+sentences chose the same match), so `weighted_figures` computes them under item weights directly: the
+figure of a bootstrap resample (weights = counts) equals scikit-learn's on the resampled sentences.
+"""
+
+import numpy as np
+
+BLOCK_CELLS = 1 << 22  # similarities held at once
+
+
+def nearest(queries: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+    """(queries,) the index of each query's most cosine-similar candidate (the lowest index among ties)."""
+    q = np.asarray(queries, dtype=np.float64)
+    c = np.asarray(candidates, dtype=np.float64)
+    q = q / np.linalg.norm(q, axis=1, keepdims=True)
+    c = c / np.linalg.norm(c, axis=1, keepdims=True)
+    out = np.empty(len(q), dtype=np.int64)
+    block = max(1, BLOCK_CELLS // max(1, len(c)))
+    for start in range(0, len(q), block):
+        out[start : start + block] = (q[start : start + block] @ c.T).argmax(1)
+    return out
+
+
+def weighted_figures(W: np.ndarray, gold: np.ndarray, predicted: np.ndarray) -> dict[str, np.ndarray]:
+    """{"accuracy", "precision", "recall", "f1"}: (b,) the figures of each row of item weights W (b, n),
+    as scikit-learn's weighted averages over gold classes with sample weights W[row]."""
+    W = np.atleast_2d(np.asarray(W, dtype=np.float64))
+    gold, predicted = np.asarray(gold, dtype=np.int64), np.asarray(predicted, dtype=np.int64)
+    classes, index = np.unique(np.concatenate([gold, predicted]), return_inverse=True)
+    gold_class, predicted_class = index[: len(gold)], index[len(gold) :]
+    hit = (gold == predicted).astype(np.float64)
+
+    def per_class(weights, labels):  # (b, classes) sums of the weights of the items of each class
+        out = np.zeros((len(W), len(classes)))
+        np.add.at(out.T, labels, weights.T)
+        return out
+
+    support = per_class(W, gold_class)
+    chosen = per_class(W, predicted_class)
+    true_positive = per_class(W * hit, gold_class)
+    total = W.sum(1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        precision = np.where(chosen > 0, true_positive / chosen, 0.0)
+        recall = np.where(support > 0, true_positive / support, 0.0)
+        f1 = np.where(support + chosen > 0, 2 * true_positive / (support + chosen), 0.0)
+    return {
+        "accuracy": (W @ hit) / total,
+        "precision": (support * precision).sum(1) / total,
+        "recall": (support * recall).sum(1) / total,
+        "f1": (support * f1).sum(1) / total,
+    }
+
+
+def mteb_scores(gold: np.ndarray, predicted: np.ndarray) -> dict[str, float]:
+    """The figures as mteb reports them, main score f1."""
+    figures = {name: float(v[0]) for name, v in weighted_figures(np.ones((1, len(gold))), gold, predicted).items()}
+    return {
+        "precision": figures["precision"],
+        "recall": figures["recall"],
+        "f1": figures["f1"],
+        "accuracy": figures["accuracy"],
+        "main_score": figures["f1"],
+    }

@@ -1,0 +1,261 @@
+"""MTEB's clustering protocols, as mteb 2.26.24 runs them; and their bootstrap statistics.
+
+mteb 2.26 has two live clustering protocols, so both are here:
+
+`bootstrap_clustering`: AbsTaskClustering (the "fast" one, 62 text tasks that are not superseded,
+all of MTEB(eng, v2)'s clustering: ArXivHierarchical*, Biorxiv/Medrxiv*.v2, StackExchange*.v2,
+TwentyNewsgroups.v2).
+- Documents embedded: all of the split, or a sample without replacement of
+  max_document_to_embed (e.g. 2048), or of int(max_fraction_of_documents_to_embed * n) documents
+  (the default fraction is 0.04; every MTEB(eng, v2) clustering task uses it), drawn by the
+  task's `random.Random(seed)` (seed 42) as `rng.sample(range(n), k)`.
+- Levels: a document's label is a label or a list of labels (one per level of a hierarchy). Level i
+  holds the documents with an i-th label; levels run to the longest list, or max_depth if smaller.
+  (mteb marks a missing label -1 and drops it where the level's labels are numbers; where they are
+  strings numpy turns -1 into "-1", which stays in as a class of its own. level_codes does the same.)
+- Per level: MiniBatchKMeans(n_clusters = distinct labels of the level's documents, batch_size 512,
+  init k-means++, n_init 1, random_state = seed); n_experiments (10) times: max_documents_per_cluster
+  (16,384) of the level's documents drawn with replacement (`rng.choices(range(m), k=16384)`, the
+  same random.Random that drew the sample, continued), clustered by fit_predict, and scored by
+  scikit-learn's v_measure_score and adjusted_mutual_info_score against their labels.
+- Figures: `v_measure` (main) the mean of every level's experiments pooled, `v_measure_std` their
+  population standard deviation, `v_measures` {"Level i": [per experiment]}; `ami`, `ami_std`,
+  `ami_scores` alike. One random.Random serves a task's subsets one after another (pass `rng` on).
+- A level with one distinct label: mteb clusters it into one cluster (v-measure and AMI 1).
+
+`set_clustering`: AbsTaskClusteringLegacy (21 text tasks live, e.g. WikiCitiesClustering,
+RomaniBibleClustering and MasakhaNEWSClusteringS2S in MTEB(Multilingual, v2)); each row of the split
+is a set of documents with labels.
+- Per set: MiniBatchKMeans(n_clusters = distinct labels of the set, batch_size 500, n_init "auto"
+  (1 with k-means++), random_state 42) fitted on the set; its labels_ scored by v_measure_score.
+- Figures: `v_measure` (main) the mean over the sets, `v_measure_std` the population standard
+  deviation, `v_measures` the list. A set with one distinct label: mteb does not embed it and
+  counts v-measure 1.
+
+embeval refuses a level or set with one distinct label (EmbevalError): its figure says nothing of
+the vectors. Clusterings equal mteb's under equal seeds: the same scikit-learn calls on the same
+rows in the same order and dtype.
+
+Bootstrap: items are the documents (the embedded sample, for the bootstrap protocol). A
+resample weights each document; each experiment's clusters stay fixed and its v-measure is taken
+with weights (draw count x resample count), then averaged as the figure is.
+"""
+
+import random
+
+import numpy as np
+from sklearn.cluster import MiniBatchKMeans
+from sklearn.metrics.cluster import adjusted_mutual_info_score, v_measure_score
+
+from embeval.errors import EmbevalError
+from embeval.stats import Statistic
+
+MTEB_VERSION = "2.26.24"
+SEED = 42
+MAIN_SCORE = "v_measure"
+BOOTSTRAP = {  # AbsTaskClustering's defaults
+    "max_fraction": 0.04,
+    "max_documents": None,
+    "cluster_size": 16_384,
+    "n_experiments": 10,
+    "batch_size": 512,
+    "max_depth": None,
+}
+SET_BATCH_SIZE = 500  # AbsTaskClusteringLegacy's evaluator
+
+
+def embedded_documents(n: int, rng: random.Random, max_fraction=0.04, max_documents=None) -> np.ndarray:
+    """The documents mteb embeds, in its order: all n, or its sample of them (see the module docstring)."""
+    if max_fraction is not None and max_documents is not None:
+        raise ValueError("set max_fraction or max_documents, not both")
+    if max_fraction is None and max_documents is None:
+        return np.arange(n)
+    k = int(max_fraction * n) if max_fraction is not None else int(max_documents)
+    return np.array(rng.sample(range(n), k=min(n, k)), dtype=np.int64)
+
+
+def level_codes(labels) -> np.ndarray:
+    """(levels, n) int codes of the documents' labels at each level, -1 where a document is left out.
+
+    labels: one label per document (int or str), or one list of labels per document (a hierarchy;
+    lists may be shorter). As in mteb, a document without an i-th label counts as -1 at level i,
+    and -1 is left out where the level's labels are numbers; where they are strings, numpy turns
+    -1 into the string "-1", which mteb keeps as a class of its own, and so does this."""
+    rows = [list(label) if isinstance(label, (list, tuple, np.ndarray)) else [label] for label in labels]
+    depth = max((len(row) for row in rows), default=0)
+    codes = np.full((depth, len(rows)), -1, dtype=np.int64)
+    for level in range(depth):
+        values = np.array([row[level] if len(row) > level else -1 for row in rows])
+        kept = values != -1 if values.dtype.kind in "biuf" else np.ones(len(values), dtype=bool)
+        if kept.any():
+            codes[level, kept] = np.unique(values[kept], return_inverse=True)[1]
+    return codes
+
+
+def _refuse_one_label(what, n_labels, task):
+    if n_labels < 2:
+        raise EmbevalError(f"{what} has {n_labels} distinct label(s); clustering needs 2 or more", task=task)
+
+
+def bootstrap_clustering(
+    vectors: np.ndarray,
+    labels,
+    *,
+    seed: int = SEED,
+    rng: random.Random | None = None,
+    max_fraction: float | None = 0.04,
+    max_documents: int | None = None,
+    cluster_size: int = 16_384,
+    n_experiments: int = 10,
+    batch_size: int = 512,
+    max_depth: int | None = None,
+    task: str | None = None,
+):
+    """(figures, arrays) of AbsTaskClustering on one split: the vectors of all n documents (rows in
+    the split's order, the dtype mteb would get) and their labels (see level_codes).
+
+    rng: mteb's task-wide random.Random (fresh random.Random(seed) if None); it is advanced as mteb
+    advances it. arrays, one row per embedded document and one column per experiment (levels in
+    turn): "documents" (k,) its row in the split, "gold" (k, e) its label code at the experiment's
+    level (-1 if none), "count" (k, e) how often the experiment drew it, "pred" (k, e) its cluster
+    there (-1 if not drawn)."""
+    vectors = np.asarray(vectors)
+    rng = random.Random(seed) if rng is None else rng
+    documents = embedded_documents(len(vectors), rng, max_fraction, max_documents)
+    if len(documents) == 0:
+        raise EmbevalError("no document to cluster (the split is too small for the fraction embedded)", task=task)
+    embedded = vectors[documents]
+    gold = level_codes([labels[j] for j in documents])
+    depth = len(gold) if max_depth is None else min(max_depth, len(gold))
+    scores = {"v_measure": {}, "ami": {}}
+    golds, counts, predictions = [], [], []
+    for level in range(depth):
+        members = np.flatnonzero(gold[level] >= 0)
+        level_gold = gold[level, members]
+        n_clusters = np.unique(level_gold).size
+        _refuse_one_label(f"clustering level {level}", n_clusters, task)
+        if cluster_size < n_clusters:
+            raise EmbevalError(f"{cluster_size} documents per experiment cannot form {n_clusters} clusters", task=task)
+        model = MiniBatchKMeans(
+            n_clusters=n_clusters, batch_size=batch_size, init="k-means++", n_init=1, random_state=seed
+        )
+        level_vectors = embedded[members]
+        for name in scores:
+            scores[name][f"Level {level}"] = []
+        for _ in range(n_experiments):
+            drawn = np.array(rng.choices(range(len(members)), k=cluster_size), dtype=np.int64)
+            assignment = model.fit_predict(level_vectors[drawn])
+            scores["v_measure"][f"Level {level}"].append(float(v_measure_score(level_gold[drawn], assignment)))
+            scores["ami"][f"Level {level}"].append(float(adjusted_mutual_info_score(level_gold[drawn], assignment)))
+            count = np.zeros(len(documents))
+            np.add.at(count, members[drawn], 1.0)
+            pred = np.full(len(documents), -1, dtype=np.int64)
+            pred[members[drawn]] = assignment
+            golds.append(gold[level])
+            counts.append(count)
+            predictions.append(pred)
+    figures = {}
+    for name, by_level in scores.items():
+        flat = [value for values in by_level.values() for value in values]
+        figures[name] = float(np.mean(flat))
+        figures[f"{name}_std"] = float(np.std(flat))
+        figures["v_measures" if name == "v_measure" else f"{name}_scores"] = by_level
+    arrays = {
+        "documents": documents,
+        "gold": np.stack(golds, axis=1),
+        "count": np.stack(counts, axis=1),
+        "pred": np.stack(predictions, axis=1),
+    }
+    return figures, arrays
+
+
+def set_clustering(sets, *, seed: int = SEED, batch_size: int = SET_BATCH_SIZE, task: str | None = None):
+    """(figures, arrays) of AbsTaskClusteringLegacy on one split: sets is a sequence of (vectors,
+    labels), one per row of the split. arrays (all sets' documents in order): "gold" (n,) label
+    codes within each set, "pred" (n,) clusters, "group" (n,) the set."""
+    v_measures, gold, pred, group = [], [], [], []
+    for index, (vectors, labels) in enumerate(sets):
+        codes = np.unique(np.asarray(labels), return_inverse=True)[1].reshape(-1)
+        n_clusters = int(codes.max()) + 1 if len(codes) else 0
+        _refuse_one_label(f"clustering set {index}", n_clusters, task)
+        model = MiniBatchKMeans(
+            n_clusters=n_clusters, batch_size=batch_size, n_init="auto", compute_labels=True, random_state=seed
+        )
+        assignment = model.fit(np.asarray(vectors)).labels_
+        v_measures.append(float(v_measure_score(codes, assignment)))
+        gold.append(codes)
+        pred.append(assignment.astype(np.int64))
+        group.append(np.full(len(codes), index, dtype=np.int64))
+    if not v_measures:
+        raise EmbevalError("no clustering set", task=task)
+    figures = {
+        "v_measure": float(np.mean(v_measures)),
+        "v_measure_std": float(np.std(v_measures)),
+        "v_measures": v_measures,
+    }
+    return figures, {"gold": np.concatenate(gold), "pred": np.concatenate(pred), "group": np.concatenate(group)}
+
+
+# Weighted statistics: W (b, n) counts of the documents -> (b,) values.
+
+
+def _xlogx(x):
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(x > 0, x * np.log(np.where(x > 0, x, 1)), 0.0)
+
+
+def _sums(W, codes):
+    """(b, distinct codes) weighted count of each code, and (b,) how many codes have weight."""
+    order = np.argsort(codes, kind="stable")
+    sorted_codes = codes[order]
+    starts = np.r_[0, np.flatnonzero(sorted_codes[1:] != sorted_codes[:-1]) + 1]
+    sums = np.add.reduceat(W[:, order], starts, axis=1)
+    return sums, (sums > 0).sum(1)
+
+
+def weighted_v_measure(W, gold, pred):
+    """scikit-learn's v_measure_score with item weights W (b, n) (integer counts: the items repeated);
+    gold and pred are non-negative int codes. Items of weight 0 are absent."""
+    n_clusters = int(pred.max()) + 1 if len(pred) else 1
+    classes, n_classes = _sums(W, gold)
+    clusters, n_found = _sums(W, pred)
+    cells, _ = _sums(W, gold * n_clusters + pred)
+    total = W.sum(1)
+    log_total = np.log(np.where(total > 0, total, 1))
+    sum_classes, sum_clusters = _xlogx(classes).sum(1), _xlogx(clusters).sum(1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mutual = np.maximum((_xlogx(cells).sum(1) - sum_classes - sum_clusters) / total + log_total, 0.0)
+        entropy_classes = log_total - sum_classes / total
+        entropy_clusters = log_total - sum_clusters / total
+        homogeneity = np.where(n_classes > 1, mutual / entropy_classes, 1.0)
+        completeness = np.where(n_found > 1, mutual / entropy_clusters, 1.0)
+        v = 2 * homogeneity * completeness / (homogeneity + completeness)
+    return np.where(homogeneity + completeness == 0, 0.0, v)
+
+
+def bootstrap_v_measure(W, arrays):
+    """The bootstrap protocol's v_measure: the mean over experiments of the v-measure of the drawn
+    documents with weights (draw count x W)."""
+    values = []
+    for gold, count, pred in zip(arrays["gold"].T, arrays["count"].T, arrays["pred"].T, strict=True):
+        members = count > 0
+        values.append(weighted_v_measure(W[:, members] * count[members], gold[members], pred[members]))
+    return np.mean(values, axis=0)
+
+
+def set_v_measure(W, arrays):
+    """The set protocol's v_measure: the mean over sets of each set's weighted v-measure (resample
+    within each set, arrays["group"], to keep every set)."""
+    groups = arrays["group"]
+    values = [
+        weighted_v_measure(W[:, groups == g], arrays["gold"][groups == g], arrays["pred"][groups == g])
+        for g in np.unique(groups)
+    ]
+    return np.mean(values, axis=0)
+
+
+# figure -> embeval.stats.Statistic (the set protocol resampled within each set)
+STATISTICS = {
+    "bootstrap.v_measure": Statistic(bootstrap_v_measure, stratified=False),
+    "sets.v_measure": Statistic(set_v_measure, stratified=True),
+}

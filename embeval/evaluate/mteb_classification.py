@@ -1,0 +1,210 @@
+"""MTEB's classification protocol, as mteb 2.26.24 runs it (AbsTaskClassification); and its bootstrap statistics.
+
+What mteb does on one subset and evaluation split:
+
+- Experiments: n_experiments (10) training sets, each undersampled from the train split. The
+  train rows' order is shuffled by numpy's legacy `RandomState(seed).shuffle` (seed 42), afresh
+  each experiment but on the order the previous experiment left, so experiment e uses the
+  permutation applied e + 1 times; going through that order, a row is taken while its label has
+  fewer than samples_per_label (8; 16, 20, 32 or 128 for some tasks) rows taken. The training set
+  keeps that order.
+- Classifier: scikit-learn's LogisticRegression(max_iter=100) with random_state = seed, the rest
+  scikit-learn's defaults (lbfgs, L2, C=1, tol 1e-4, intercept), fitted on the experiment's rows
+  and predicting every row of the evaluation split (vectors as the encoder gave them).
+- Figures per experiment, scikit-learn's on the predicted labels: accuracy, f1 (macro),
+  f1_weighted, precision (macro), precision_weighted, recall (macro), recall_weighted, and for a
+  binary evaluation split (two distinct labels) ap and ap_weighted: average_precision_score of the
+  hard predictions (binary, so the two are equal). Reported: the mean over experiments of each
+  (ap NaN when not binary) and `scores_per_experiment`. Main figure `accuracy` (`f1` for 23 of
+  the 352 single-label text classification tasks mteb 2.26 has not superseded); fractions in [0, 1].
+- Cross-validation (`is_cross_validation`, 3 SciRepEval tasks): KFold(n_splits=5, shuffle=True,
+  random_state=seed) over the one split; fold i is experiment i, its train rows undersampled as
+  above, except that the order carried over has the length of the first fold's train rows (a
+  later, larger fold never draws its last rows).
+
+Bootstrap: the test items are resampled; each experiment's predictions stay fixed and a figure is
+averaged over experiments as reported (`STATISTICS`).
+"""
+
+from collections import defaultdict
+
+import numpy as np
+from scipy import sparse
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import accuracy_score, average_precision_score, f1_score, precision_score, recall_score
+from sklearn.model_selection import KFold
+
+from embeval.stats import Statistic
+
+MTEB_VERSION = "2.26.24"
+SEED = 42
+N_EXPERIMENTS = 10
+SAMPLES_PER_LABEL = 8
+MAX_ITER = 100
+N_SPLITS = 5
+MAIN_SCORE = "accuracy"
+FIGURES = ("accuracy", "f1", "f1_weighted", "precision", "precision_weighted", "recall", "recall_weighted")
+
+
+def undersample(labels, order, samples_per_label: int, seed: int = SEED):
+    """(shuffled order, rows taken) of one experiment: `order` (a list of row indices into labels)
+    shuffled by RandomState(seed), then up to samples_per_label rows of each label in that order."""
+    order = list(order)
+    np.random.RandomState(seed).shuffle(order)
+    taken, chosen = defaultdict(int), []
+    for row in order:
+        if taken[labels[row]] < samples_per_label:
+            chosen.append(row)
+            taken[labels[row]] += 1
+    return order, np.array(chosen, dtype=np.int64)
+
+
+def training_rows(
+    train_labels, n_experiments: int = N_EXPERIMENTS, samples_per_label: int = SAMPLES_PER_LABEL, seed: int = SEED
+) -> list[np.ndarray]:
+    """The train rows of each experiment, in mteb's order."""
+    labels = np.asarray(train_labels).tolist()
+    order, rows = list(range(len(labels))), []
+    for _ in range(n_experiments):
+        order, chosen = undersample(labels, order, samples_per_label, seed)
+        rows.append(chosen)
+    return rows
+
+
+def classifier(seed: int = SEED, max_iter: int = MAX_ITER) -> LogisticRegression:
+    return LogisticRegression(max_iter=max_iter, random_state=seed)
+
+
+def experiment_figures(gold, pred) -> dict:
+    """mteb's figures of one experiment's predictions."""
+    scores = {
+        "accuracy": accuracy_score(gold, pred),
+        "f1": f1_score(gold, pred, average="macro"),
+        "f1_weighted": f1_score(gold, pred, average="weighted"),
+        "precision": precision_score(gold, pred, average="macro"),
+        "precision_weighted": precision_score(gold, pred, average="weighted"),
+        "recall": recall_score(gold, pred, average="macro"),
+        "recall_weighted": recall_score(gold, pred, average="weighted"),
+        "ap": None,
+        "ap_weighted": None,
+    }
+    if len(np.unique(gold)) == 2:
+        scores["ap"] = average_precision_score(gold, pred, average="macro")
+        scores["ap_weighted"] = average_precision_score(gold, pred, average="weighted")
+    return {name: value if value is None else float(value) for name, value in scores.items()}
+
+
+def average(per_experiment) -> dict:
+    """The mean over experiments of each figure (NaN for ap when no experiment has one), and the list."""
+    out = {}
+    for name in per_experiment[0]:
+        values = [scores[name] for scores in per_experiment if scores[name] is not None]
+        out[name] = float(np.mean(values)) if values else float("nan")
+    out["scores_per_experiment"] = per_experiment
+    return out
+
+
+def classify(
+    train_vectors: np.ndarray,
+    train_labels,
+    test_vectors: np.ndarray,
+    test_labels,
+    *,
+    n_experiments: int = N_EXPERIMENTS,
+    samples_per_label: int = SAMPLES_PER_LABEL,
+    seed: int = SEED,
+    max_iter: int = MAX_ITER,
+):
+    """(figures, arrays) of AbsTaskClassification on one split. arrays: "gold" (n,) the test labels,
+    "pred" (n, experiments) each experiment's predictions."""
+    train_labels, test_labels = np.asarray(train_labels), np.asarray(test_labels)
+    model = classifier(seed, max_iter)
+    per_experiment, predictions = [], []
+    for rows in training_rows(train_labels, n_experiments, samples_per_label, seed):
+        model.fit(train_vectors[rows], train_labels[rows].tolist())
+        pred = model.predict(test_vectors)
+        per_experiment.append(experiment_figures(test_labels.tolist(), pred))
+        predictions.append(pred)
+    return average(per_experiment), {"gold": test_labels, "pred": np.stack(predictions, axis=1)}
+
+
+def cross_validate(
+    vectors: np.ndarray,
+    labels,
+    *,
+    samples_per_label: int = SAMPLES_PER_LABEL,
+    seed: int = SEED,
+    max_iter: int = MAX_ITER,
+    n_splits: int = N_SPLITS,
+):
+    """(figures, arrays) of AbsTaskClassification with is_cross_validation. arrays: "gold" (n,),
+    "pred" (n, 1) each row's prediction in its fold, "group" (n,) its fold."""
+    labels = np.asarray(labels)
+    model = classifier(seed, max_iter)
+    per_experiment = []
+    pred, fold = np.empty(len(labels), dtype=labels.dtype), np.empty(len(labels), dtype=np.int64)
+    order = None
+    for index, (train, test) in enumerate(KFold(n_splits=n_splits, shuffle=True, random_state=seed).split(labels)):
+        fold_labels = labels[train].tolist()
+        order, chosen = undersample(fold_labels, range(len(train)) if order is None else order, samples_per_label, seed)
+        model.fit(vectors[train][chosen], [fold_labels[row] for row in chosen])
+        pred[test] = model.predict(vectors[test])
+        fold[test] = index
+        per_experiment.append(experiment_figures(labels[test].tolist(), pred[test]))
+    return average(per_experiment), {"gold": labels, "pred": pred[:, None], "group": fold}
+
+
+# Weighted statistics: W (b, n) counts of the test items -> (b,) values.
+
+
+def _codes(arrays):
+    """(gold (n,), predictions (n, experiments), number of labels) as int codes of the labels."""
+    classes, codes = np.unique(np.column_stack([arrays["gold"], arrays["pred"]]), return_inverse=True)
+    codes = codes.reshape(len(arrays["gold"]), -1)
+    return codes[:, 0], codes[:, 1:], len(classes)
+
+
+def _by_group(statistic):
+    """The statistic per fold, averaged over folds, when the arrays have folds ("group")."""
+
+    def grouped(W, arrays):
+        if "group" not in arrays:
+            return statistic(W, arrays)
+        groups = arrays["group"]
+        members = [groups == g for g in np.unique(groups)]
+        values = [statistic(W[:, m], {"gold": arrays["gold"][m], "pred": arrays["pred"][m]}) for m in members]
+        return np.mean(values, axis=0)
+
+    return grouped
+
+
+@_by_group
+def accuracy(W, arrays):
+    """The mean over experiments of the weighted accuracy (fraction)."""
+    correct = (arrays["pred"] == arrays["gold"][:, None]).mean(1)
+    return (W @ correct) / W.sum(1)
+
+
+def _one_hot(codes, n_classes):
+    return sparse.csr_array((np.ones(len(codes)), (np.arange(len(codes)), codes)), shape=(len(codes), n_classes))
+
+
+@_by_group
+def macro_f1(W, arrays):
+    """The mean over experiments of scikit-learn's macro F1 with item weights: the mean F1 of the
+    labels present (weight > 0) in the resample's gold or predicted labels."""
+    gold, predictions, n_classes = _codes(arrays)
+    gold_hot = _one_hot(gold, n_classes)
+    in_gold = np.asarray(W @ gold_hot)
+    values = []
+    for pred in predictions.T:
+        true_positive = np.asarray((W * (pred == gold)) @ gold_hot)
+        denominator = in_gold + np.asarray(W @ _one_hot(pred, n_classes))
+        present = denominator > 0
+        f1 = np.where(present, 2 * true_positive / np.where(present, denominator, 1), 0.0)
+        values.append(f1.sum(1) / present.sum(1))
+    return np.mean(values, axis=0)
+
+
+# figure -> embeval.stats.Statistic (stratified: resampled within folds where the arrays have them)
+STATISTICS = {"accuracy": Statistic(accuracy, stratified=True), "f1": Statistic(macro_f1, stratified=True)}

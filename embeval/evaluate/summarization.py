@@ -1,0 +1,91 @@
+"""MTEB's summarization protocol (SummEval), as mteb 2.26.24 computes it, per text and averaged.
+
+mteb/_evaluators/text/summarization_evaluator.py: each machine summary of a text is scored by its
+largest cosine (and, separately, its largest dot product) with the human summaries of the same text;
+per text, the Spearman and Pearson correlations of those scores with the human relevance grades are
+computed (scipy), and the figures are their means over texts. A text is left out when its grades are
+all equal, or its machine summaries' best cosines are all equal, or their best dot products are all
+equal. mteb rescales grades to [0, 1] first ((x - min) / (max - min)), which changes no correlation.
+Keys: cosine_spearman (main score), cosine_pearson, dot_spearman, dot_pearson, and spearman/pearson
+for the model's own similarity, which is the cosine here.
+
+SummEval (the original task, type Summarization) is scored by mteb's DeprecatedSummarizationEvaluator,
+which keeps a bug for comparability (mteb issue 1156): it averages each text's (correlation, p-value)
+pair together, i.e. the figure is the mean over texts of (r + p) / 2. SummEvalSummarization.v2 uses the
+fixed evaluator. `mteb_scores(values, deprecated=True)` gives the former.
+
+mteb computes cosines and dot products in float32 (mteb.similarity_functions); here they are float64,
+which moves the figures by about 1e-8 and could, only for summaries whose scores agree to float32's
+resolution, change a tie in Spearman's ranks or the rule that leaves a text out.
+"""
+
+import numpy as np
+from scipy.stats import pearsonr, spearmanr
+
+KINDS = ("cosine", "dot")
+
+
+def best_scores(
+    machine: np.ndarray, human: np.ndarray, machine_text: np.ndarray, human_text: np.ndarray
+) -> dict[str, np.ndarray]:
+    """{"cosine", "dot"}: (machine summaries,) each machine summary's largest cosine / dot product with
+    the human summaries of its text (machine_text, human_text: the text index of each summary)."""
+    machine, human = np.asarray(machine, dtype=np.float64), np.asarray(human, dtype=np.float64)
+    machine_unit = machine / np.linalg.norm(machine, axis=1, keepdims=True)
+    human_unit = human / np.linalg.norm(human, axis=1, keepdims=True)
+    out = {kind: np.full(len(machine), np.nan) for kind in KINDS}
+    for text in np.unique(machine_text):
+        m, h = np.flatnonzero(machine_text == text), np.flatnonzero(human_text == text)
+        if len(h) == 0:
+            raise ValueError(f"text {text} has machine summaries but no human summary")
+        out["cosine"][m] = (machine_unit[m] @ human_unit[h].T).max(1)
+        out["dot"][m] = (machine[m] @ human[h].T).max(1)
+    return out
+
+
+def per_text(scores: dict[str, np.ndarray], gold: np.ndarray, machine_text: np.ndarray) -> dict[str, np.ndarray]:
+    """Per text (ascending text index): "kept" (bool, mteb's rule) and for each kind its Spearman and
+    Pearson correlation with the grades and their p-values ("cosine_spearman", "cosine_spearman_p", ...);
+    NaN for texts left out."""
+    gold = np.asarray(gold, dtype=np.float64)
+    texts = np.unique(machine_text)
+    out = {"kept": np.zeros(len(texts), dtype=bool)}
+    for kind in KINDS:
+        for name in ("spearman", "pearson"):
+            out[f"{kind}_{name}"] = np.full(len(texts), np.nan)
+            out[f"{kind}_{name}_p"] = np.full(len(texts), np.nan)
+    for i, text in enumerate(texts):
+        member = machine_text == text
+        constant = [np.all(values[member] == values[member][0]) for values in (gold, scores["cosine"], scores["dot"])]
+        if any(constant):
+            continue
+        out["kept"][i] = True
+        for kind in KINDS:
+            for name, correlation in (("spearman", spearmanr), ("pearson", pearsonr)):
+                result = correlation(gold[member], scores[kind][member])
+                out[f"{kind}_{name}"][i], out[f"{kind}_{name}_p"][i] = result.statistic, result.pvalue
+    return out
+
+
+def item_values(values: dict[str, np.ndarray], deprecated: bool = False) -> dict[str, np.ndarray]:
+    """Each kept text's value of every figure (the figure is their mean): the correlation, or with
+    `deprecated` (SummEval v1) the mean of the correlation and its p-value."""
+    kept = values["kept"]
+    out = {}
+    for kind in KINDS:
+        for name in ("spearman", "pearson"):
+            key = f"{kind}_{name}"
+            out[key] = (values[key] + values[key + "_p"]) / 2 if deprecated else values[key]
+            out[key] = out[key][kept]
+    return out
+
+
+def mteb_scores(values: dict[str, np.ndarray], deprecated: bool = False) -> dict[str, float]:
+    """The figures as mteb reports them (the model's similarity taken as the cosine)."""
+    means = {name: float(np.mean(v)) for name, v in item_values(values, deprecated).items()}
+    return {
+        "pearson": means["cosine_pearson"],
+        "spearman": means["cosine_spearman"],
+        **means,
+        "main_score": means["cosine_spearman"],
+    }

@@ -1,0 +1,111 @@
+"""Semantic textual similarity without training: the cosine of the two sentence vectors against the
+gold score (STS12-16, STSBenchmarkRaw, and a user's scored pairs).
+
+Files: one or more subsets, each a file with sentence1, sentence2 and score columns; the [files]
+keys name the subsets (a single file: `test`). Figures per subset (Pearson, Spearman, n) and over
+all subsets: SentEval's `mean` and `wmean` (weighted by n) and `pooled` (one correlation over all
+pairs: SimCSE's and MTEB's "all"); the headline is the pooled Spearman (a task's `figure` may
+choose another aggregation). Cosines are float64 sums that do not depend on the BLAS build
+(identical vectors give exactly 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from embeval.tasks.figures import Column, Figure, lookup
+from embeval.tasks.kind import Kind, Line, ci_text, pct
+from embeval.tasks.spec import TaskSpec
+
+FIGURES = (
+    Figure("all.spearman.pooled", "cosine Spearman, all pairs pooled", False),
+    Figure("all.spearman.wmean", "cosine Spearman, n-weighted mean over subsets", False),
+    Figure("all.spearman.mean", "cosine Spearman, mean over subsets", False),
+    Figure("all.pearson.pooled", "cosine Pearson, all pairs pooled", False),
+)
+AGGREGATIONS = (("mean", "mean"), ("wmean", "wmean"), ("pooled", 'pooled ("all")'))
+
+
+def correlation_lines(
+    results: Mapping[str, Any], ci: Mapping[str, Any] | None, prefix: str = "", label: str = "cosine"
+) -> list[Line]:
+    lines = []
+    for coef in ("spearman", "pearson"):
+        a = (results.get("all") or {}).get(coef) or {}
+        lines.append(
+            Line(
+                f"{label} {coef.capitalize()} x100 mean | wmean | pooled",
+                f"{pct(a.get('mean'))} | {pct(a.get('wmean'))} | {pct(a.get('pooled'))}"
+                + ci_text(ci, f"{prefix}all.{coef}.pooled"),
+            )
+        )
+    return lines
+
+
+class Sts(Kind):
+    name = "sts"
+    summary = "scored sentence pairs; cosine similarity, no training"
+    aggregations = AGGREGATIONS
+    aggregation_path = "all.{coef}.{aggregation}"
+
+    def file_keys(self, protocol: str | None) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
+        return (), (), True
+
+    def column_keys(self, protocol: str | None) -> tuple[str, ...]:
+        return ("sentence1", "sentence2", "score")
+
+    def load(self, spec: TaskSpec, paths: Mapping[str, Path]) -> Any:
+        from embeval.tasks.samples import read_splits
+
+        return read_splits(spec, paths, tuple(paths), ("sentence1", "sentence2", "score"), "score")
+
+    def evaluate(self, ctx: Any) -> Any:
+        from embeval.evaluate import sts
+
+        return sts.evaluate_cosine_sts(ctx)
+
+    def figures(self, spec: TaskSpec) -> tuple[Figure, ...]:
+        return FIGURES
+
+    def lines(self, spec: TaskSpec, results: Mapping[str, Any], ci: Mapping[str, Any] | None) -> list[Line]:
+        lines = correlation_lines(results, ci)
+        normalized = results.get("normalized")
+        if isinstance(normalized, Mapping):
+            lines += correlation_lines(normalized, ci, "normalized.", f"{normalized.get('method')} cosine")
+        return lines
+
+    def columns(self, spec: TaskSpec) -> tuple[Column, ...]:
+        if not spec.report.show:
+            return ()
+        note = (
+            "all pairs of the subsets pooled into one correlation (SimCSE's \"all\"; not SentEval's mean or "
+            "weighted mean over subsets)"
+        )
+        return (
+            Column(
+                spec.report.group or "sts",
+                "all.spearman.pooled",
+                "Spearman x100",
+                scale=100.0,
+                header=spec.report.header,
+                order=spec.report.order,
+                measure="spearman",
+                protocol="cosine",
+                aggregation="pooled",
+                note=note,
+            ),
+        )
+
+    def mteb_scores(self, spec: TaskSpec, results: Mapping[str, Any]) -> dict[str, Any] | None:
+        path = spec.mteb.figures if spec.mteb is not None and spec.mteb.figures else "all.{coef}.pooled"
+        spearman, pearson = (lookup(results, path.format(coef=c)) for c in ("spearman", "pearson"))
+        if not isinstance(spearman, (int, float)) or not isinstance(pearson, (int, float)):
+            return None
+        counts = [v.get("nsamples") for k, v in results.items() if isinstance(v, Mapping) and "nsamples" in v]
+        pairs = sum(counts) if counts and all(isinstance(c, int) for c in counts) else None
+        return {"cosine_spearman": spearman, "cosine_pearson": pearson, "main_score": spearman, "pairs": pairs}
+
+
+KIND = Sts()

@@ -1,0 +1,262 @@
+"""Readers of BEIR's file layout, which MTEB's retrieval and reranking tasks use, for a user's task.
+
+Retrieval task: three files.
+- corpus.jsonl: one JSON object per line, `_id` (string, or an integer read as its decimal string),
+  `text` (string) and optionally `title` (string or null); other fields are ignored.
+- queries.jsonl: one JSON object per line, `_id` and `text`.
+- qrels/SPLIT.tsv: the header `query-id<TAB>corpus-id<TAB>score`, then one judgment a line; the
+  score is an integer grade (>= 1 relevant, the gain of nDCG; 0 and negative grades non-relevant).
+Reranking task: the same three files plus a candidates file (MTEB calls it "top_ranked"):
+- the header `query-id<TAB>corpus-id`, then one line per candidate document of a query, in any order
+  (the order is irrelevant: candidates are ranked by the model's scores). Its query ids are those of
+  queries.jsonl, its corpus ids those of corpus.jsonl. MTEB 2.26 stores the same information as a
+  list of corpus ids per query (the `top_ranked` subset, columns `query-id`, `corpus-ids`) and
+  evaluates a reranking task as retrieval restricted to each query's candidates
+  (mteb/models/search_wrappers.py, rerank_top_ranked_documents), scored with the retrieval figures
+  (embeval.evaluate.ir_metrics). MTEB v1's reranking JSONL (query, positive list, negative list) is not
+  read here: mteb 2.26 converts it (AbsTaskReranking.transform_old_dataset_format) by dropping queries
+  without a positive or without a negative and naming documents "apositive_<query>_<i>" (grade 1) and
+  "negative_<query>_<i>" (grade 0), so at an equal score a negative ranks first (ids descending).
+
+What mteb 2.26.24 does, reproduced here:
+- A document is encoded as `(title + " " + text).strip()` when its title is non-empty, else as
+  `text.strip()` (mteb/_create_dataloaders.py, _corpus_to_dict); a query as its text, unchanged.
+- Queries without any line in the qrels are left out (not encoded, not scored): mteb's loader keeps
+  only the queries the qrels name (mteb/abstasks/retrieval_dataset_loaders.py, RetrievalDatasetLoader.load).
+- Queries whose judgments all have grade <= 0 are kept and score 0 on every figure, lowering the means:
+  mteb's _filter_queries_without_positives (mteb/abstasks/retrieval.py) drops only queries with no
+  judgment at all. Reranking queries without candidates are kept too and score 0 (mteb warns
+  "No pre-ranked documents found" and returns no result for them). Both cases are listed in `notes`.
+- Stricter than mteb, as errors: qrels or candidates naming a query or document that does not exist
+  (mteb counts an unknown relevant document in the denominators, and ignores an unknown query),
+  duplicate ids or judgments, grades that are not integers, and empty corpus or query sets.
+
+Every error is a DataFileError of one line naming the file, the line and what is wrong.
+"""
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from embeval.errors import DataFileError
+
+QRELS_HEADER = ("query-id", "corpus-id", "score")
+CANDIDATES_HEADER = ("query-id", "corpus-id")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_INT32 = (-(2**31), 2**31 - 1)
+SHOWN = 3  # ids quoted in a message about many
+
+
+@dataclass(frozen=True)
+class RetrievalData:
+    """A retrieval (or reranking) task's split as mteb evaluates it, in file order.
+
+    doc_texts are the texts mteb encodes (title joined); queries are only those the qrels judge.
+    qrels: (query rows, document rows, grades); candidates: (query rows, document rows) or None."""
+
+    doc_ids: list[str]
+    doc_texts: list[str]
+    query_ids: list[str]
+    query_texts: list[str]
+    qrels: tuple[np.ndarray, np.ndarray, np.ndarray]
+    candidates: tuple[np.ndarray, np.ndarray] | None = None
+    notes: tuple[str, ...] = field(default=())
+
+
+def document_text(title: str | None, text: str) -> str:
+    """The text mteb encodes for a document: title and text joined by a space, stripped."""
+    return (title + " " + text).strip() if title else text.strip()
+
+
+def _lines(path, task):
+    """(line number, text) of each non-blank line of a UTF-8 file, newline characters removed."""
+    try:
+        f = open(path, "rb")
+    except OSError as err:
+        raise DataFileError(f"cannot read: {err.strerror}", file=path, task=task)
+    with f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise DataFileError(
+                    f"not valid UTF-8 text (byte {err.start} of the line)", file=path, line=number, task=task
+                )
+            if number == 1:
+                line = line.removeprefix("\ufeff")
+            line = line.rstrip("\r\n")
+            if line.strip():
+                yield number, line
+
+
+def _string(value, what, path, number, task):
+    """A JSON string field checked to be text trec_eval and encoders can take."""
+    if not isinstance(value, str):
+        raise DataFileError(f"field {what} is {type(value).__name__}, not a string", file=path, line=number, task=task)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise DataFileError(f"field {what} holds a lone surrogate escape (not text)", file=path, line=number, task=task)
+    return value
+
+
+def _identifier(value, what, path, number, task):
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    value = _string(value, what, path, number, task)
+    if "\0" in value:
+        raise DataFileError(f"field {what} holds a NUL character", file=path, line=number, task=task)
+    return value
+
+
+def read_jsonl(path: str | Path, task: str, *, with_title: bool) -> tuple[list[str], list[str]]:
+    """(ids, texts) of a BEIR corpus.jsonl (with_title: texts as mteb joins them) or queries.jsonl."""
+    ids, texts, first_line = [], [], {}
+    for number, line in _lines(path, task):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise DataFileError(f"malformed JSON: {err.msg} (column {err.colno})", file=path, line=number, task=task)
+        if not isinstance(record, dict):
+            raise DataFileError(
+                f"a line must be a JSON object, not {type(record).__name__}", file=path, line=number, task=task
+            )
+        for name in ("_id", "text"):
+            if name not in record:
+                raise DataFileError(f"missing field '{name}'", file=path, line=number, task=task)
+        doc_id = _identifier(record["_id"], "'_id'", path, number, task)
+        if doc_id in first_line:
+            raise DataFileError(
+                f"duplicate _id '{doc_id}' (first on line {first_line[doc_id]})", file=path, line=number, task=task
+            )
+        first_line[doc_id] = number
+        text = _string(record["text"], "'text'", path, number, task)
+        if with_title:
+            title = record.get("title")
+            title = None if title is None else _string(title, "'title'", path, number, task)
+            text = document_text(title, text)
+        ids.append(doc_id)
+        texts.append(text)
+    if not ids:
+        raise DataFileError("no documents" if with_title else "no queries", file=path, task=task)
+    return ids, texts
+
+
+def _read_pairs(path, task, header, query_index, doc_index, what):
+    """(query rows, document rows, third column, line numbers) of a qrels or candidates TSV."""
+    rows = []
+    lines = _lines(path, task)
+    number, line = next(lines, (1, ""))
+    if tuple(line.split("\t")) != header:
+        expected = "<TAB>".join(header)
+        raise DataFileError(f"the first line must be the header {expected}", file=path, line=number, task=task)
+    seen = {}
+    unknown = {"query": [], "corpus": []}
+    for number, line in lines:
+        fields = line.split("\t")
+        if len(fields) != len(header):
+            raise DataFileError(
+                f"expected {len(header)} tab-separated columns, found {len(fields)}", file=path, line=number, task=task
+            )
+        query_id, doc_id = fields[0], fields[1]
+        if (query_id, doc_id) in seen:
+            raise DataFileError(
+                f"{what} ({query_id}, {doc_id}) is listed twice (first on line {seen[query_id, doc_id]})",
+                file=path,
+                line=number,
+                task=task,
+            )
+        seen[query_id, doc_id] = number
+        grade = 0
+        if len(header) == 3:
+            if not _INTEGER.fullmatch(fields[2].strip()):
+                raise DataFileError(f"grade '{fields[2]}' is not an integer", file=path, line=number, task=task)
+            grade = int(fields[2])
+            if not _INT32[0] <= grade <= _INT32[1]:
+                raise DataFileError(f"grade {grade} is outside the 32-bit integers", file=path, line=number, task=task)
+        query_row, doc_row = query_index.get(query_id, -1), doc_index.get(doc_id, -1)
+        if query_row < 0:
+            unknown["query"].append((number, query_id))
+        if doc_row < 0:
+            unknown["corpus"].append((number, doc_id))
+        rows.append((query_row, doc_row, grade, number))
+    for kind, source in (("query", "the queries file"), ("corpus", "the corpus")):
+        missing = unknown[kind]
+        if missing:
+            shown = ", ".join(f"'{name}'" for _, name in missing[:SHOWN])
+            raise DataFileError(
+                f"{len(missing)} {what} line(s) name a {kind} id that is not in {source} (first: {shown})",
+                file=path,
+                line=missing[0][0],
+                task=task,
+            )
+    if not rows:
+        raise DataFileError(f"no {what} lines after the header", file=path, task=task)
+    query, doc, grade, numbers = (np.array(column, dtype=np.int64) for column in zip(*rows))
+    return query, doc, grade, numbers
+
+
+def _first(ids, rows):
+    return ", ".join(f"'{ids[r]}'" for r in rows[:SHOWN])
+
+
+def load_retrieval(
+    corpus: str | Path,
+    queries: str | Path,
+    qrels: str | Path,
+    task: str,
+    candidates: str | Path | None = None,
+) -> RetrievalData:
+    """A retrieval task's split from BEIR's files (a reranking task's when `candidates` is given),
+    with the queries mteb evaluates (those the qrels name) and notes of what mteb does silently."""
+    doc_ids, doc_texts = read_jsonl(corpus, task, with_title=True)
+    all_query_ids, all_query_texts = read_jsonl(queries, task, with_title=False)
+    query_index = {q: row for row, q in enumerate(all_query_ids)}
+    doc_index = {d: row for row, d in enumerate(doc_ids)}
+    judged_query, judged_doc, grade, _ = _read_pairs(qrels, task, QRELS_HEADER, query_index, doc_index, "judgment")
+    notes = []
+    judged = np.zeros(len(all_query_ids), dtype=bool)
+    judged[judged_query] = True
+    kept = np.flatnonzero(judged)
+    if len(kept) < len(all_query_ids):
+        dropped = np.flatnonzero(~judged)
+        notes.append(
+            f"{queries}: {len(dropped)} of {len(all_query_ids)} queries have no line in {qrels} "
+            f"(first: {_first(all_query_ids, dropped)}); they are left out, as MTEB leaves them out"
+        )
+    new_row = np.cumsum(judged) - 1
+    query_ids = [all_query_ids[r] for r in kept]
+    query_texts = [all_query_texts[r] for r in kept]
+    qrels_arrays = (new_row[judged_query], judged_doc, grade)
+    relevant = np.zeros(len(query_ids), dtype=bool)
+    relevant[qrels_arrays[0][grade >= 1]] = True
+    if not relevant.all():
+        none = np.flatnonzero(~relevant)
+        notes.append(
+            f"{qrels}: {len(none)} of {len(query_ids)} queries have no document of grade >= 1 "
+            f"(first: {_first(query_ids, none)}); MTEB keeps them and they score 0 on every figure"
+        )
+    candidate_arrays = None
+    if candidates is not None:
+        cand_query, cand_doc, _, _ = _read_pairs(
+            candidates, task, CANDIDATES_HEADER, query_index, doc_index, "candidate"
+        )
+        evaluated = judged[cand_query]
+        if not evaluated.all():
+            notes.append(
+                f"{candidates}: {int((~evaluated).sum())} candidate lines belong to queries without a line "
+                f"in {qrels}; they are ignored, as MTEB ignores them"
+            )
+        candidate_arrays = (new_row[cand_query[evaluated]], cand_doc[evaluated])
+        has_candidates = np.zeros(len(query_ids), dtype=bool)
+        has_candidates[candidate_arrays[0]] = True
+        if not has_candidates.all():
+            none = np.flatnonzero(~has_candidates)
+            notes.append(
+                f"{candidates}: {len(none)} of {len(query_ids)} queries have no candidate "
+                f"(first: {_first(query_ids, none)}); MTEB keeps them and they score 0 on every figure"
+            )
+    return RetrievalData(doc_ids, doc_texts, query_ids, query_texts, qrels_arrays, candidate_arrays, tuple(notes))

@@ -1,0 +1,80 @@
+"""The catalog of kinds: each kind of task and the module that declares it (one registration line a
+kind), SentEval's file formats, and the lookups over them. Kind modules are imported on first use
+(they are light: no torch)."""
+
+from __future__ import annotations
+
+import importlib
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from embeval.stats import STATISTICS, Statistic
+
+if TYPE_CHECKING:
+    from embeval.tasks.kind import Kind
+    from embeval.tasks.spec import TaskSpec
+
+# Every kind of task: its name and the module whose KIND object declares it.
+KINDS = {
+    "classification": "embeval.kinds.classification",
+    "pair-classification": "embeval.kinds.pair_classification",
+    "sts": "embeval.kinds.sts",
+    "relatedness": "embeval.kinds.relatedness",
+    "caption-ranking": "embeval.kinds.caption_ranking",
+    "probing": "embeval.kinds.probing",
+}
+# Kind names of earlier versions' results files.
+RENAMED_KINDS = {"retrieval": "caption-ranking"}
+
+# SentEval's file formats (the built-in tasks'): name -> (loader in embeval.tasks.senteval, its
+# [files] keys (None: any keys), the kinds it holds data of).
+SENTEVAL_FORMATS: dict[str, tuple[str, tuple[str, ...] | None, tuple[str, ...]]] = {
+    "senteval-binary": ("load_binary", ("label1", "label0"), ("classification",)),
+    "senteval-sst2": ("load_sst", ("train", "dev", "test"), ("classification",)),
+    "senteval-sst5": ("load_sst", ("train", "dev", "test"), ("classification",)),
+    "senteval-trec": ("load_trec", ("train", "test"), ("classification",)),
+    "senteval-mrpc": ("load_mrpc", ("train", "test"), ("pair-classification",)),
+    "senteval-sick": ("load_sick", ("train", "dev", "test"), ("pair-classification", "relatedness")),
+    "senteval-stsb": ("load_stsb", ("train", "dev", "test"), ("relatedness",)),
+    "senteval-stsb-raw": ("load_stsb_raw", ("test",), ("sts",)),
+    "senteval-sts": ("load_sts", None, ("sts",)),
+    "senteval-snli": (
+        "load_snli",
+        tuple(f"{part}.{split}" for split in ("train", "dev", "test") for part in ("s1", "s2", "labels")),
+        ("pair-classification",),
+    ),
+    "senteval-coco": ("load_coco", ("train", "dev", "test"), ("caption-ranking",)),
+    "senteval-probing": ("load_probing", ("all",), ("probing",)),
+}
+
+
+def known_kinds() -> list[str]:
+    return list(KINDS)
+
+
+@cache
+def kind(name: str) -> Kind:
+    """The Kind named `name` (a kind of an earlier version's results files by its new name)."""
+    name = RENAMED_KINDS.get(name, name)
+    module = importlib.import_module(KINDS[name])
+    return module.KIND  # type: ignore[no-any-return]
+
+
+def statistic(set_kind: str, figure: str) -> Statistic:
+    """The Statistic of a figure of a prediction set: embeval.stats' (labels, scores) or a kind's own."""
+    if set_kind in STATISTICS:
+        return STATISTICS[set_kind][figure]
+    for name in KINDS:
+        own = kind(name).statistics
+        if set_kind in own:
+            return own[set_kind][figure]
+    raise KeyError(f"no statistic {figure!r} of prediction sets of kind {set_kind!r}")
+
+
+def loader(spec: TaskSpec) -> Any:
+    """The function (spec, paths) -> data that reads the task's files."""
+    if spec.format in SENTEVAL_FORMATS:
+        from embeval.tasks import senteval
+
+        return getattr(senteval, SENTEVAL_FORMATS[spec.format][0])
+    return spec.kind_module.load

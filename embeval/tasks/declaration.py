@@ -1,0 +1,93 @@
+"""Reading a task's declaration: a TOML table (a task file, or an entry of the built-in tasks),
+with every key checked once, at the boundary, and every problem one line naming the file, the task
+and the key."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from embeval.errors import EmbevalError
+
+MISSING: Any = object()
+
+
+class TaskFileError(EmbevalError):
+    """A task declaration that cannot be used: malformed, an unknown kind or key, a bad value."""
+
+
+def _type_name(types: tuple[type, ...]) -> str:
+    names = {
+        str: "a string",
+        int: "an integer",
+        float: "a number",
+        bool: "true or false",
+        list: "a list",
+        dict: "a table",
+    }
+    return " or ".join(names.get(t, t.__name__) for t in types)
+
+
+@dataclass
+class Declaration:
+    """One task's table. `take` reads a key (recording that it was read); `finish` refuses the keys
+    nobody read, so a misspelt key is an error, never silently ignored."""
+
+    table: Mapping[str, Any]
+    source: str  # the task file, or "built-in"
+    name: str = "?"
+    prefix: str = ""  # "files." for a sub-table, for messages
+    _read: set[str] = field(default_factory=set)
+
+    def error(self, message: str, key: str | None = None) -> TaskFileError:
+        where = f"{self.prefix}{key}: " if key else ""
+        return TaskFileError(f"{where}{message}", file=self.source, task=self.name)
+
+    def has(self, key: str) -> bool:
+        return key in self.table
+
+    def take(
+        self, key: str, types: tuple[type, ...] = (str,), default: Any = MISSING, choices: Sequence[Any] | None = None
+    ) -> Any:
+        """The value of `key`, checked to be of `types` (and one of `choices`); `default` when absent
+        (an error when there is none)."""
+        self._read.add(key)
+        if key not in self.table:
+            if default is MISSING:
+                raise self.error("is required", key)
+            return default
+        value = self.table[key]
+        if float in types and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            raise self.error(f"must be {_type_name(types)}, got {value!r}", key)
+        if choices is not None and value not in choices:
+            raise self.error(f"{value!r} is not one of {', '.join(map(str, choices))}", key)
+        return value
+
+    def strings(self, key: str, default: Any = MISSING) -> tuple[str, ...]:
+        """A list of strings (a tuple), each non-empty and listed once."""
+        values = self.take(key, (list,), default)
+        if values is default:
+            return default
+        if not all(isinstance(v, str) and v for v in values):
+            raise self.error("must be a list of non-empty strings", key)
+        twice = sorted({v for v in values if values.count(v) > 1})
+        if twice:
+            raise self.error(f"lists {', '.join(twice)} twice", key)
+        return tuple(values)
+
+    def sub(self, key: str, default: Any = MISSING) -> Declaration | None:
+        """A sub-table as a Declaration of its own (None when absent and default is None)."""
+        value = self.take(key, (dict,), default)
+        if value is None:
+            return None
+        return Declaration(value, self.source, self.name, f"{self.prefix}{key}.")
+
+    def finish(self, allowed_elsewhere: Sequence[str] = ()) -> None:
+        unknown = [f"{self.prefix}{k}" for k in self.table if k not in self._read and k not in allowed_elsewhere]
+        if unknown:
+            raise TaskFileError(
+                f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}", file=self.source, task=self.name
+            )

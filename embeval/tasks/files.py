@@ -1,0 +1,89 @@
+"""Reading task data files: text with a one-line error for every problem, whitespace tokens, and
+where the data folder is."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from embeval.errors import DATA_HINT, DataFileError
+
+_ASCII_WS = re.compile(rb"[ \t\n\r\x0b\x0c]+")
+
+
+def join_tokens(text: str) -> str:
+    """Tokens split on whitespace (str.split), joined by single spaces."""
+    return " ".join(text.split())
+
+
+def join_byte_tokens(text: str) -> str:
+    """Tokens of the UTF-8 bytes split on ASCII whitespace (SentEval's SNLI and COCO loaders)."""
+    return b" ".join(_ASCII_WS.split(text.encode("utf-8").strip(b" \t\n\r\x0b\x0c"))).decode("utf-8")
+
+
+def require(path: Path, task: str, hint: str = DATA_HINT) -> Path:
+    """The path of one task file, which must exist (hint: what to do about a missing one)."""
+    if not path.is_file():
+        raise DataFileError(f"missing data file; {hint}" if hint else "missing data file", file=path, task=task)
+    return path
+
+
+def _line_at(path: Path, offset: int) -> int:
+    """The line number holding byte `offset` of the file."""
+    with open(path, "rb") as f:
+        return f.read(offset).count(b"\n") + 1
+
+
+def read_text(path: Path, encoding: str, task: str) -> str:
+    """A file's text with universal newlines, or a one-line error."""
+    try:
+        with open(path, encoding=encoding) as f:
+            return f.read()
+    except UnicodeDecodeError as err:
+        raise DataFileError(
+            f"not valid {encoding} text (byte {err.start})", file=path, task=task, line=_line_at(path, err.start)
+        )
+    except FileNotFoundError:
+        raise DataFileError("missing data file", file=path, task=task)
+    except OSError as err:
+        raise DataFileError(f"cannot read: {err.strerror}", file=path, task=task)
+
+
+def iter_lines(path: Path, encoding: str, task: str) -> Iterator[tuple[int, str]]:
+    """(line number, line) over a file as Python iterates it (breaks on newlines only)."""
+    text = read_text(path, encoding, task)
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return enumerate(lines, start=1)
+
+
+def file_digest(path: str | Path, block: int = 1 << 22) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(block), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def default_data_dir() -> Path:
+    """The per-user data folder used when neither --data nor EMBEVAL_DATA is given."""
+    if os.name == "nt":
+        base = Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local"))
+    elif os.uname().sysname == "Darwin":
+        base = Path.home() / "Library" / "Application Support"
+    else:
+        base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "embeval"
+
+
+def resolve_data_dir(data: str | Path | None = None) -> Path:
+    """--data, else EMBEVAL_DATA, else the per-user data folder."""
+    if data:
+        return Path(data)
+    if os.environ.get("EMBEVAL_DATA"):
+        return Path(os.environ["EMBEVAL_DATA"])
+    return default_data_dir()

@@ -1,0 +1,69 @@
+"""The tables of `embeval report`: each group of columns (a kind's columns name their group), its
+title and what its caption says. A group a task file names that is not listed here gets a table of
+its own, titled by its name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Group:
+    """A report table. `intro` opens the caption ({who}: the classifier, {vectors}: raw or
+    normalized vectors); `who` words each classifier variant (None: the configured classifier);
+    `average`: an Avg. column (and how many columns the published table it mirrors averages, 0: none);
+    `normalized`: a second table of the figures on normalized vectors, when they were scored."""
+
+    key: str
+    title: str
+    intro: str
+    who: dict = field(default_factory=dict)
+    average: bool = False
+    published_average_of: int = 0
+    normalized: bool = False
+
+
+CLASSIFIER_WORDS = {"logreg": "logistic regression", "mlp": "MLP", None: "configured classifier"}
+
+GROUPS = {
+    "transfer": Group(
+        "transfer",
+        "Transfer tasks",
+        "SentEval transfer tasks. Classification: test accuracy (%) of {who}, the regularization chosen by "
+        "SentEval's protocols",
+        who={
+            "logreg": "logistic regression",
+            "mlp": "an MLP ({nhid} hidden units, sigmoid)",
+            None: "the configured classifier",
+        },
+    ),
+    "sts": Group(
+        "sts",
+        "STS, cosine Spearman x100",
+        "Semantic textual similarity without training (SimCSE's protocol): Spearman's correlation x100 between "
+        "the cosine of the two sentence vectors ({vectors}) and the gold score",
+        average=True,
+        published_average_of=7,
+        normalized=True,
+    ),
+    "probing": Group(
+        "probing",
+        "Probing tasks",
+        "Probing tasks (Conneau et al., 2018): test accuracy (%) of {who}, regularization tuned on the dev split",
+        who={
+            "logreg": "logistic regression",
+            "mlp": "the MLP grid (nhid 50/100/200 x dropout 0/0.1/0.2, tuned on dev)",
+            None: "the configured classifier",
+        },
+    ),
+}
+
+
+def group(key: str) -> Group:
+    """The group named `key` (a group of its own, titled by its name, for a key not listed here)."""
+    return GROUPS.get(key) or Group(
+        key,
+        key,
+        f"{key}: {{who}}",
+        who={None: "the configured classifier", "logreg": "logistic regression", "mlp": "an MLP"},
+    )

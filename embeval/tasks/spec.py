@@ -1,0 +1,279 @@
+"""TaskSpec: one task, declared once. SentEval's built-in tasks (embeval/tasks/senteval.toml) and a
+user's task files go through the same reader, `read_spec`; only the built-ins' file formats are
+SentEval's own (embeval.tasks.senteval).
+
+A declaration's common keys are read here; the keys of its kind (labels, features, ...) by the kind
+(embeval/kinds/). Paths in `files` are relative to the task file (built-ins: to the data folder).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from embeval.tasks.declaration import Declaration, TaskFileError
+from embeval.tasks.figures import Figure, Mteb
+
+if TYPE_CHECKING:
+    from embeval.tasks.kind import Kind
+
+NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+TOKENIZATIONS = ("none", "whitespace")
+TABULAR_FORMATS = ("tsv", "csv", "jsonl")
+BUILT_IN = "built-in"
+
+
+@dataclass(frozen=True)
+class Report:
+    """Where a task's figures appear in `embeval report`: shown or not, the table of its headline
+    column (None: its kind's), the columns' order within their tables, and the header (None: the
+    task's label)."""
+
+    show: bool = True
+    group: str | None = None
+    order: int = 0
+    header: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskSpec:
+    """A task: its name and kind, its protocol, where its files are and how they are read, its
+    kind's typed parameters, and how it is shown and exported. `declaration` is the table it was
+    read from (recorded in results files, so that reports show the task without its file)."""
+
+    name: str
+    kind: str
+    protocol: str | None
+    files: tuple[tuple[str, str], ...]
+    base: str | None  # the folder `files` are relative to; None: the data folder (built-ins)
+    format: str
+    params: Any
+    label: str
+    aliases: tuple[str, ...] = ()
+    figure: str | None = None
+    column_names: tuple[tuple[str, str], ...] = ()
+    tokenization: str = "none"
+    mteb: Mteb | None = None
+    reference: str | None = None
+    geometry: bool = False
+    quickstart: bool = False
+    report: Report = field(default_factory=Report)
+    description: str = ""
+    source: str = BUILT_IN
+    declaration: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
+
+    @property
+    def builtin(self) -> bool:
+        return self.source == BUILT_IN
+
+    @property
+    def kind_module(self) -> Kind:
+        from embeval.tasks.catalog import kind
+
+        return kind(self.kind)
+
+    @property
+    def figures(self) -> tuple[Figure, ...]:
+        """The task's figures, headline first (the declared main figure, else the kind's)."""
+        figures = self.kind_module.figures(self)
+        if self.figure is None:
+            return figures
+        main = next(f for f in figures if f.path == self.figure)
+        return (main,) + tuple(f for f in figures if f.path != self.figure)
+
+    @property
+    def headline(self) -> Figure:
+        return self.figures[0]
+
+    @property
+    def selection(self) -> str | None:
+        """The dev figure that chooses among settings (a normalization, the best file of a sweep)."""
+        return self.kind_module.selection(self)
+
+    def paths(self, data_dir: str | Path | None = None) -> dict[str, Path]:
+        """{file key: path} of the task's files (built-ins under data_dir)."""
+        base = Path(self.base) if self.base is not None else Path(data_dir if data_dir is not None else ".")
+        return {key: base / rel for key, rel in self.files}
+
+    def data_files(self) -> tuple[str, ...]:
+        """The task's file paths as declared (relative to its base)."""
+        return tuple(rel for _, rel in self.files)
+
+    def missing_files(self, data_dir: str | Path | None = None) -> list[Path]:
+        return [path for path in self.paths(data_dir).values() if not path.is_file()]
+
+    def load(self, data_dir: str | Path | None = None) -> Any:
+        """The task's data (its kind's shape), from its files."""
+        from embeval.errors import DATA_HINT, DataFileError
+        from embeval.tasks.catalog import loader
+
+        if self.base is None and data_dir is not None and not Path(data_dir).is_dir():
+            raise DataFileError(f"data folder not found; {DATA_HINT}", file=data_dir, task=self.name)
+        return loader(self)(self, self.paths(data_dir))
+
+    def record(self) -> dict[str, Any]:
+        """What a results file keeps of the declaration: enough to show the task in a fresh process."""
+        return {"source": self.source, "declaration": dict(self.declaration)}
+
+
+def _mteb(decl: Declaration) -> Mteb | None:
+    table = decl.sub("mteb", None)
+    if table is None:
+        return None
+    mteb = Mteb(
+        name=table.take("name"),
+        dataset=table.take("dataset", default=""),
+        revision=table.take("revision", default=""),
+        pairs=table.take("pairs", (int,), 0),
+        figures=table.take("figures", default=""),
+        protocol=table.take("protocol", default=""),
+        pooled_splits=table.strings("pooled_splits", ()),
+        absent=table.take("absent", default=""),
+    )
+    table.finish()
+    return mteb
+
+
+def _report(decl: Declaration) -> Report:
+    if not decl.has("report"):
+        return Report()
+    if decl.table["report"] is False:
+        decl.take("report", (bool,))
+        return Report(show=False)
+    table = decl.sub("report")
+    assert table is not None
+    report = Report(
+        group=table.take("group", default=None),
+        order=table.take("order", (int,), 0),
+        header=table.take("header", default=None),
+    )
+    table.finish()
+    return report
+
+
+def _files(decl: Declaration, kind: Kind, protocol: str | None, spec_format: str | None) -> tuple[tuple[str, str], ...]:
+    """The [files] table: the keys its kind (or its SentEval format) reads, each a path."""
+    from embeval.tasks.catalog import SENTEVAL_FORMATS
+
+    table = decl.sub("files")
+    assert table is not None
+    if spec_format in SENTEVAL_FORMATS:
+        keys = SENTEVAL_FORMATS[spec_format][1]
+        required, optional, free = (keys or (), (), keys is None)
+    else:
+        required, optional, free = kind.file_keys(protocol)
+    files = []
+    for key, value in table.table.items():
+        if not isinstance(value, str) or not value:
+            raise table.error("must be a path (a non-empty string)", key)
+        if not free and key not in required + optional:
+            expected = ", ".join(required + optional)
+            raise table.error(
+                f"is not a file of a {kind.name} task{f' ({protocol})' if protocol else ''}; its files are {expected}",
+                key,
+            )
+        files.append((key, value))
+    missing = [key for key in required if key not in table.table]
+    if missing:
+        raise table.error(
+            f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} required for a "
+            f"{kind.name} task{f' ({protocol})' if protocol else ''}"
+        )
+    if not files:
+        raise table.error("names no file")
+    return tuple(files)
+
+
+def _declared_format(decl: Declaration, kind: Kind) -> str | None:
+    from embeval.tasks.catalog import SENTEVAL_FORMATS
+
+    senteval = tuple(name for name, (_, _, kinds) in SENTEVAL_FORMATS.items() if kind.name in kinds)
+    return decl.take("format", default=None, choices=kind.formats + senteval)
+
+
+def _format(decl: Declaration, kind: Kind, files: tuple[tuple[str, str], ...], declared: str | None) -> str:
+    """The files' format: declared, else told by the files' suffix."""
+    if declared is not None:
+        return declared
+    by_suffix = {Path(path).suffix.lower().lstrip(".") for _, path in files}
+    if len(by_suffix) == 1 and (suffix := by_suffix.pop()) in kind.formats:
+        return suffix
+    if not kind.formats:
+        raise decl.error("is required for this kind", "format")
+    raise decl.error(
+        f"cannot tell the files' format from their names; add format = one of {', '.join(kind.formats)}", "format"
+    )
+
+
+def read_spec(table: Mapping[str, Any], source: str = BUILT_IN, base: str | None = None) -> TaskSpec:
+    """The TaskSpec a declaration describes, after every check that needs no data file.
+    source: the task file (for messages), or "built-in"; base: the folder its paths are relative to."""
+    from embeval.tasks.catalog import kind as kind_named
+    from embeval.tasks.catalog import known_kinds
+
+    if not isinstance(table, Mapping):
+        raise TaskFileError("a task must be a table of keys", file=source)
+    decl = Declaration(table, source, str(table.get("name", "?")))
+    name = decl.take("name")
+    if not NAME.match(name):
+        raise decl.error(f"{name!r}: a task name is a letter followed by letters, digits, '-' or '_'", "name")
+    kind_name = decl.take("kind")
+    if kind_name not in known_kinds():
+        from difflib import get_close_matches
+
+        close = get_close_matches(kind_name, known_kinds(), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise decl.error(f"unknown kind {kind_name!r}{hint}; kinds are {', '.join(known_kinds())}", "kind")
+    kind = kind_named(kind_name)
+    protocol = None
+    if kind.protocols:
+        protocol = decl.take("protocol", default=kind.protocols[0], choices=kind.protocols)
+    elif decl.has("protocol"):
+        raise decl.error(f"a {kind_name} task has no protocol to choose", "protocol")
+    declared_format = _declared_format(decl, kind)
+    files = _files(decl, kind, protocol, declared_format)
+    spec_format = _format(decl, kind, files, declared_format)
+    columns = decl.sub("columns", None)
+    column_names: tuple[tuple[str, str], ...] = ()
+    if columns is not None:
+        known = kind.column_keys(protocol)
+        for key in columns.table:
+            value = columns.take(key)
+            if key not in known:
+                raise columns.error(f"is not a column of a {kind_name} task; its columns are {', '.join(known)}", key)
+            column_names += ((key, value),)
+    params = kind.read_params(decl, protocol)
+    spec = TaskSpec(
+        name=name,
+        kind=kind_name,
+        protocol=protocol,
+        files=files,
+        base=base,
+        format=spec_format,
+        params=params,
+        label=decl.take("short_name", default=name),
+        aliases=decl.strings("aliases", ()),
+        figure=decl.take("figure", default=None),
+        column_names=column_names,
+        tokenization=decl.take("tokenization", default="none", choices=TOKENIZATIONS),
+        mteb=_mteb(decl),
+        reference=decl.take("statistics_from", default=None),
+        geometry=decl.take("geometry", (bool,), False),
+        quickstart=decl.take("quickstart", (bool,), False),
+        report=_report(decl),
+        description=decl.take("description", default=""),
+        source=source,
+        declaration=dict(table),
+    )
+    decl.finish()
+    if spec.figure is not None:
+        paths = [f.path for f in kind.figures(spec)]
+        if spec.figure not in paths:
+            raise decl.error(
+                f"{spec.figure!r} is not a figure of this task; its figures are {', '.join(paths)}", "figure"
+            )
+    kind.check(spec, decl)
+    return spec
