@@ -8,6 +8,7 @@ compressed ones block by block, so only the rows of the task being scored are ev
 
 import logging
 import os
+import re
 from pathlib import Path
 
 import h5py
@@ -361,9 +362,9 @@ def _h5_reason(err):
 
 def _open_problem(err, path=None):
     """Why h5py could not open the file. With HDF5 locking off (HDF5_USE_FILE_LOCKING=FALSE) a file still
-    being written opens as a damaged one: when a writer still holds its lock, that is what is said."""
+    being written fails to open as a damaged one would: when its writer holds the lock, that is said."""
     text = str(err).lower()
-    if "lock" in text:
+    if re.search(r"\block", text):  # not the "sblock" of a truncated file's message
         return (
             f"cannot lock the file ({_h5_reason(err)}); is another program still writing it? "
             "(HDF5_USE_FILE_LOCKING=FALSE turns locking off)"
