@@ -6,6 +6,11 @@ DATA_HINT = (
     "get the data with `embeval data fetch --data DIR`, or point --data / EMBEVAL_DATA "
     "at an existing SentEval data/ folder"
 )
+# What to do when the download server cannot be reached while fetching data on the user's behalf.
+UNREACHABLE_HINT = (
+    "check the network and run again, fetch from a reachable mirror with --mirror URL (or EMBEVAL_MIRROR; "
+    "see docs/data.md), or point --data / EMBEVAL_DATA at an existing SentEval data/ folder"
+)
 
 
 class EmbevalError(Exception):
@@ -34,3 +39,8 @@ class DataFileError(EmbevalError):
 
 class VectorsError(EmbevalError):
     """The vectors file is missing, unreadable or does not match the task data."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, turned into an exception while a command runs, so that it stops as on Ctrl-C: what finished is
+    kept, locks are released, and one line says so (exit code 143)."""

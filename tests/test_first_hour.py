@@ -324,3 +324,37 @@ def test_a_lock_left_by_a_dead_process_is_taken_over(cli, sts16, data_dir, tmp_p
     result = cli("score", sts16, "--data", data_dir, "--out", tmp_path / "r.json", "--bootstrap", "0")
     assert result.exit_code == 0, result.stderr
     assert not (tmp_path / "r.json.lock").exists()
+
+
+def test_sigterm_stops_like_ctrl_c(data_dir, tmp_path):
+    """SIGTERM (kill, a batch scheduler, docker stop) mid-run: the finished task stays in OUT.partial (and its
+    predictions in theirs), the lock is released, one line says how to resume, exit code 143 (128 + 15)."""
+    import shlex
+    import signal
+
+    path = task_file(tmp_path / "v.h5", data_dir, ["STS16", "MR"], dim=64)
+    out = tmp_path / "r.json"
+    command = [sys.executable, "-m", "embeval", "score", str(path), "--data", str(data_dir), "--tasks", "STS16,MR"]
+    command += ["--bootstrap", "0", "--out", str(out)]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    run = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    partial = tmp_path / "r.json.partial"
+    deadline = time.monotonic() + 120
+    while not partial.exists() and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert partial.exists() and run.poll() is None, "STS16 never finished, or MR finished too: make MR longer"
+    run.send_signal(signal.SIGTERM)
+    stdout, stderr = run.communicate(timeout=120)
+    assert run.returncode == 143, stderr
+    assert "Traceback" not in stderr and stdout == ""
+    lines = stderr.strip().splitlines()
+    assert lines[-1].startswith(
+        f"embeval: terminated; the results of STS16 are kept in {partial}; finish the run with: embeval score "
+    ), stderr
+    assert [line for line in lines if line.startswith("embeval: terminated")] == lines[-1:]
+    again = shlex.split(lines[-1].split("finish the run with: ")[1])
+    assert again[-1] == "--resume" and again[again.index("--bootstrap") + 1] == "0"
+    assert not (tmp_path / "r.json.lock").exists() and not out.exists()
+    assert list(json.loads(partial.read_text())["tasks"]) == ["STS16"]
+    assert (tmp_path / "r.predictions.npz.partial").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json.partial", "r.predictions.npz.partial", "v.h5"]

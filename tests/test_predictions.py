@@ -2,6 +2,7 @@
 results, survive --resume, and drive `embeval compare`."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -318,3 +319,76 @@ def test_compare_resamples_given_are_kept_and_too_few_are_said(runs, cli):
     compared = json.loads(out.read_text())
     assert compared["resamples"] == 100
     assert f"use --resamples {compared['resamples_needed']} or more" in result.stdout
+
+
+@pytest.fixture(scope="module")
+def small_runs(tmp_path_factory, data_dir):
+    """Two encoders scored on STS15 and STS16 with their predictions, in a folder tests copy from."""
+    from click.testing import CliRunner
+
+    from embeval.cli.main import cli as command
+
+    def cli(*args):
+        return CliRunner().invoke(command, [str(a) for a in args], catch_exceptions=False)
+
+    root = tmp_path_factory.mktemp("small")
+    for name, seed in (("a", 0), ("b", 50)):
+        task_file(root / f"{name}.h5", data_dir, ["STS15", "STS16"], dim=8, seed=seed)
+        run_score(cli, root / f"{name}.h5", data_dir, root / f"r{name}.json", tasks=["STS15", "STS16"])
+    return root
+
+
+def compared_rows(cli, a, b, out):
+    result = cli("compare", a, b, "--json", out)
+    assert result.exit_code == 0, result.stderr
+    return [
+        {k: v for k, v in row.items() if k not in ("a_label", "b_label")} for row in json.loads(out.read_text())["rows"]
+    ]
+
+
+def test_compare_finds_the_predictions_of_renamed_or_moved_results(small_runs, cli, tmp_path):
+    """A results file renamed (or moved elsewhere) together with its predictions file: compare reads the
+    predictions named like the results file first, then the name stored inside it; the sha256 stored in
+    the results must match either way."""
+    expected = compared_rows(cli, small_runs / "ra.json", small_runs / "rb.json", tmp_path / "expected.json")
+    moved = tmp_path / "elsewhere"
+    moved.mkdir()
+    for old, new in (("rb.json", "mine.json"), ("rb.predictions.npz", "mine.predictions.npz")):
+        shutil.copy(small_runs / old, moved / new)
+    assert json.loads((moved / "mine.json").read_text())["predictions"]["file"] == "rb.predictions.npz"
+    assert compared_rows(cli, small_runs / "ra.json", moved / "mine.json", tmp_path / "c.json") == expected
+
+    # Only the results renamed: the stored name is found beside it.
+    shutil.copy(small_runs / "rb.json", moved / "only.json")
+    shutil.copy(small_runs / "rb.predictions.npz", moved / "rb.predictions.npz")
+    assert compared_rows(cli, small_runs / "ra.json", moved / "only.json", tmp_path / "c.json") == expected
+
+    # A file named like the results that belongs to another run is passed over for the stored name.
+    shutil.copy(small_runs / "ra.predictions.npz", moved / "only.predictions.npz")
+    assert compared_rows(cli, small_runs / "ra.json", moved / "only.json", tmp_path / "c.json") == expected
+
+    # With the stored one gone, that file does not match: refused, not used.
+    (moved / "rb.predictions.npz").unlink()
+    refused(cli("compare", small_runs / "ra.json", moved / "only.json"), "only.predictions.npz", "sha256 differs")
+    (moved / "only.predictions.npz").unlink()
+    refused(
+        cli("compare", small_runs / "ra.json", moved / "only.json"),
+        moved / "only.json",
+        "predictions file not found: neither only.predictions.npz nor rb.predictions.npz is beside it",
+    )
+
+
+def test_resume_finds_the_predictions_of_renamed_results(small_runs, cli, data_dir, tmp_path):
+    for old, new in (("ra.json", "mine.json"), ("ra.predictions.npz", "mine.predictions.npz")):
+        shutil.copy(small_runs / old, tmp_path / new)
+    out = tmp_path / "mine.json"
+    result = cli(
+        "score", small_runs / "a.h5", "--data", data_dir, "--tasks", "STS15,STS16", "--out", out, *OPTIONS, "--resume"
+    )
+    assert result.exit_code == 0, result.stderr
+    assert f"resuming from {out}: reused STS15, STS16" in result.stderr
+    record = json.loads(out.read_text())
+    assert record["predictions"]["file"] == "mine.predictions.npz"
+    saved = predictions.read(tmp_path / "mine.predictions.npz", record["predictions"]["sha256"])
+    assert saved["encoder"].keys() == {"STS15", "STS16"}
+    assert (tmp_path / "mine.predictions.npz").read_bytes() == (small_runs / "ra.predictions.npz").read_bytes()

@@ -2,7 +2,9 @@
 
 import io
 import json
+import re
 import shutil
+import socket
 import subprocess
 import sys
 import zipfile
@@ -232,3 +234,35 @@ def test_fetch_shows_a_progress_bar_on_a_terminal(mirror, user_data, monkeypatch
     assert "\rStsbenchmark.tar.gz:" in terminal.getvalue() and "B/s]" in terminal.getvalue()
     assert notes[0] == f"fetching the data of STSBenchmark into {user_data} from {mirror}"
     assert not absent(user_data, "STSBenchmark")
+
+
+def test_unreachable_server_names_the_next_steps(cli, user_data, tmp_path):
+    """Nothing listens on the mirror's port: the one error line says how to go on, as score's does."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    mirror = f"http://127.0.0.1:{port}"
+    result = cli("quickstart", "--encoder", "bow", "--tasks", "STS16", "--mirror", mirror, "--workdir", tmp_path / "qs")
+    assert result.exit_code == 2 and "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("embeval: error:")]
+    assert lines == result.stderr.strip().splitlines()[-1:], result.stderr
+    assert f"{mirror}/STS2016-en-test.zip: STS16: cannot reach the server" in lines[0]
+    for step in ("--mirror", "EMBEVAL_MIRROR", "--data", "EMBEVAL_DATA", "check the network"):
+        assert step in lines[0], (step, lines[0])
+    assert not (tmp_path / "qs").exists() and absent(user_data, "STS16")
+
+
+def test_embedding_off_a_terminal_prints_plain_progress_lines(tmp_path, data_dir, cli, monkeypatch):
+    """The exporter runs quiet off a terminal (a log file, CI): quickstart says it is alive, one plain
+    line at most every PROGRESS_EVERY_S (30 s; 0.5 s here, with an exporter that first sleeps 2.2 s)."""
+    real = qs.exporter_command
+    slow = "import subprocess, sys, time; time.sleep(2.2); sys.exit(subprocess.call(sys.argv[1:]))"
+    monkeypatch.setattr(qs, "exporter_command", lambda *a, **k: [sys.executable, "-c", slow] + real(*a, **k))
+    monkeypatch.setattr(qs, "PROGRESS_EVERY_S", 0.5)
+    result = cli("quickstart", "--data", data_dir, "--workdir", tmp_path / "qs", "--encoder", "bow", "--tasks", "STS16")
+    assert result.exit_code == 0, result.output
+    assert "--quiet" in result.stderr  # the exporter's own progress bar is off
+    progress = re.compile(r"embedding: the exporter \(process \d+\) is running; (\d+) s elapsed")
+    seconds = [int(m.group(1)) for m in map(progress.fullmatch, result.stderr.splitlines()) if m]
+    assert len(seconds) >= 3 and seconds[0] == 0 and seconds[-1] >= 2 and seconds == sorted(seconds), result.stderr
+    assert "\r" not in result.stderr and (tmp_path / "qs" / "results-bow.json").is_file()

@@ -28,6 +28,7 @@ from embeval.formats import h5guard
 from embeval.formats import sentences as export
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")
@@ -253,6 +254,57 @@ def test_file_still_being_written(cli, data_dir, tmp_path):
     finally:
         writer.kill()
         writer.wait()
+
+
+@pytest.mark.parametrize("writer_locks", [True, False], ids=["writer-locks", "writer-locking-off"])
+def test_file_still_being_written_with_locking_off(data_dir, tmp_path, writer_locks):
+    """The scorer runs with HDF5_USE_FILE_LOCKING=FALSE (what the lock error above suggests) while a writer
+    process is filling the file (its root group not yet flushed): HDF5 then fails as on a damaged file.
+    While the writer holds its lock the error says the file is still being written; a writer with locking
+    off too leaves no trace, so the error says it may be."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "v.h5"
+    script = (
+        "import h5py, sys, time; f = h5py.File(sys.argv[1], 'w'); "
+        "d = f.create_dataset('STS16', shape=(20000, 64), dtype='f4'); d[:1000] = 1; "
+        "print('ready', flush=True); time.sleep(60)"
+    )
+    locking = "TRUE" if writer_locks else "FALSE"
+    writer = subprocess.Popen(
+        [sys.executable, "-c", script, str(path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, HDF5_USE_FILE_LOCKING=locking),
+    )
+    out = tmp_path / "r.json"
+    out.write_bytes(PREVIOUS)
+    try:
+        assert writer.stdout.readline().strip() == "ready"
+        written = path.read_bytes()
+        scored = subprocess.run(
+            [sys.executable, "-m", "embeval", "score", str(path), "--data", str(data_dir), "--tasks", "STS16"]
+            + ["--out", str(out)],
+            cwd=REPO,
+            env=dict(os.environ, PYTHONPATH=str(REPO), HDF5_USE_FILE_LOCKING="FALSE"),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert path.read_bytes() == written
+    finally:
+        writer.kill()
+        writer.wait()
+    assert scored.returncode == 2 and "Traceback" not in scored.stderr, scored.stderr
+    (line,) = scored.stderr.strip().splitlines()
+    assert line.startswith(f"embeval: error: {path}: "), line
+    if writer_locks:
+        assert "still being written: another program holds the file's write lock" in line
+        assert "corrupted" not in line
+    else:
+        assert "corrupted HDF5 file, or one still being written" in line
+    untouched(out, PREVIOUS)
 
 
 def test_external_targets_are_never_opened(cli, data_dir, sts16, tmp_path, monkeypatch):

@@ -1,12 +1,15 @@
 """What every command shares: one-line errors, warnings on stderr, progress lines, common options."""
 
+import contextlib
 import functools
 import logging
+import signal
 import sys
+import threading
 
 import click
 
-from embeval.errors import EXIT_BAD_INPUT, EmbevalError
+from embeval.errors import EXIT_BAD_INPUT, EmbevalError, Terminated
 from embeval.run.config import NORMALIZATIONS
 
 
@@ -36,11 +39,36 @@ def fails_cleanly(command):
         except EmbevalError as err:
             click.echo(f"embeval: error: {err}", err=True)
             sys.exit(EXIT_BAD_INPUT)
+        except Terminated:
+            click.echo("embeval: terminated", err=True)
+            sys.exit(EXIT_TERMINATED)
         except KeyboardInterrupt:
             click.echo("embeval: interrupted", err=True)
             sys.exit(130)
 
     return wrapper
+
+
+EXIT_TERMINATED = 128 + signal.SIGTERM
+
+
+@contextlib.contextmanager
+def sigterm_stops_like_ctrl_c():
+    """Within the block, SIGTERM raises Terminated (a KeyboardInterrupt) in the main thread, once; a second
+    SIGTERM while the run cleans up is ignored. Outside the main thread, nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def status(message):

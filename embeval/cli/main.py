@@ -6,11 +6,13 @@ import click
 
 from embeval._version import __version__
 from embeval.cli.common import (
+    EXIT_TERMINATED,
     OneLineErrorsGroup,
     comparison_options,
     data_option,
     fails_cleanly,
     say,
+    sigterm_stops_like_ctrl_c,
     status,
     task_file_option,
     task_registry,
@@ -279,25 +281,27 @@ def score(
     out = out or f"{Path(file).name.rsplit('.', 1)[0]}.results.json"
     root = resolve_data_dir(data)
     try:
-        record = run(
-            file,
-            root,
-            tasks=names,
-            out=out,
-            device=device,
-            config=config,
-            progress=not quiet,
-            log=log,
-            strict=strict,
-            resume=resume,
-            restart=restart,
-            save_predictions=save_predictions,
-            registry=registry,
-        )
+        with sigterm_stops_like_ctrl_c():
+            record = run(
+                file,
+                root,
+                tasks=names,
+                out=out,
+                device=device,
+                config=config,
+                progress=not quiet,
+                log=log,
+                strict=strict,
+                resume=resume,
+                restart=restart,
+                save_predictions=save_predictions,
+                registry=registry,
+            )
     except Interrupted as stop:
+        stopped, code = ("terminated", EXIT_TERMINATED) if stop.terminated else ("interrupted", 130)
         if not stop.saved:
-            click.echo(f"embeval: interrupted before any task finished; {out} was not changed", err=True)
-            sys.exit(130)
+            click.echo(f"embeval: {stopped} before any task finished; {out} was not changed", err=True)
+            sys.exit(code)
         ctx = click.get_current_context()
         again = ["embeval", "score", str(file), "--data", str(root), "--out", str(out)]
         for param in ctx.command.params:
@@ -318,11 +322,11 @@ def score(
             elif value or param.secondary_opts:
                 again += [param.opts[0] if value else param.secondary_opts[0]]
         click.echo(
-            f"embeval: interrupted; the results of {', '.join(stop.saved)} are kept in {stop.kept_in}; "
+            f"embeval: {stopped}; the results of {', '.join(stop.saved)} are kept in {stop.kept_in}; "
             f"finish the run with: {shlex.join(again + ['--resume'])}",
             err=True,
         )
-        sys.exit(130)
+        sys.exit(code)
     click.echo(table(record, list(record["tasks"])))
     click.echo(f"results: {out}")
     if record.get("predictions"):

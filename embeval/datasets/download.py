@@ -24,6 +24,10 @@ class FatalFetchError(EmbevalError):
     """A failure that every other download would meet too (unreachable server, unwritable disk)."""
 
 
+class ServerUnreachable(FatalFetchError):
+    """No connection to the server (refused, no route, name not resolved, timed out)."""
+
+
 def mirror_url(base, name):
     """The URL of a file in a mirror: base URL or folder + the file's upstream name."""
     if "://" not in base:
@@ -84,9 +88,9 @@ def _from_http(url, part, have, task, progress, name, retried=False):
             return _from_http(url, part, 0, task, progress, name, retried=True)
         raise EmbevalError(f"HTTP {err.code} {err.reason}", file=url, task=task)
     except urllib.error.URLError as err:
-        raise FatalFetchError(f"cannot reach the server ({getattr(err, 'reason', err)})", file=url, task=task)
+        raise ServerUnreachable(f"cannot reach the server ({getattr(err, 'reason', err)})", file=url, task=task)
     except (TimeoutError, ConnectionError, http.client.HTTPException) as err:
-        raise FatalFetchError(f"cannot reach the server ({err or type(err).__name__})", file=url, task=task)
+        raise ServerUnreachable(f"cannot reach the server ({err or type(err).__name__})", file=url, task=task)
     with response:
         if have and response.status != 206:
             have = 0

@@ -104,6 +104,32 @@ def sidecar_path(out):
     return out.with_name(f"{stem}.predictions.npz")
 
 
+def read_beside(results, saved, own_names=None):
+    """The predictions a results record names (`saved`: its "predictions" entry), from the folder of the
+    results file `results`: first under the results file's own name (sidecar_path, or `own_names`), so that
+    a results file renamed or moved together with its predictions still finds them, then under the name
+    stored in the record. Whichever is read must match the sha256 the record stores."""
+    results = Path(results)
+    stored = results.parent / Path(saved["file"]).name
+    candidates = list(dict.fromkeys([*(own_names or [sidecar_path(results)]), stored]))
+    found = [path for path in candidates if path.is_file()]
+    first_problem = None
+    for path in found:
+        try:
+            return read(path, saved.get("sha256"))
+        except EmbevalError as err:
+            first_problem = first_problem or err
+    if first_problem is not None:
+        raise first_problem
+    if len(candidates) == 1:
+        return read(stored)  # not found, in read's words
+    raise EmbevalError(
+        f"predictions file not found: neither {' nor '.join(path.name for path in candidates)} is beside it "
+        "(`embeval score --save-predictions` writes it beside the results)",
+        file=results,
+    )
+
+
 def _npy(array):
     buffer = io.BytesIO()
     np.lib.format.write_array(buffer, np.ascontiguousarray(array), allow_pickle=False)

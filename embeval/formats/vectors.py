@@ -9,6 +9,7 @@ compressed ones block by block, so only the rows of the task being scored are ev
 import hashlib
 import logging
 import os
+import re
 from pathlib import Path
 
 import h5py
@@ -88,7 +89,7 @@ class VectorsFile:
         try:
             self.h5 = h5py.File(self.path, "r")
         except OSError as err:
-            raise VectorsError(_open_problem(err), file=self.path)
+            raise VectorsError(_open_problem(err, self.path), file=self.path)
 
     def __enter__(self):
         return self
@@ -397,16 +398,52 @@ def _h5_reason(err):
     return text[:200]
 
 
-def _open_problem(err):
+def _open_problem(err, path=None):
+    """Why h5py could not open the file. With HDF5 locking off (HDF5_USE_FILE_LOCKING=FALSE) a file still
+    being written fails to open as a damaged one would: when its writer holds the lock, that is said."""
     text = str(err).lower()
-    if "truncated" in text:
-        return f"truncated HDF5 file ({_h5_reason(err)}); it was not completely written or copied"
-    if "lock" in text:
+    if re.search(r"\block", text):  # not the "sblock" of a truncated file's message
         return (
             f"cannot lock the file ({_h5_reason(err)}); is another program still writing it? "
             "(HDF5_USE_FILE_LOCKING=FALSE turns locking off)"
         )
-    return f"corrupted HDF5 file ({_h5_reason(err)})"
+    if path is not None and _write_locked(path):
+        return (
+            f"still being written: another program holds the file's write lock ({_h5_reason(err)}); "
+            "wait until it has finished and closed the file"
+        )
+    if "truncated" in text:
+        return (
+            f"truncated HDF5 file ({_h5_reason(err)}); it was not completely written or copied, "
+            "or is still being written"
+        )
+    return (
+        f"corrupted HDF5 file, or one still being written ({_h5_reason(err)}); if a program is writing it, "
+        "wait until it has closed the file, else write the file again"
+    )
+
+
+def _write_locked(path):
+    """True when another process holds an exclusive lock on the file, as an HDF5 writer does whatever this
+    process's HDF5_USE_FILE_LOCKING says (flock, or fcntl record locks on some builds); False when none
+    does or locks are not available."""
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        return False
+    try:
+        with open(path, "rb") as stream:
+            for probe in (fcntl.flock, fcntl.lockf):
+                try:
+                    probe(stream, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                except (BlockingIOError, PermissionError):
+                    return True
+                except OSError:
+                    continue
+                probe(stream, fcntl.LOCK_UN)
+    except OSError:
+        return False
+    return False
 
 
 def _nonfinite_rows(table, block=65536):

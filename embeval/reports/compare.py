@@ -34,8 +34,7 @@ def load_run(path):
     saved = record.get("predictions")
     if not isinstance(saved, dict) or not isinstance(saved.get("file"), str):
         raise EmbevalError("has no saved predictions; score it again with --save-predictions to compare it", file=path)
-    runs = predictions.read(path.parent / Path(saved["file"]).name, saved.get("sha256"))
-    return record, runs.get("encoder", {})
+    return record, predictions.read_beside(path, saved).get("encoder", {})
 
 
 def locate(sets, path):

@@ -84,12 +84,14 @@ class ResultsFiles:
         return [p for p in (self.progress, self.out) if p.exists()]
 
     def previous_predictions(self, record):
-        """The predictions an earlier record names (None when it has none or they cannot be read)."""
+        """The predictions an earlier record (OUT's or OUT.partial's) names, under OUT's own names first
+        (None when it has none or they cannot be read)."""
         saved = record.get("predictions")
         if not isinstance(saved, dict) or not isinstance(saved.get("file"), str):
             return None
+        own = predictions.sidecar_path(self.out)
         try:
-            return predictions.read(self.out.parent / Path(saved["file"]).name, saved.get("sha256"))
+            return predictions.read_beside(self.out, saved, [own, own.with_name(own.name + ".partial")])
         except EmbevalError as err:
             logger.info(f"not reusing the saved predictions: {err}")
             return None

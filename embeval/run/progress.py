@@ -8,6 +8,7 @@ import time
 from embeval.evaluate.context import Progress
 
 BAR = 20
+EVERY_S = 30.0  # off a terminal, at most one line this often
 
 
 def duration(seconds):
@@ -23,7 +24,7 @@ def duration(seconds):
 class TaskProgress(Progress):
     """The stages of one task, written to `stream`."""
 
-    def __init__(self, task, stream=None, every=30.0, tty=None, clock=time.monotonic):
+    def __init__(self, task, stream=None, every=EVERY_S, tty=None, clock=time.monotonic):
         self.task = task
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty() if tty is None else tty

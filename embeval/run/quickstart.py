@@ -12,10 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from embeval.errors import DATA_HINT, DataFileError, EmbevalError
+from embeval.errors import DATA_HINT, UNREACHABLE_HINT, DataFileError, EmbevalError
 from embeval.formats import sentences as export
 from embeval.formats.vectors import check_against_manifest
 from embeval.run.baseline import exporters_dir
+from embeval.run.progress import EVERY_S, TaskProgress
 from embeval.tasks.registry import TASKS
 
 # Cosine STS12-16 (the tasks marked quickstart in the registry): about 20,000 distinct sentences,
@@ -25,6 +26,7 @@ from embeval.tasks.registry import TASKS
 QUICKSTART_TASKS = tuple(name for name, task in TASKS.items() if task.quickstart)
 DEFAULT_WORKDIR = "embeval-quickstart"
 MARKER = ".embeval-quickstart"
+PROGRESS_EVERY_S = EVERY_S  # off a terminal, a line while the exporter runs, as scoring's progress
 ENCODERS = {
     "minilm": ("sentence_transformers_export.py", "all-MiniLM-L6-v2 (sentence-transformers, PyTorch)"),
     "bow": ("bow_numpy.py", "the hashing bag of words (numpy, 1024-d)"),
@@ -79,6 +81,28 @@ def exporter_command(encoder, export_dir, vectors, device="auto", quiet=False):
     return command
 
 
+def run_exporter(command, progress=None):
+    """Run the exporter and return its exit code. Off a terminal it runs quiet, so `progress` (a
+    TaskProgress writing a plain line at most every PROGRESS_EVERY_S) shows that it is alive."""
+    try:
+        process = subprocess.Popen(command)
+    except OSError as err:
+        raise EmbevalError(f"cannot start the exporter ({err.strerror})", file=command[1])
+    try:
+        if progress is None:
+            return process.wait()
+        progress.stage(f"the exporter (process {process.pid}) is running")
+        while True:
+            try:
+                return process.wait(timeout=min(1.0, progress.every))
+            except subprocess.TimeoutExpired:
+                progress.step(0)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
 def vectors_match(vectors, export_dir):
     """True when an earlier run's vectors file holds usable vectors of exactly this export."""
     if not Path(vectors).is_file():
@@ -91,14 +115,19 @@ def vectors_match(vectors, export_dir):
 
 def fetch_data(root, tasks, mirror, say):
     """Download and prepare the data sets of the tasks whose files are absent from root (a progress
-    bar per download on a terminal); the first failure is an EmbevalError."""
+    bar per download on a terminal); the first failure is an EmbevalError, an unreachable server's
+    naming the ways on (a mirror, data already on disk)."""
+    from embeval.datasets.download import ServerUnreachable
     from embeval.datasets.fetch import fetch
 
     absent = [name for name in tasks if TASKS[name].missing_files(root)]
     if not absent:
         return
     say(f"fetching the data of {', '.join(absent)} into {root}" + (f" from {mirror}" if mirror else ""))
-    report = fetch(root, absent, mirror=mirror, progress=sys.stderr.isatty(), log=say)
+    try:
+        report = fetch(root, absent, mirror=mirror, progress=sys.stderr.isatty(), log=say)
+    except ServerUnreachable as err:
+        raise ServerUnreachable(f"{err.message}; {UNREACHABLE_HINT}", file=err.file, task=err.task)
     if report.failed:
         raise report.failed[0]
 
@@ -152,15 +181,13 @@ def run(
     if vectors_match(vectors, export_dir):
         say(f"reusing {vectors} (its fingerprint matches this export)")
     else:
-        command = exporter_command(encoder, export_dir, vectors, device, quiet=not sys.stderr.isatty())
+        terminal = sys.stderr.isatty()
+        command = exporter_command(encoder, export_dir, vectors, device, quiet=not terminal)
         say(f"embedding with {ENCODERS[encoder][1]} in a separate process:\n  {' '.join(command)}")
-        try:
-            finished = subprocess.run(command, check=False)
-        except OSError as err:
-            raise EmbevalError(f"cannot start the exporter ({err.strerror})", file=command[1])
-        if finished.returncode != 0:
+        returncode = run_exporter(command, None if terminal else TaskProgress("embedding", every=PROGRESS_EVERY_S))
+        if returncode != 0:
             raise EmbevalError(
-                f"the exporter failed with exit code {finished.returncode} (its message is above)", file=command[1]
+                f"the exporter failed with exit code {returncode} (its message is above)", file=command[1]
             )
     results = workdir / f"results-{encoder}.json"
     record = score(

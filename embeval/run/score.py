@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from embeval._version import __version__
-from embeval.errors import EmbevalError
+from embeval.errors import EmbevalError, Terminated
 from embeval.evaluate.context import QUIET
 from embeval.formats.results import FORMAT, FORMAT_VERSION
 from embeval.formats.vectors import VectorsFile  # noqa: F401  (tests patch reads through this module)
@@ -51,11 +51,12 @@ def versions():
 
 
 class Interrupted(KeyboardInterrupt):
-    """Ctrl-C during a run; `saved` lists the tasks whose results are kept in the file `kept_in`."""
+    """Ctrl-C (or SIGTERM: `terminated`) during a run; `saved` lists the tasks whose results are kept in the
+    file `kept_in`."""
 
-    def __init__(self, saved, kept_in):
+    def __init__(self, saved, kept_in, terminated=False):
         super().__init__()
-        self.saved, self.kept_in = saved, kept_in
+        self.saved, self.kept_in, self.terminated = saved, kept_in, terminated
 
 
 def new_record(vectors, root, config, device):
@@ -151,8 +152,10 @@ def score(
         record["skipped"] = work.skipped
         decisions = reusable_units(files, previous, record, work.units) if resume else {}
         _run(work.units, decisions, record, files, device, progress, log, workspace)
-    except KeyboardInterrupt:
-        raise Interrupted(files.saved if files else [], files.progress if files else None)
+    except KeyboardInterrupt as stop:
+        raise Interrupted(
+            files.saved if files else [], files.progress if files else None, terminated=isinstance(stop, Terminated)
+        )
     except EmbevalError:
         if files and files.saved and not files.write_failed:
             logger.info(files.kept())
