@@ -218,6 +218,17 @@ def vectors_check(file, export_dir, tasks, task_files, strict):
     help="Every requested task must be scored: a task absent from the file (or from the union's "
     "tasks), without data, or without an evaluator is an error instead of being skipped.",
 )
+@click.option(
+    "--ray",
+    "ray",
+    metavar="[ADDRESS]",
+    is_flag=False,
+    flag_value="local",
+    default=None,
+    help="Search retrieval corpora in shards as Ray tasks: --ray alone starts a local Ray, --ray=ADDRESS "
+    "joins a cluster (the vectors file must be readable by every worker at the same path). The figures "
+    "are those of one search. Needs pip install 'embeval[ray]'.",
+)
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
 @fails_cleanly
 def score(
@@ -241,6 +252,7 @@ def score(
     resume,
     restart,
     strict,
+    ray,
     quiet,
 ):
     """Score a vectors file on every task it holds.
@@ -296,6 +308,7 @@ def score(
                 restart=restart,
                 save_predictions=save_predictions,
                 registry=registry,
+                ray=ray,
             )
     except Interrupted as stop:
         stopped, code = ("terminated", EXIT_TERMINATED) if stop.terminated else ("interrupted", 130)

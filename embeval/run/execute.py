@@ -49,9 +49,10 @@ class Workspace:
     """What one process keeps between the units it executes: open vectors files, loaded task data,
     union rows and the last baseline table. Close it when done."""
 
-    def __init__(self):
+    def __init__(self, shards=None):
         self._files, self._caches, self._unions = {}, {}, {}
         self._baseline = (None, None)
+        self.shards = shards  # where searches over a corpus run (embeval.run.shards.RayShards), or here
 
     def vectors_file(self, path):
         if path not in self._files:
@@ -96,11 +97,13 @@ class RoleSource:
     """The rows of one of a task's sentence lists, read from the vectors file block by block (a
     kind that streams, such as retrieval over a large corpus, never holds the whole table)."""
 
-    def __init__(self, vf, located, role, dims=None):
+    def __init__(self, vf, located, role, dims=None, shards=None, device="cpu"):
         self.vf, self.found, self.task, self.dims = vf, located.roles[role], located.name, dims
+        self.path = vf.path
         self.count, self.dim = located.shape(role)
         if dims is not None:
             self.dim = dims
+        self.shards, self.device = shards, device
 
     def blocks(self, start=0, stop=None, block_bytes=64 << 20):
         """(first row, float32 block) over rows start..stop."""
@@ -114,6 +117,23 @@ class RoleSource:
         parts = [values for _, values in self.blocks(start, stop)]
         return np.concatenate(parts) if parts else np.zeros((0, self.dim), dtype=np.float32)
 
+    def gather(self, rows):
+        """The list's rows `rows` (any order, repeats allowed) as one float32 array."""
+        rows = np.asarray(rows, dtype=np.int64)
+        mapped = rows if self.found.rows is None else np.asarray(self.found.rows)[rows]
+        return self.gather_file_rows(mapped)
+
+    def gather_file_rows(self, rows):
+        """Rows of the dataset itself (not of the list)."""
+        return truncate(self.vf.read_rows(self.found.dataset, self.task, rows), self.dims)
+
+    def search(self, queries, rows, depth, similarity):
+        """The `depth` best of the list's rows `rows` for each query (exact search, streamed, over Ray
+        shards with --ray): (scores, indices into `rows`)."""
+        from embeval.run.shards import corpus_top_k
+
+        return corpus_top_k(self, rows, queries, depth, similarity, self.device, self.shards)
+
 
 def make_context(unit, located, workspace, device, progress=QUIET, reference=None):
     """The Context of one task: its data, the tables its kind holds on the device, the rows of its
@@ -126,7 +146,9 @@ def make_context(unit, located, workspace, device, progress=QUIET, reference=Non
     sources = {}
     if unit.source.bow_dim is None:
         vf = workspace.vectors_file(unit.source.path)
-        sources = {role: RoleSource(vf, located, role, unit.source.dims) for role in located.lists}
+        sources = {
+            role: RoleSource(vf, located, role, unit.source.dims, workspace.shards, device) for role in located.lists
+        }
     config = unit.config
     return Context(
         task=spec,

@@ -115,6 +115,7 @@ def score(
     restart=False,
     task_files=(),
     registry=None,
+    ray=None,
 ):
     """Score every requested task present in the vectors file; write the results to `out`.
 
@@ -130,6 +131,8 @@ def score(
     show the stages of long tasks on stderr. Ctrl-C raises Interrupted, naming what was kept.
     task_files: task files (or folders of them) declaring tasks beyond the built-ins; registry: the
     tasks known to the run (default: the built-ins, those of EMBEVAL_TASKS and of task_files).
+    ray: search retrieval corpora in shards as Ray tasks: "local" (a Ray started here) or a cluster's
+    address (the figures are those of a search in this process).
     """
     log = log or (lambda msg: print(msg, file=sys.stderr))
     config = dict(config) if config else build_config()
@@ -142,7 +145,12 @@ def score(
     if resume and not out:
         raise EmbevalError("needs the results file to resume from (--out)", file="--resume")
     files = ResultsFiles(out, save_predictions) if out else None
-    workspace = Workspace()  # the task data plan() loads and fingerprints is reused by execute()
+    shards = None
+    if ray is not None:
+        from embeval.run.shards import RayShards
+
+        shards = RayShards(None if ray == "local" else ray)
+    workspace = Workspace(shards)  # the task data plan() loads and fingerprints is reused by execute()
     try:
         previous = files.check(resume, restart) if files else []
         registry = registry if registry is not None else task_registry(task_files)
@@ -162,6 +170,8 @@ def score(
         raise
     finally:
         workspace.close()
+        if shards is not None:
+            shards.close()
         if files:
             files.release()
     return record

@@ -22,9 +22,9 @@ KINDS = {
     "relatedness": "embeval.kinds.relatedness",
     "caption-ranking": "embeval.kinds.caption_ranking",
     "probing": "embeval.kinds.probing",
+    "retrieval": "embeval.kinds.retrieval",
+    "reranking": "embeval.kinds.reranking",
 }
-# Kind names of earlier versions' results files.
-RENAMED_KINDS = {"retrieval": "caption-ranking"}
 
 # SentEval's file formats (the built-in tasks'): name -> (loader in embeval.tasks.senteval, its
 # [files] keys (None: any keys), the kinds it holds data of).
@@ -54,8 +54,8 @@ def known_kinds() -> list[str]:
 
 @cache
 def kind(name: str) -> Kind:
-    """The Kind named `name` (a kind of an earlier version's results files by its new name)."""
-    name = RENAMED_KINDS.get(name, name)
+    """The Kind named `name`. (Results files of 0.1 call COCO's kind "retrieval": their tasks are
+    resolved by their built-in name, never by that kind.)"""
     module = importlib.import_module(KINDS[name])
     return module.KIND  # type: ignore[no-any-return]
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from embeval.errors import EmbevalError
-from embeval.tasks.catalog import KINDS, RENAMED_KINDS, SENTEVAL_FORMATS, kind, known_kinds, loader, statistic
+from embeval.tasks.catalog import KINDS, SENTEVAL_FORMATS, kind, known_kinds, loader, statistic
 from embeval.tasks.declaration import TaskFileError
 from embeval.tasks.spec import TaskSpec, read_spec
 
@@ -222,7 +222,6 @@ def parse_task_list(text: str | None, source: str = "--tasks") -> list[str]:
 
 __all__ = [
     "KINDS",
-    "RENAMED_KINDS",
     "SENTEVAL_FORMATS",
     "TASKS",
     "Registry",

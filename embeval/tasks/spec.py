@@ -198,6 +198,8 @@ def _format(decl: Declaration, kind: Kind, files: tuple[tuple[str, str], ...], d
     """The files' format: declared, else told by the files' suffix."""
     if declared is not None:
         return declared
+    if len(kind.formats) == 1:
+        return kind.formats[0]
     by_suffix = {Path(path).suffix.lower().lstrip(".") for _, path in files}
     if len(by_suffix) == 1 and (suffix := by_suffix.pop()) in kind.formats:
         return suffix

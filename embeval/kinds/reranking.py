@@ -1,0 +1,34 @@
+"""Reranking, as MTEB evaluates it (mteb 2.26): each query's candidate documents ranked by the
+similarity of the vectors, scored against graded relevance judgments with MTEB's retrieval figures
+(relevant documents that are not candidates still count in Recall's and MAP's denominators).
+
+Files: BEIR's three (`corpus`, `queries`, `qrels`; see embeval.kinds.retrieval) and `candidates`, a
+TSV with the header `query-id<TAB>corpus-id` and one line per candidate of a query (MTEB's
+"top_ranked"). A query without candidates is kept and scores 0, as in MTEB. Keys: `similarity`
+("cosine" or "dot"). Figures: those of retrieval; main figure MAP@1000 (MTEB's for most reranking
+tasks; a task may choose mrr_at_10 or ndcg_at_10 with `figure`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from embeval.kinds.retrieval import Retrieval, RetrievalParams
+from embeval.tasks.declaration import Declaration
+
+
+class Reranking(Retrieval):
+    name = "reranking"
+    summary = "queries with candidate documents and graded judgments; MTEB's reranking figures"
+    statistics = {}  # its prediction sets are retrieval's (the same set kind)
+    main = "map_at_1000"
+    reranking = True
+
+    def file_keys(self, protocol: str | None) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
+        return ("corpus", "queries", "qrels", "candidates"), (), False
+
+    def read_params(self, decl: Declaration, protocol: str | None) -> Any:
+        return RetrievalParams(similarity=decl.take("similarity", default="cosine", choices=("cosine", "dot")))
+
+
+KIND = Reranking()

@@ -1,0 +1,258 @@
+"""The retrieval and reranking kinds end to end: a task file over BEIR's files, the export's query and
+document lists, vectors written per role, `embeval score`, and mteb 2.26's own evaluator on the same
+vectors giving the same figures; the intervals, a paired comparison, the MTEB export loaded back by
+mteb, a tiny memory budget, and bad input.
+
+The synthetic tasks (tests/test_mteb_retrieval.py) have small-integer vectors and the dot product as
+similarity, so every score is exact in float32 and float64 alike and both sides see the same ties.
+Agreement measured: every figure equal to mteb's reported (rounded) figure to 0.0."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+from mteb_helpers import mteb_client
+from test_mteb_retrieval import run_mteb, synthetic, vectors_of, write_task
+
+from embeval.formats.vectors import write
+from embeval.tasks import beir
+
+TASK_FILE = """name = "{name}"
+kind = "{kind}"
+similarity = "dot"
+[files]
+corpus = "{folder}/corpus.jsonl"
+queries = "{folder}/queries.jsonl"
+qrels = "{folder}/qrels/test.tsv"
+"""
+
+
+@pytest.fixture(scope="module")
+def client():
+    return mteb_client()
+
+
+def declare(tmp_path, task, kind="retrieval", name="Synthetic", extra=""):
+    folder = tmp_path / "data"
+    write_task(folder, task)
+    text = TASK_FILE.format(name=name, kind=kind, folder="data") + extra
+    if kind == "reranking":
+        text += 'candidates = "data/top_ranked.tsv"\n'
+    (tmp_path / "task.toml").write_text(text, encoding="utf-8")
+    return tmp_path / "task.toml", folder
+
+
+def embed(task, tmp_path, export, out, shift=0):
+    """The vectors file of an export: each role's texts looked up in the synthetic task's tables."""
+    data = beir.load_retrieval(
+        tmp_path / "data" / "corpus.jsonl",
+        tmp_path / "data" / "queries.jsonl",
+        tmp_path / "data" / "qrels" / "test.tsv",
+        "T",
+    )
+    queries, documents = vectors_of(data, task)
+    tables = {"query": dict(zip(data.query_texts, queries)), "document": dict(zip(data.doc_texts, documents))}
+
+    def encoder(role):
+        return lambda texts: np.array([tables[role][t] + shift for t in texts], dtype=np.float32)
+
+    write(out, export, {"query": encoder("query"), "document": encoder("document")}, progress=False)
+    return data
+
+
+@pytest.mark.parametrize("kind", ["retrieval", "reranking"])
+def test_kind_equals_mtebs_evaluator(client, tmp_path, cli, kind):
+    task = synthetic(seed=3, span=2)
+    task_file, _ = declare(tmp_path, task, kind)
+    export = tmp_path / "sentences"
+    assert (
+        cli(
+            "export-sentences",
+            "--data",
+            tmp_path / "none",
+            "--out",
+            export,
+            "--task-file",
+            task_file,
+            "--tasks",
+            "Synthetic",
+        ).exit_code
+        == 0
+    )
+    manifest = json.loads((export / "manifest.json").read_text())
+    assert set(manifest["tasks"]["Synthetic"]["roles"]) == {"query", "document"}
+    data = embed(task, tmp_path, export, tmp_path / "v.h5")
+    result = cli(
+        "score",
+        tmp_path / "v.h5",
+        "--data",
+        tmp_path / "none",
+        "--task-file",
+        task_file,
+        "--out",
+        tmp_path / "r.json",
+        "--bootstrap",
+        "200",
+    )
+    assert result.exit_code == 0, result.stderr
+    entry = json.loads((tmp_path / "r.json").read_text())["tasks"]["Synthetic"]
+    reported, *_ = run_mteb(client, task, data, reranking=kind == "reranking")
+    from embeval.tasks.registry import registry
+
+    spec = registry([task_file])["Synthetic"]
+    ours = spec.kind_module.mteb_scores(spec, entry["results"])
+    for name, value in ours.items():
+        assert value == pytest.approx(reported[name], abs=1e-12), name
+    main = "ndcg_at_10" if kind == "retrieval" else "map_at_1000"
+    ci = entry["ci"]["figures"][main]
+    assert ci["low"] <= entry["results"][main] <= ci["high"]
+    assert ci["value"] == pytest.approx(entry["results"][main], rel=1e-12)
+
+
+def test_a_tiny_memory_budget_gives_the_same_figures(client, tmp_path, cli, monkeypatch):
+    """The corpus is searched in blocks of a few rows: the same figures as one block."""
+    from embeval.run import shards
+
+    task = synthetic(seed=4, span=60)
+    task_file, _ = declare(tmp_path, task)
+    export = tmp_path / "sentences"
+    cli("export-sentences", "--data", tmp_path / "none", "--out", export, "--task-file", task_file)
+    embed(task, tmp_path, export, tmp_path / "v.h5")
+    runs = {}
+    for budget in (1 << 30, 200_000):
+        monkeypatch.setattr(shards, "dense_budget", lambda device, budget=budget: budget)
+        out = tmp_path / f"r{budget}.json"
+        assert (
+            cli(
+                "score",
+                tmp_path / "v.h5",
+                "--data",
+                tmp_path / "none",
+                "--task-file",
+                task_file,
+                "--out",
+                out,
+                "--bootstrap",
+                "0",
+            ).exit_code
+            == 0
+        )
+        runs[budget] = json.loads(out.read_text())["tasks"]["Synthetic"]["results"]
+    assert runs[1 << 30] == runs[200_000]
+
+
+def test_paired_comparison_of_two_encoders(tmp_path, cli):
+    task = synthetic(seed=6, span=60)
+    task_file, _ = declare(tmp_path, task)
+    export = tmp_path / "sentences"
+    cli("export-sentences", "--data", tmp_path / "none", "--out", export, "--task-file", task_file)
+    outputs = []
+    for shift in (0, 3):
+        vectors = tmp_path / f"v{shift}.h5"
+        embed(task, tmp_path, export, vectors, shift=shift)
+        out = tmp_path / f"r{shift}.json"
+        assert (
+            cli(
+                "score",
+                vectors,
+                "--data",
+                tmp_path / "none",
+                "--task-file",
+                task_file,
+                "--out",
+                out,
+                "--bootstrap",
+                "200",
+            ).exit_code
+            == 0
+        )
+        outputs.append(out)
+    compared = cli("compare", *outputs)
+    assert compared.exit_code == 0, compared.stderr
+    assert "Synthetic" in compared.stdout and "nDCG@10" in compared.stdout
+
+
+def test_export_mteb_round_trip(client, tmp_path, cli):
+    """A retrieval task declared as MTEB's SciFact (its revision from mteb's metadata) is written in MTEB's
+    result format and loaded back by mteb with the same main score."""
+    meta = client.get_task("SciFact").metadata
+    task = synthetic(seed=7, span=60)
+    extra = f'[mteb]\nname = "SciFact"\nrevision = "{meta.revision}"\n'
+    task_file, _ = declare(tmp_path, task, extra=extra)
+    export = tmp_path / "sentences"
+    cli("export-sentences", "--data", tmp_path / "none", "--out", export, "--task-file", task_file)
+    embed(task, tmp_path, export, tmp_path / "v.h5")
+    assert (
+        cli(
+            "score",
+            tmp_path / "v.h5",
+            "--data",
+            tmp_path / "none",
+            "--task-file",
+            task_file,
+            "--out",
+            tmp_path / "r.json",
+            "--bootstrap",
+            "0",
+        ).exit_code
+        == 0
+    )
+    result = cli("export-mteb", tmp_path / "r.json", "--model", "my-org/my-encoder", "--out", tmp_path / "cache")
+    assert result.exit_code == 0, result.stderr
+    from mteb.results import TaskResult
+
+    path = next((tmp_path / "cache").rglob("SciFact.json"))
+    loaded = TaskResult.from_disk(path)
+    results = json.loads((tmp_path / "r.json").read_text())["tasks"]["Synthetic"]["results"]
+    assert loaded.get_score() == pytest.approx(round(results["ndcg_at_10"], 5), abs=1e-9)
+    assert loaded.is_mergeable(client.get_task("SciFact"))
+
+
+@pytest.mark.parametrize(
+    "edit, problem",
+    [
+        (lambda d: (d / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\tnope\t1\n"), "nope"),
+        (lambda d: (d / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\thigh\n"), "integer"),
+        (lambda d: (d / "corpus.jsonl").write_text(""), "no documents"),
+    ],
+    ids=["unknown-document", "grade", "empty-corpus"],
+)
+def test_bad_input_is_one_line(tmp_path, cli, edit, problem):
+    from reliability_helpers import refused
+
+    task = synthetic(seed=8, span=2)
+    task_file, folder = declare(tmp_path, task)
+    edit(folder)
+    refused(cli("tasks", "--task-file", task_file), problem)
+
+
+def test_ray_shards_give_the_single_process_figures(tmp_path, cli):
+    """--ray splits the corpus into shards searched by Ray tasks (a local Ray here) and merges their
+    top-k lists: the same figures as one search in this process."""
+    if os.environ.get("EMBEVAL_REQUIRE_RAY") != "1":  # CI requires Ray: there a missing Ray fails
+        pytest.importorskip("ray")
+    task = synthetic(seed=9, span=60)
+    task_file, _ = declare(tmp_path, task)
+    export = tmp_path / "sentences"
+    cli("export-sentences", "--data", tmp_path / "none", "--out", export, "--task-file", task_file)
+    embed(task, tmp_path, export, tmp_path / "v.h5")
+    runs = []
+    for extra in ([], ["--ray"]):
+        out = tmp_path / f"r{len(extra)}.json"
+        result = cli(
+            "score",
+            tmp_path / "v.h5",
+            "--data",
+            tmp_path / "none",
+            "--task-file",
+            task_file,
+            "--out",
+            out,
+            "--bootstrap",
+            "0",
+            *extra,
+        )
+        assert result.exit_code == 0, result.stderr
+        runs.append(json.loads(out.read_text())["tasks"]["Synthetic"]["results"])
+    assert runs[0] == runs[1]
