@@ -94,16 +94,20 @@ def context(vectors, data, task):
     from embeval.run.config import build
     from embeval.run.plan import Located, TaskDataCache, UnionRows
     from embeval.tasks.registry import TASKS as REGISTRY
-    from embeval.tasks.samples import split_rows
+    from embeval.tasks.registry import builtin
 
     cache = TaskDataCache(data)
+    spec = REGISTRY[task]
     with VectorsFile(vectors) as vf:
-        loc = Located(task, vf, UnionRows(vf, cache), cache)
-        table = vf.read_rows(loc.dataset, task)
-    row_of = {s: i for i, s in enumerate(loc.sentences)}
-    rows = {k: split_rows(s, row_of) for k, s in loc.data.splits.items()}
+        loc = Located(spec, vf, UnionRows(vf, cache, builtin()), cache)
+        table = loc.read(vf)
+    row_of = {"text": {s: i for i, s in enumerate(loc.sentences)}}
+    rows = spec.kind_module.rows(spec, loc.data, row_of)
     config = build(solver="senteval")
-    return Context(REGISTRY[task], loc.data, torch.from_numpy(table), rows, torch.device("cpu"), config, 1111)
+    return Context(spec, loc.data, torch.from_numpy(table), rows, torch.device("cpu"), config, 1111)
+
+
+GRIDS = {"nested-kfold": "inner_kfold", "kfold": "kfold", "split": "split"}  # classify's grid of each protocol
 
 
 def stage_problems(ctx, solver):
@@ -111,11 +115,11 @@ def stage_problems(ctx, solver):
     from embeval.evaluate import classify
 
     samples = classify.prepare(ctx)
-    protocol = ctx.task.evaluator
-    regs = classify.regularization_grid(solver, protocol, ctx.task)
+    protocol = ctx.task.protocol
+    regs = classify.regularization_grid(solver, GRIDS[protocol], ctx.task)
     k = ctx.config["kfold"]
     fits = []
-    if protocol == "inner_kfold":
+    if protocol == "nested-kfold":
         y = samples.y("all")
         for train, _test, inner in classify.inner_kfold_folds(y, k):
             fits += [(a, b, reg, "select") for a, b in inner for reg in regs]

@@ -35,9 +35,8 @@ from embeval.run.plan import (  # noqa: E402
     TaskDataCache,
     UnionRows,
     select,
-    table_fingerprint,
 )
-from embeval.tasks.registry import TASKS  # noqa: E402
+from embeval.tasks.registry import TASKS, builtin  # noqa: E402
 
 
 def write_file(path, texts, dim, compression):
@@ -66,13 +65,13 @@ def measure(path, data_dir, names):
         cache = TaskDataCache(data_dir)
 
         def locate():
-            todo, _ = select(list(names), True, vf, data_dir)
-            union = UnionRows(vf, cache)
-            return [Located(name, vf, union, cache) for name in todo]
+            union = UnionRows(vf, cache, builtin())
+            todo, _ = select([TASKS[n] for n in names], True, vf, data_dir, union.tasks() or [])
+            return [Located(spec, vf, union, cache) for spec in todo]
 
         located_s, located = timed(locate)
-        values_s, _ = timed(lambda: [table_fingerprint(loc.read(vf)) for loc in located])
-        read_s, _ = timed(lambda: [vf.read_rows(loc.dataset, loc.name) for loc in located])
+        values_s, _ = timed(lambda: [vf.fingerprint_rows(loc.roles["text"].dataset, loc.name) for loc in located])
+        read_s, _ = timed(lambda: [loc.read(vf) for loc in located])
     return {
         "guard_s": round(guard, 3),
         "plan_and_data_s": round(located_s, 3),

@@ -51,7 +51,7 @@ def make_task(root, name, encode, rng, vocab):
     scores = vectors @ rng.standard_normal((vectors.shape[1], k)) + rng.gumbel(size=(total, k)) * 2
     labels = scores.argmax(axis=1)
     splits = [s for s, n in SIZES.items() for _ in range(n)]
-    path = root / TASKS[name].files[0]
+    path = root / TASKS[name].data_files()[0]
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
         for split, label, sentence in zip(splits, labels, sentences):
