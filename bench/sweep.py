@@ -8,8 +8,11 @@ token and i), each with a root attribute `step`. Per solver, each arm runs as it
 with the same torch thread count (--threads; the process's OMP_NUM_THREADS): (a) one
 `embeval score` per file, one after the other; (b) one `embeval sweep` of every file; (c) the same
 sweep with --ray (a local Ray started by the command). Reports wall seconds, the peak resident
-memory of the largest process, and checks that every file's results are the same in all arms.
-Writes bench/results/sweep.json and prints a table.
+memory of the largest process, how many times the classification protocols prepared their samples
+(features and folds), and checks that every file's results are the same in all arms.
+With --against-tree CHECKOUT, the arms `separate@other` and `sweep@other` run the same commands with
+the code of another checkout (an earlier commit), in the same run. Writes bench/results/sweep.json
+and prints a table.
 """
 
 import argparse
@@ -58,8 +61,8 @@ def figures(path):
     return {t: dict(e["results"].items()) for t, e in record["tasks"].items()}
 
 
-def run_arm(kind, paths, data, tasks, options, out, env):
-    base = [sys.executable, "-m", "embeval"]
+def run_arm(kind, paths, data, tasks, options, out, env, tree, counts):
+    base = [sys.executable, str(HERE / "count_prepare.py"), str(tree), str(counts)]
     if kind == "separate":
         total, peak = 0.0, 0.0
         for path in paths:
@@ -94,10 +97,14 @@ def run_arm(kind, paths, data, tasks, options, out, env):
 def arm_child(args):
     """Each arm in a fresh process of its own, so the peak memory is that arm's."""
     paths = [Path(p) for p in args.paths.split(",")]
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
+    kind, _, where = args.arm.partition("@")
+    tree = Path(args.against_tree).resolve() if where == "other" else HERE.parent
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads), PYTHONPATH=str(tree))
     options = ["--config", args.config, "--solver", args.solver, "--device", "cpu", "--bootstrap", str(args.bootstrap)]
-    seconds, peak = run_arm(args.arm, paths, args.data, args.tasks.split(","), options, Path(args.out), env)
-    print(json.dumps({"seconds": round(seconds, 1), "peak_mib": round(peak)}))
+    counts = Path(args.out) / "prepare-counts.txt"
+    seconds, peak = run_arm(kind, paths, args.data, args.tasks.split(","), options, Path(args.out), env, tree, counts)
+    prepared = sum(int(line) for line in counts.read_text().split()) if counts.exists() else 0
+    print(json.dumps({"seconds": round(seconds, 1), "peak_mib": round(peak), "preparations": prepared}))
 
 
 def main():
@@ -116,6 +123,7 @@ def main():
         help="torch threads per process (default: one per core, as torch's own)",
     )
     parser.add_argument("--arms", default="separate,sweep,ray")
+    parser.add_argument("--against-tree", help="another checkout: adds the arms separate@other and sweep@other")
     parser.add_argument("--out", default=str(HERE / "results" / "sweep.json"))
     parser.add_argument("--arm", help=argparse.SUPPRESS)
     parser.add_argument("--paths", help=argparse.SUPPRESS)
@@ -124,6 +132,8 @@ def main():
     if args.arm:
         return arm_child(args)
     tasks = args.tasks.split(",")
+    if args.against_tree:
+        args.arms += ",separate@other,sweep@other"
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         paths = make_files(Path(args.data), tasks, args.dim, args.files, work)
@@ -154,12 +164,12 @@ def main():
                     str(args.threads),
                     "--out",
                     str(out),
-                ]
+                ] + (["--against-tree", args.against_tree] if args.against_tree else [])
                 result = subprocess.run(command, check=True, capture_output=True, text=True)
                 runs[solver][arm] = json.loads(result.stdout.strip().splitlines()[-1])
                 print(
-                    f"{solver:9s} {arm:9s} {runs[solver][arm]['seconds']:8.1f} s  "
-                    f"peak {runs[solver][arm]['peak_mib']:6d} MiB",
+                    f"{solver:9s} {arm:15s} {runs[solver][arm]['seconds']:8.1f} s  "
+                    f"peak {runs[solver][arm]['peak_mib']:6d} MiB  {runs[solver][arm]['preparations']:5d} preparations",
                     flush=True,
                 )
                 write(args, tasks, runs)
@@ -174,6 +184,8 @@ def main():
             arms = runs[solver]
             if "separate" in arms and "sweep" in arms:
                 arms["speedup"] = round(arms["separate"]["seconds"] / arms["sweep"]["seconds"], 2)
+            if "separate@other" in arms and "sweep@other" in arms:
+                arms["speedup_other"] = round(arms["separate@other"]["seconds"] / arms["sweep@other"]["seconds"], 2)
             if "sweep" in arms and "ray" in arms:
                 arms["ray_overhead_seconds"] = round(arms["ray"]["seconds"] - arms["sweep"]["seconds"], 1)
     write(args, tasks, runs)
@@ -183,6 +195,7 @@ def main():
 def write(args, tasks, runs):
     """The results so far (after every arm, so a long run that is stopped keeps what it measured)."""
     result = {
+        "against_tree": args.against_tree,
         "files": args.files,
         "dim": args.dim,
         "tasks": tasks,

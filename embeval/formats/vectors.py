@@ -516,8 +516,9 @@ def _role_encoder(encode, prompts, role):
     if isinstance(encode, dict):
         function = encode.get(role, encode.get(TEXT))
         if function is None:
+            fallback = " or encode['text']" if role != TEXT else ""
             raise VectorsError(
-                f"no encode function for the role {role!r} (give encode[{role!r}] or encode['text'])", file="encode"
+                f"no encode function for the role {role!r} (give encode[{role!r}]{fallback})", file="encode"
             )
     prompt = (prompts or {}).get(role, "")
     if not prompt:
