@@ -22,6 +22,9 @@ KINDS = {
     "relatedness": "embeval.kinds.relatedness",
     "caption-ranking": "embeval.kinds.caption_ranking",
     "probing": "embeval.kinds.probing",
+    "clustering": "embeval.kinds.clustering",
+    "summarization": "embeval.kinds.summarization",
+    "bitext-mining": "embeval.kinds.bitext",
 }
 # Kind names of earlier versions' results files.
 RENAMED_KINDS = {"retrieval": "caption-ranking"}
