@@ -18,6 +18,7 @@ from reliability_helpers import refused
 from threadpoolctl import threadpool_limits
 
 from embeval.formats.vectors import write
+from embeval.kinds.pair_classification import MTEB_FIGURES as PAIR_FIGURES
 
 EXACT = 1e-12  # pair classification (measured 2.2e-16), classification, clustering, bitext (measured 0)
 FLOAT32 = 1e-7  # summarization: mteb's float32 cosines (measured 1.5e-8)
@@ -201,7 +202,10 @@ def test_classification_equals_mtebs(client, cli, tmp_path, n_classes, options):
     train_texts, train_labels, table = classification_rows(1, n_classes, 300, "train")
     test_texts, test_labels, test_table = classification_rows(2, n_classes, 150, "test")
     table |= test_table
-    declaration = f'name = "Topics"\nkind = "classification"\nprotocol = "mteb"\n{options}[files]\ntrain = "train.tsv"\ntest = "test.tsv"\n'
+    declaration = (
+        f'name = "Topics"\nkind = "classification"\nprotocol = "mteb"\n{options}'
+        '[files]\ntrain = "train.tsv"\ntest = "test.tsv"\n'
+    )
     files = {
         "train.tsv": tsv(zip(train_texts, train_labels, strict=True), ("text", "label")),
         "test.tsv": tsv(zip(test_texts, test_labels, strict=True), ("text", "label")),
@@ -261,18 +265,18 @@ def test_bootstrap_clustering_equals_mtebs(client, cli, tmp_path, form, keys, at
     if form == "levels":
         files = {
             "docs.tsv": tsv(
-                [(t, f"g{l[0]}", f"c{l[1]}" if len(l) > 1 else "") for t, l in zip(texts, labels, strict=True)],
+                [(t, f"g{ls[0]}", f"c{ls[1]}" if len(ls) > 1 else "") for t, ls in zip(texts, labels, strict=True)],
                 ("text", "group", "centre"),
             )
         }
         keys += 'levels = ["group", "centre"]\n'
         path = "docs.tsv"
     elif form == "jsonl":
-        files = {"docs.jsonl": jsonl({"text": t, "label": l} for t, l in zip(texts, labels, strict=True))}
+        files = {"docs.jsonl": jsonl({"text": t, "label": ls} for t, ls in zip(texts, labels, strict=True))}
         path = "docs.jsonl"
     else:
         labels = [[int(f)] for f in fine]
-        files = {"docs.csv": "text,label\n" + "".join(f"{t},{l[0]}\n" for t, l in zip(texts, labels, strict=True))}
+        files = {"docs.csv": "text,label\n" + "".join(f"{t},{ls[0]}\n" for t, ls in zip(texts, labels, strict=True))}
         path = "docs.csv"
     declaration = f'name = "Centres"\nkind = "clustering"\n{keys}[files]\ntest = "{path}"\n'
     entry, stdout, out = score(cli, tmp_path, declaration, files, table, "Centres")
@@ -394,3 +398,179 @@ def test_bitext_mining_equals_mtebs(client, cli, tmp_path):
     assert max(abs(ours[key] - theirs[key]) for key in theirs if key != "main_score") <= EXACT
     assert 0.3 < ours["accuracy"] < 0.95 and ours["precision"] < ours["accuracy"]
     check_interval_and_report(cli, entry, out, "f1", "Bitext mining (MTEB), F1 x100")
+
+
+# Bad input: one line naming the file (and the line), exit code 2.
+
+PAIR = 'name = "P"\nkind = "pair-classification"\nprotocol = "mteb"\n[files]\ntest = "p.tsv"\n'
+CLUSTERS = 'name = "C"\nkind = "clustering"\n{keys}[files]\ntest = "c.{suffix}"\n'
+SETS = 'name = "S"\nkind = "clustering"\nprotocol = "sets"\n[files]\ntest = "s.tsv"\n'
+SUMMARIES = 'name = "M"\nkind = "summarization"\n[files]\ntest = "m.jsonl"\n'
+TOPICS = 'name = "T"\nkind = "classification"\nprotocol = "mteb"\n[files]\ntrain = "train.tsv"\ntest = "test.tsv"\n'
+BITEXT = 'name = "B"\nkind = "bitext-mining"\n[files]\ntest = "b.tsv"\n'
+SUMMARY = {"human_summaries": ["h"], "machine_summaries": ["m1", "m2"], "relevance": [1, 2]}
+
+
+@pytest.mark.parametrize(
+    "declaration, files, fragments",
+    [
+        (PAIR, {"p.tsv": "sentence1\tsentence2\tlabel\na\tb\t1\nc\td\t2\n"}, ["p.tsv:3", "label '2' is not 0 or 1"]),
+        (PAIR, {"p.tsv": "sentence1\tsentence2\tlabel\na\tb\t1\nc\td\n"}, ["p.tsv:3", "2 fields, the header has 3"]),
+        (PAIR, {"p.tsv": "sentence1\tsentence2\tlabel\n"}, ["p.tsv", "no rows (an empty split)"]),
+        (PAIR, {"p.tsv": "sentence1\tlabel\na\t1\n"}, ["p.tsv:1", "no column 'sentence2'"]),
+        (
+            CLUSTERS.format(keys="", suffix="tsv"),
+            {"c.tsv": "text\tlabel\na\tx\nb\tx\n"},
+            ["c.tsv", "level 0 of the labels has one label ('x'); clustering needs two or more"],
+        ),
+        (
+            CLUSTERS.format(keys="", suffix="jsonl"),
+            {"c.jsonl": jsonl([{"text": "a", "label": ["x", "y"]}, {"text": "b", "label": ["z", "y"]}])},
+            ["c.jsonl", "level 1 of the labels has one label ('y')"],
+        ),
+        (
+            CLUSTERS.format(keys='levels = ["top", "sub"]\n', suffix="tsv"),
+            {"c.tsv": "text\ttop\tsub\na\t\tq\nb\tx\tr\n"},
+            ["c.tsv:2", "no label in 'top'"],
+        ),
+        (
+            SETS,
+            {"s.tsv": "text\tlabel\tset\na\tx\t1\nb\ty\t1\nc\tx\t2\nd\tx\t2\n"},
+            ["s.tsv:4", "set '2' has one label ('x')"],
+        ),
+        (SETS, {"s.tsv": "text\tlabel\tset\n"}, ["s.tsv", "an empty split"]),
+        (
+            CLUSTERS.format(keys="", suffix="tsv"),
+            {"c.tsv": "text\tlabel\n" + "".join(f"d{i}\t{i % 2}\n" for i in range(24))},
+            ["c.tsv", "24 documents: the sample embeds none; embed more"],
+        ),
+        (
+            CLUSTERS.format(keys="max_documents = 2\n", suffix="tsv"),
+            {"c.tsv": "text\tlabel\n" + "".join(f"d{i}\t{int(i == 0)}\n" for i in range(40))},  # draws 7 and 1
+            ["c.tsv", "the 2 documents embedded hold one label at level 0"],
+        ),
+        (
+            SUMMARIES,
+            {"m.jsonl": jsonl([SUMMARY, dict(SUMMARY, relevance=[1])])},
+            ["m.jsonl:2", "1 relevance grades for 2 machine summaries"],
+        ),
+        (SUMMARIES, {"m.jsonl": jsonl([dict(SUMMARY, human_summaries="h")])}, ["m.jsonl:1", "human_summaries must be"]),
+        (
+            TOPICS,
+            {"train.tsv": "text\tlabel\na\tx\nb\tx\n", "test.tsv": "text\tlabel\nc\tx\nd\ty\n"},
+            ["train.tsv", "the train split has one label ('x')"],
+        ),
+        (
+            TOPICS,
+            {"train.tsv": "text\tlabel\na\tx\nb\ty\n", "test.tsv": "text\tlabel\n"},
+            ["test.tsv", "an empty split"],
+        ),
+        (BITEXT, {"b.tsv": "sentence1\tsentence2\na\tb\tc\n"}, ["b.tsv:2", "3 fields, the header has 2"]),
+    ],
+)
+def test_bad_data_is_one_line(cli, tmp_path, declaration, files, fragments):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    (tmp_path / "task.toml").write_text(declaration, encoding="utf-8")
+    name = declaration.split('"')[1]
+    line = refused(cli("tasks", "--task-file", tmp_path / "task.toml", "--tasks", name), *fragments)
+    assert str(tmp_path) in line and f": {name}: " in line
+
+
+@pytest.mark.parametrize(
+    "declaration, fragments",
+    [
+        (PAIR.replace("[files]", 'features = "|u-v|,u*v"\n[files]'), ["unknown key features"]),
+        (PAIR.replace("[files]", 'similarity = "euclidean"\n[files]'), ["similarity: 'euclidean' is not one of"]),
+        (CLUSTERS.format(keys="max_fraction = 0.1\nmax_documents = 9\n", suffix="tsv"), ["max_documents", "keep one"]),
+        (CLUSTERS.format(keys="max_fraction = 1.5\n", suffix="tsv"), ["max_fraction: must be a fraction in (0, 1]"]),
+        (SETS.replace("[files]", 'levels = ["a"]\n[files]'), ["unknown key levels"]),
+        (TOPICS.replace("[files]", "samples_per_label = 0\n[files]"), ["samples_per_label: must be an integer >= 1"]),
+        (TOPICS.replace('train = "train.tsv"\n', ""), ["train is required for a classification task (mteb)"]),
+        (SUMMARIES.replace("m.jsonl", "m.tsv"), ["format", "jsonl"]),
+        (
+            PAIR.replace("[files]", 'figure = "max_precision"\n[files]'),
+            ["'max_precision' is not a figure of this task"],
+        ),
+    ],
+)
+def test_bad_declaration_is_one_line(cli, tmp_path, declaration, fragments):
+    (tmp_path / "task.toml").write_text(declaration, encoding="utf-8")
+    refused(cli("tasks", "--no-load", "--task-file", tmp_path / "task.toml"), str(tmp_path / "task.toml"), *fragments)
+
+
+# Comparisons, normalization, statistics, imports.
+
+
+def test_compare_two_encoders_on_pairs(cli, tmp_path):
+    """`embeval compare` tests every figure of the task on the same resampled pairs: B - A, its
+    interval and p-value; a run compared with itself differs by exactly 0 (p = 1)."""
+    from embeval.reports import compare
+
+    rows, table = pairs(7, n=150)
+    rng = np.random.default_rng(8)
+    noisy = {text: (vector + rng.normal(size=vector.shape) * 2).astype(np.float32) for text, vector in table.items()}
+    files = {"mrpc/test.tsv": tsv(rows, ("sentence1", "sentence2", "label"))}
+    a, _, out_a = score(cli, tmp_path / "a", PAIRS_TASK, files, table, "MRPCPairs")
+    b, _, out_b = score(cli, tmp_path / "b", PAIRS_TASK, files, noisy, "MRPCPairs")
+    result = compare.compare([out_a, out_b], resamples=300)
+    by_figure = {row["figure"]: row for row in result["rows"]}
+    assert list(by_figure) == [f.path for f in PAIR_FIGURES] and by_figure["max_ap"]["headline"]
+    for path, row in by_figure.items():
+        assert row["a"] == pytest.approx(a["results"][path], abs=1e-12)
+        assert row["b"] == pytest.approx(b["results"][path], abs=1e-12)
+        assert row["low"] <= row["diff"] <= row["high"] and 0 < row["p"] <= 1
+    assert by_figure["max_ap"]["diff"] < 0 and by_figure["max_ap"]["p"] < 0.05  # the noise costs AP
+    same = compare.compare([out_a, out_a], resamples=100)
+    assert all(row["diff"] == 0 and row["p"] == 1 for row in same["rows"])
+    shown = cli("compare", out_a, out_b, "--resamples", "200")
+    assert shown.exit_code == 0, shown.stderr
+    assert "MRPCPairs" in shown.stdout and "max AP over the five scores" in shown.stdout
+
+
+def test_mteb_protocols_score_the_vectors_as_given(cli, tmp_path):
+    """--normalize does not apply to MTEB's protocols: the same figures, and no normalization recorded."""
+    rows, table = pairs(9, n=60)
+    files = {"mrpc/test.tsv": tsv(rows, ("sentence1", "sentence2", "label"))}
+    plain, _, _ = score(cli, tmp_path / "plain", PAIRS_TASK, files, table, "MRPCPairs")
+    zscored, _, _ = score(cli, tmp_path / "zscore", PAIRS_TASK, files, table, "MRPCPairs", "--normalize", "zscore")
+    assert zscored["results"] == plain["results"] and "normalize" not in zscored and "normalize" not in plain
+
+
+def test_kind_statistics_are_the_protocol_modules():
+    from embeval.evaluate import clustering, mteb_classification, pair_scores
+    from embeval.tasks.catalog import kind
+
+    modules = {
+        ("pair-classification", "mteb-pairs"): (pair_scores, {f.path: f.path for f in PAIR_FIGURES}),
+        ("classification", "mteb-classification"): (mteb_classification, {"accuracy": "accuracy", "f1": "f1"}),
+        ("clustering", "mteb-clustering"): (clustering, {"v_measure": "bootstrap.v_measure"}),
+        ("clustering", "mteb-clustering-sets"): (clustering, {"v_measure": "sets.v_measure"}),
+    }
+    for (name, set_kind), (module, figures) in modules.items():
+        statistics = kind(name).statistics[set_kind]
+        assert set(statistics) == set(figures)
+        for figure, their_name in figures.items():
+            assert statistics[figure].stratified == module.STATISTICS[their_name].stratified
+
+
+def test_kind_modules_import_no_torch_scipy_or_sklearn():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from embeval.tasks.catalog import KINDS, kind\n"
+        "for name in KINDS: kind(name).statistics\n"
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'scipy', 'sklearn'})\n"
+        "assert not heavy, heavy\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_mteb_version_is_the_protocol_modules():
+    from embeval.evaluate import clustering, mteb_classification, pair_scores
+    from embeval.kinds.mteb_shared import MTEB_VERSION
+
+    assert MTEB_VERSION == pair_scores.MTEB_VERSION == clustering.MTEB_VERSION == mteb_classification.MTEB_VERSION

@@ -365,22 +365,25 @@ class RowsOf:
 def evaluate_mteb(ctx: Any) -> dict[str, Any]:
     """MTEB's figures of the test split and their prediction set (each test sentence's label and its
     predictions, one per experiment)."""
+    from threadpoolctl import threadpool_limits
+
     from embeval.evaluate import mteb_classification
     from embeval.formats.predictions import PredictionSet
 
     params = ctx.task.params
     table = ctx.table.cpu().numpy()
     train, test = ctx.data.splits["train"], ctx.data.splits["test"]
-    figures, arrays = mteb_classification.classify(
-        RowsOf(table, ctx.rows["train"][0]),
-        train.y,
-        table[ctx.rows["test"][0]],
-        test.y,
-        n_experiments=params.n_experiments,
-        samples_per_label=params.samples_per_label,
-        seed=params.seed,
-        max_iter=params.max_iter,
-    )
+    with threadpool_limits(1):  # small fits: one thread is 12x faster on a shared machine (bench/mteb_threads.py)
+        figures, arrays = mteb_classification.classify(
+            RowsOf(table, ctx.rows["train"][0]),
+            train.y,
+            table[ctx.rows["test"][0]],
+            test.y,
+            n_experiments=params.n_experiments,
+            samples_per_label=params.samples_per_label,
+            seed=params.seed,
+            max_iter=params.max_iter,
+        )
     ctx.keep(
         "", PredictionSet(MTEB_SET, arrays, ("accuracy", "f1"), "test split, file order; one column per experiment")
     )

@@ -272,6 +272,8 @@ def read_documents(spec: TaskSpec, path: Path) -> Documents:
                 task=spec.name,
             )
     data = Documents(texts, codes, labels, files=[path])
+    if spec.protocol == BOOTSTRAP:
+        _check_sample(spec, data, depth, path)
     if spec.protocol == SETS:
         data.set_names = list(dict.fromkeys(sets))
         index = {name: i for i, name in enumerate(data.set_names)}
@@ -289,41 +291,67 @@ def read_documents(spec: TaskSpec, path: Path) -> Documents:
     return data
 
 
+def _check_sample(spec: TaskSpec, data: Documents, depth: int, path: Path) -> None:
+    """The documents embedded must hold two labels or more at every level clustered."""
+    from embeval.errors import DataFileError
+
+    embedded = spec.params.embedded(len(data.texts))
+    more = "embed more with max_fraction, max_documents or embed_all"
+    if len(embedded) == 0:
+        raise DataFileError(f"{len(data.texts)} documents: the sample embeds none; {more}", file=path, task=spec.name)
+    for level in range(depth):
+        distinct = np.unique(data.codes[level, embedded])
+        if len(distinct[distinct >= 0]) < 2:
+            raise DataFileError(
+                f"the {len(embedded)} documents embedded hold one label at level {level}; {more}",
+                file=path,
+                task=spec.name,
+            )
+
+
 def evaluate_bootstrap(ctx: Any) -> dict[str, Any]:
-    """mteb's bootstrap protocol on the embedded documents, and its prediction set."""
+    """mteb's bootstrap protocol on the embedded documents, and its prediction set (scikit-learn on one
+    thread: MiniBatchKMeans's small batches ran 16x faster so on a shared machine, the same
+    clusterings; bench/mteb_threads.py)."""
+    from threadpoolctl import threadpool_limits
+
     from embeval.evaluate import clustering
     from embeval.formats.predictions import PredictionSet
 
     p, data = ctx.task.params, ctx.data
     documents, rng = p.draw(len(data.texts))
     labels = [[int(code) for code in data.codes[:, j] if code >= 0] for j in documents]
-    figures, arrays = clustering.cluster_documents(
-        ctx.table.cpu().numpy()[ctx.rows["documents"][0]],
-        labels,
-        rng=rng,
-        seed=p.seed,
-        cluster_size=p.documents_per_experiment,
-        n_experiments=p.n_experiments,
-        batch_size=p.batch_size,
-        max_depth=p.max_depth,
-        task=ctx.task.name,
-    )
+    with threadpool_limits(1):
+        figures, arrays = clustering.cluster_documents(
+            ctx.table.cpu().numpy()[ctx.rows["documents"][0]],
+            labels,
+            rng=rng,
+            seed=p.seed,
+            cluster_size=p.documents_per_experiment,
+            n_experiments=p.n_experiments,
+            batch_size=p.batch_size,
+            max_depth=p.max_depth,
+            task=ctx.task.name,
+        )
     order = "embedded documents in mteb's sample order; one column per experiment, levels in turn"
     ctx.keep("", PredictionSet(BOOTSTRAP_SET, {"documents": documents, **arrays}, ("v_measure",), order))
     return dict(figures, documents=len(data.texts), embedded=len(documents))
 
 
 def evaluate_sets(ctx: Any) -> dict[str, Any]:
-    """mteb's per-set protocol, and its prediction set."""
+    """mteb's per-set protocol, and its prediction set (scikit-learn on one thread, as above)."""
+    from threadpoolctl import threadpool_limits
+
     from embeval.evaluate import clustering
     from embeval.formats.predictions import PredictionSet
 
     p, data = ctx.task.params, ctx.data
     table = ctx.table.cpu().numpy()[ctx.rows["documents"][0]]
     members = [np.flatnonzero(data.sets == i) for i in range(len(data.set_names))]
-    figures, arrays = clustering.set_clustering(
-        [(table[m], data.codes[0, m]) for m in members], seed=p.seed, batch_size=p.batch_size, task=ctx.task.name
-    )
+    with threadpool_limits(1):
+        figures, arrays = clustering.set_clustering(
+            [(table[m], data.codes[0, m]) for m in members], seed=p.seed, batch_size=p.batch_size, task=ctx.task.name
+        )
     ctx.keep("", PredictionSet(SETS_SET, arrays, ("v_measure",), "documents set by set, file order within a set"))
     return dict(figures, sets=len(members), documents=len(data.texts))
 
