@@ -365,6 +365,9 @@ class RowsOf:
 def evaluate_mteb(ctx: Any) -> dict[str, Any]:
     """MTEB's figures of the test split and their prediction set (each test sentence's label and its
     predictions, one per experiment)."""
+    import warnings
+
+    from sklearn.exceptions import UndefinedMetricWarning
     from threadpoolctl import threadpool_limits
 
     from embeval.evaluate import mteb_classification
@@ -373,7 +376,10 @@ def evaluate_mteb(ctx: Any) -> dict[str, Any]:
     params = ctx.task.params
     table = ctx.table.cpu().numpy()
     train, test = ctx.data.splits["train"], ctx.data.splits["test"]
-    with threadpool_limits(1):  # small fits: one thread is 12x faster on a shared machine (bench/mteb_threads.py)
+    # One thread: the fits are small, and a pool of threads made them 12x slower on a shared machine
+    # (bench/mteb_threads.py). A label never predicted has precision 0 (scikit-learn's, mteb's), unsaid.
+    with threadpool_limits(1), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UndefinedMetricWarning)
         figures, arrays = mteb_classification.classify(
             RowsOf(table, ctx.rows["train"][0]),
             train.y,
