@@ -603,3 +603,28 @@ def test_the_docs_task_files_are_valid_declarations(tmp_path):
         ("summarization", "mteb"),
         ("bitext-mining", None),
     }
+
+
+def test_a_near_chance_v_measure_and_its_interval_in_the_html_report(cli, tmp_path):
+    """Resampling repeats documents, which a small sample's v-measure reads as agreement: the interval
+    of a near-chance v-measure sits above it. The HTML report draws such an interval all the same."""
+    import importlib.util
+
+    from report_helpers import need
+
+    if importlib.util.find_spec("matplotlib") is None:
+        need("matplotlib", "pip install '.[report]'")
+    rng = np.random.default_rng(11)
+    texts = [f"noise {i}" for i in range(120)]
+    table = {text: rng.normal(size=6).astype(np.float32) for text in texts}
+    rows = [(text, i % 3) for i, text in enumerate(texts)]
+    declaration = (
+        'name = "Noise"\nkind = "clustering"\nembed_all = true\ndocuments_per_experiment = 64\n'
+        '[files]\ntest = "noise.tsv"\n'
+    )
+    entry, _, out = score(cli, tmp_path, declaration, {"noise.tsv": tsv(rows, ("text", "label"))}, table, "Noise")
+    ci = entry["ci"]["figures"]["v_measure"]
+    assert entry["results"]["v_measure"] < ci["low"] < ci["high"] < 0.2
+    report = cli("report", out, "--format", "html", "--out", tmp_path / "report.html")
+    assert report.exit_code == 0, report.stderr
+    assert "Clustering (MTEB), v-measure x100" in (tmp_path / "report.html").read_text(encoding="utf-8")
