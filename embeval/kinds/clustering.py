@@ -66,10 +66,11 @@ class BootstrapParams:
     levels: tuple[str, ...] | None = None
 
     def embedded(self, n: int) -> np.ndarray:
-        """The documents mteb embeds, in its order (and the random.Random that drew them)."""
+        """The documents (rows of the file) mteb embeds of n, in its order."""
         return self.draw(n)[0]
 
     def draw(self, n: int) -> tuple[np.ndarray, Any]:
+        """(the documents mteb embeds, the random.Random that drew them, to go on drawing with)."""
         import random
 
         from embeval.evaluate.clustering import embedded_documents
