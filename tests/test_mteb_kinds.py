@@ -317,6 +317,7 @@ def test_set_clustering_equals_mtebs(client, cli, tmp_path):
     ours = entry["results"]
     assert ours["v_measures"] == theirs["v_measures"] and ours["v_measure"] == theirs["v_measure"]
     assert ours["v_measure_std"] == theirs["v_measure_std"] and ours["sets"] == 5
+    assert "v-measure x100 (MTEB, mean of 5 sets)" in stdout
     check_interval_and_report(cli, entry, out, "v_measure", "Clustering (MTEB), v-measure x100")
 
 
@@ -369,12 +370,14 @@ def test_summarization_equals_mtebs(client, cli, tmp_path, protocol):
     ours = entry["results"]
     assert max(abs(ours[key] - theirs[key]) for key in theirs if key != "main_score") <= FLOAT32
     assert ours["texts_kept"] == 19 and ours["texts"] == 20
+    assert "cosine Spearman | Pearson x100 (MTEB" in stdout and "19 of 20 texts" in stdout
     check_interval_and_report(cli, entry, out, "cosine_spearman", "Summarization (MTEB), Spearman x100")
 
 
 # Bitext mining.
 
 
+@pytest.mark.filterwarnings("ignore:To copy construct from a tensor:UserWarning")  # mteb's
 def test_bitext_mining_equals_mtebs(client, cli, tmp_path):
     from mteb.abstasks.text.bitext_mining import AbsTaskBitextMining
 
@@ -400,6 +403,7 @@ def test_bitext_mining_equals_mtebs(client, cli, tmp_path):
     ours = entry["results"]
     assert max(abs(ours[key] - theirs[key]) for key in theirs if key != "main_score") <= EXACT
     assert 0.3 < ours["accuracy"] < 0.95 and ours["precision"] < ours["accuracy"]
+    assert "F1 | accuracy x100 (MTEB)" in stdout and "precision | recall (support-weighted)" in stdout
     check_interval_and_report(cli, entry, out, "f1", "Bitext mining (MTEB), F1 x100")
 
 
