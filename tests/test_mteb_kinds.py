@@ -6,7 +6,7 @@ no network). Then the interval of the headline figure, the terminal lines and th
 Agreement measured with mteb 2.26.24, scikit-learn 1.9.1 (and asserted below): pair classification at
 most 2.2e-16 apart (the pair scores are bit-identical; the tests allow 1e-12); classification and
 clustering (both protocols) identical to the last bit under mteb's seeds; bitext mining identical;
-summarization 1.5e-8 at worst (mteb's cosines are float32, embeval's float64; the tests allow 1e-7).
+summarization 2.0e-8 at worst (mteb's cosines are float32, embeval's float64; the tests allow 1e-7).
 """
 
 import json
@@ -21,7 +21,7 @@ from embeval.formats.vectors import write
 from embeval.kinds.pair_classification import MTEB_FIGURES as PAIR_FIGURES
 
 EXACT = 1e-12  # pair classification (measured 2.2e-16), classification, clustering, bitext (measured 0)
-FLOAT32 = 1e-7  # summarization: mteb's float32 cosines (measured 1.5e-8)
+FLOAT32 = 1e-7  # summarization: mteb's float32 cosines (measured 2.0e-8)
 
 
 @pytest.fixture(scope="module")
