@@ -118,6 +118,9 @@ SLOW = {
     "test_geometry.py": {
         "test_stsb_geometry_in_the_results",
     },
+    "test_mteb_kinds.py": {
+        "test_a_near_chance_v_measure_and_its_interval_in_the_html_report",
+    },
     "test_normalize.py": {
         "test_test_items_never_reach_the_statistics",
         "test_tune_keeps_the_best_dev_figure_and_equals_a_run_with_that_method",

@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 from reliability_helpers import refused
 from report_helpers import need
@@ -146,3 +147,106 @@ def test_command_lists_what_it_wrote(cli, tmp_path):
     assert sorted(
         p.name for p in (tmp_path / "results" / "sentence-transformers__all-MiniLM-L6-v2" / "v1").iterdir()
     ) == ["STS12.json", "STS13.json", "STS14.json", "STS15.json", "STS16.json", "model_meta.json"]
+
+
+MTEB_KINDS = """
+[[task]]
+name = "Sprint"
+kind = "pair-classification"
+protocol = "mteb"
+files = {test = "pairs.tsv"}
+mteb = {name = "SprintDuplicateQuestions", revision = "d66bd1f72af766a5cc4b0ca5e00c162f89e8cc46"}
+[[task]]
+name = "News"
+kind = "clustering"
+embed_all = true
+documents_per_experiment = 64
+n_experiments = 2
+files = {test = "documents.tsv"}
+mteb = {name = "TwentyNewsgroupsClustering.v2", revision = "6125ec4e24fa026cec8a478383ee943acfbd5449"}
+[[task]]
+name = "Bank"
+kind = "classification"
+protocol = "mteb"
+n_experiments = 2
+files = {train = "train.tsv", test = "test.tsv"}
+mteb = {name = "Banking77Classification", revision = "0fd18e25b25c072e09e0d92ab615fda904d66300"}
+[[task]]
+name = "Summaries"
+kind = "summarization"
+files = {test = "summaries.jsonl"}
+mteb = {name = "SummEvalSummarization.v2", revision = "cda12ad7615edc362dbf25a00fdd61d3b1eaf93c"}
+[[task]]
+name = "Bornholm"
+kind = "bitext-mining"
+files = {test = "bitext.tsv"}
+mteb = {name = "BornholmBitextMining", revision = "5b02048bd75e79275aa91a1fce6cdfd3f4a391cb", languages = ["dan-Latn"]}
+"""
+
+
+def test_task_files_mteb_kinds_load_in_mteb(client, cli, tmp_path):
+    """Tasks of a task file scored MTEB's way (pair classification, clustering, classification,
+    summarization, bitext mining), each declaring its MTEB counterpart, come back through mteb's
+    ResultCache and TaskResult with their main scores, mergeable into mteb's tasks."""
+    from mteb.results import TaskResult
+    from threadpoolctl import threadpool_limits
+
+    from embeval.formats.vectors import write
+
+    rng = np.random.default_rng(0)
+    table = {}
+
+    def text(name):
+        table.setdefault(name, rng.normal(size=8).astype(np.float32))
+        return name
+
+    files = {
+        "pairs.tsv": ["sentence1\tsentence2\tlabel"]
+        + [f"{text(f'a{i}')}\t{text(f'b{i}')}\t{i % 2}" for i in range(60)],
+        "documents.tsv": ["text\tlabel"] + [f"{text(f'd{i}')}\t{i % 3}" for i in range(60)],
+        "train.tsv": ["text\tlabel"] + [f"{text(f'r{i}')}\t{i % 3}" for i in range(60)],
+        "test.tsv": ["text\tlabel"] + [f"{text(f'e{i}')}\t{i % 3}" for i in range(30)],
+        "bitext.tsv": ["sentence1\tsentence2"] + [f"{text(f'x{i}')}\t{text(f'y{i}')}" for i in range(40)],
+        "summaries.jsonl": [
+            json.dumps(
+                {
+                    "human_summaries": [text(f"h{t}.{j}") for j in range(2)],
+                    "machine_summaries": [text(f"m{t}.{j}") for j in range(4)],
+                    "relevance": [1, 2, 3, 4],
+                }
+            )
+            for t in range(8)
+        ],
+    }
+    for name, lines in files.items():
+        (tmp_path / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    task_file = tmp_path / "mteb.toml"
+    task_file.write_text(MTEB_KINDS, encoding="utf-8")
+    common = ("--data", tmp_path / "none", "--task-file", task_file)
+    assert cli("export-sentences", *common, "--out", tmp_path / "sentences").exit_code == 0
+    write(tmp_path / "v.h5", tmp_path / "sentences", lambda s: np.stack([table[x] for x in s]), progress=False)
+    with threadpool_limits(1):
+        scored = cli("score", tmp_path / "v.h5", *common, "--out", tmp_path / "r.json", "--no-save-predictions")
+    assert scored.exit_code == 0, scored.stderr
+    record = json.loads((tmp_path / "r.json").read_text())
+    exported = cli("export-mteb", tmp_path / "r.json", "--model", MODEL, "--out", tmp_path / "cache", *common[2:])
+    assert exported.exit_code == 0, exported.stderr
+    headline = {"Sprint": "max_ap", "News": "v_measure", "Bank": "accuracy", "Summaries": "cosine_spearman"}
+    headline["Bornholm"] = "f1"
+    expected = {
+        task.split('"')[1]: task.split('mteb = {name = "')[1].split('"')[0] for task in MTEB_KINDS.split("[[task]]")[1:]
+    }
+    loaded = client.ResultCache(cache_path=tmp_path / "cache").load_results(
+        include_remote=False, validate_and_filter=True, require_model_meta=True
+    )
+    results = {t.task_name: t for t in loaded.model_results[0].task_results}
+    assert sorted(results) == sorted(expected.values())
+    folder = tmp_path / "cache" / "results" / "sentence-transformers__all-MiniLM-L6-v2" / export.NO_REVISION
+    for task, mteb_name in expected.items():
+        ours = record["tasks"][task]["results"][headline[task]]
+        assert results[mteb_name].get_score() == pytest.approx(ours, abs=1e-6)
+        from_disk = TaskResult.from_disk(folder / f"{mteb_name}.json")
+        theirs = client.get_task(mteb_name)
+        assert theirs.metadata.main_score == headline[task] and from_disk.is_mergeable(theirs)
+        subset = from_disk.scores[export.SPLIT][0]
+        assert subset["languages"] == theirs.metadata.hf_subsets_to_langscripts[subset["hf_subset"]]

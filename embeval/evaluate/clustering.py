@@ -122,10 +122,38 @@ def bootstrap_clustering(
     vectors = np.asarray(vectors)
     rng = random.Random(seed) if rng is None else rng
     documents = embedded_documents(len(vectors), rng, max_fraction, max_documents)
-    if len(documents) == 0:
+    figures, arrays = cluster_documents(
+        vectors[documents],
+        [labels[j] for j in documents],
+        rng=rng,
+        seed=seed,
+        cluster_size=cluster_size,
+        n_experiments=n_experiments,
+        batch_size=batch_size,
+        max_depth=max_depth,
+        task=task,
+    )
+    return figures, {"documents": documents, **arrays}
+
+
+def cluster_documents(
+    embedded: np.ndarray,
+    labels,
+    *,
+    rng: random.Random,
+    seed: int = SEED,
+    cluster_size: int = 16_384,
+    n_experiments: int = 10,
+    batch_size: int = 512,
+    max_depth: int | None = None,
+    task: str | None = None,
+):
+    """(figures, arrays) of AbsTaskClustering's experiments on the documents it embedded (in the
+    order drawn by embedded_documents, with their labels), `rng` continuing from that draw; arrays as
+    bootstrap_clustering's without "documents"."""
+    if len(embedded) == 0:
         raise EmbevalError("no document to cluster (the split is too small for the fraction embedded)", task=task)
-    embedded = vectors[documents]
-    gold = level_codes([labels[j] for j in documents])
+    gold = level_codes(labels)
     depth = len(gold) if max_depth is None else min(max_depth, len(gold))
     scores = {"v_measure": {}, "ami": {}}
     golds, counts, predictions = [], [], []
@@ -147,9 +175,9 @@ def bootstrap_clustering(
             assignment = model.fit_predict(level_vectors[drawn])
             scores["v_measure"][f"Level {level}"].append(float(v_measure_score(level_gold[drawn], assignment)))
             scores["ami"][f"Level {level}"].append(float(adjusted_mutual_info_score(level_gold[drawn], assignment)))
-            count = np.zeros(len(documents))
+            count = np.zeros(len(embedded))
             np.add.at(count, members[drawn], 1.0)
-            pred = np.full(len(documents), -1, dtype=np.int64)
+            pred = np.full(len(embedded), -1, dtype=np.int64)
             pred[members[drawn]] = assignment
             golds.append(gold[level])
             counts.append(count)
@@ -160,12 +188,7 @@ def bootstrap_clustering(
         figures[name] = float(np.mean(flat))
         figures[f"{name}_std"] = float(np.std(flat))
         figures["v_measures" if name == "v_measure" else f"{name}_scores"] = by_level
-    arrays = {
-        "documents": documents,
-        "gold": np.stack(golds, axis=1),
-        "count": np.stack(counts, axis=1),
-        "pred": np.stack(predictions, axis=1),
-    }
+    arrays = {"gold": np.stack(golds, axis=1), "count": np.stack(counts, axis=1), "pred": np.stack(predictions, axis=1)}
     return figures, arrays
 
 

@@ -13,6 +13,15 @@ order; default: the training split's labels, numerically when all are integers, 
 `f1` (also report F1 of class 1, as MRPC), `regularization` (grid, or none: SNLI's single 1e-9
 weight decay / C = 1e9), `max_epoch` and `epoch_size` (override the configured classifier's).
 Figures: test accuracy (%), F1 of class 1 with `f1`; the dev accuracy selects.
+
+Protocol "mteb" (MTEB's AbsTaskClassification, embeval.evaluate.mteb_classification): files train
+and test; n_experiments times, a training set of up to samples_per_label sentences of each label
+drawn from train as mteb draws it, scikit-learn's logistic regression fitted on it and tested on
+all of test. Keys with MTEB's defaults: samples_per_label (8), n_experiments (10), max_iter (100),
+seed (42, MTEB's task seed, not the run's --seed). Only the train sentences some experiment draws
+are exported (the draws depend on the labels and the seed only), as mteb embeds only those.
+Figures (fractions, means over the experiments): accuracy (the headline), macro f1, f1_weighted,
+precision, precision_weighted, recall, recall_weighted, and for two labels ap and ap_weighted.
 """
 
 from __future__ import annotations
@@ -22,9 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from embeval.kinds.mteb_shared import figures_of, fractions_line, headline_column, lazy_statistic
+from embeval.kinds.mteb_shared import score_fields as mteb_fields
 from embeval.tasks.declaration import Declaration
 from embeval.tasks.figures import Column, Figure
-from embeval.tasks.kind import Kind, Line, ci_text, num
+from embeval.tasks.kind import TEXT, Kind, Line, ci_text, num
 from embeval.tasks.spec import TaskSpec
 
 ACCURACY = Figure("acc", "test accuracy %", True)
@@ -152,21 +163,237 @@ class SentEvalClassifierKind(Kind):
         return 4 * count * (dim + 2 * copies * feature_dim(dim, spec.params.features))
 
 
+MTEB = "mteb"
+MTEB_FIGURES = figures_of(
+    [
+        ("accuracy", "accuracy"),
+        ("f1", "macro F1"),
+        ("f1_weighted", "weighted F1"),
+        ("precision", "macro precision"),
+        ("precision_weighted", "weighted precision"),
+        ("recall", "macro recall"),
+        ("recall_weighted", "weighted recall"),
+        ("ap", "AP (two labels)"),
+        ("ap_weighted", "weighted AP (two labels)"),
+    ]
+)
+MTEB_SET = "mteb-classification"  # the prediction set's kind: gold labels, each experiment's predictions
+
+
+@dataclass(frozen=True)
+class MtebClassifierParams:
+    """MTEB's protocol, with MTEB's defaults (AbsTaskClassification)."""
+
+    samples_per_label: int = 8
+    n_experiments: int = 10
+    max_iter: int = 100
+    seed: int = 42
+
+    def training_rows(self, labels: Any) -> list[Any]:
+        """The train rows of each experiment, as mteb draws them."""
+        from embeval.evaluate import mteb_classification
+
+        return mteb_classification.training_rows(labels, self.n_experiments, self.samples_per_label, self.seed)
+
+
+def read_mteb_keys(decl: Declaration) -> MtebClassifierParams:
+    values = {}
+    for key, least in (("samples_per_label", 1), ("n_experiments", 1), ("max_iter", 1), ("seed", 0)):
+        values[key] = decl.take(key, (int,), getattr(MtebClassifierParams, key))
+        if values[key] < least:
+            raise decl.error(f"must be an integer >= {least}, got {values[key]}", key)
+    return MtebClassifierParams(**values)
+
+
 class Classification(SentEvalClassifierKind):
     name = "classification"
-    summary = "labelled sentences; SentEval's classifier (split, kfold or nested-kfold)"
+    summary = "labelled sentences; SentEval's classifier (split, kfold or nested-kfold) or MTEB's experiments"
+    protocols = ("split", "kfold", "nested-kfold", MTEB)
+    statistics = {
+        MTEB_SET: {
+            name: lazy_statistic("embeval.evaluate.mteb_classification", name, True) for name in ("accuracy", "f1")
+        }
+    }
+
+    def file_keys(self, protocol: str | None) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
+        if protocol == MTEB:
+            return ("train", "test"), (), False
+        return super().file_keys(protocol)
 
     def column_keys(self, protocol: str | None) -> tuple[str, ...]:
         return ("text", "label")
 
-    def read_params(self, decl: Declaration, protocol: str | None) -> ClassifierParams:
+    def read_params(self, decl: Declaration, protocol: str | None) -> ClassifierParams | MtebClassifierParams:
+        if protocol == MTEB:
+            return read_mteb_keys(decl)
         return ClassifierParams(**read_classifier_keys(decl))
 
     def load(self, spec: TaskSpec, paths: Mapping[str, Path]) -> Any:
         from embeval.tasks.samples import read_splits
 
+        if spec.protocol == MTEB:
+            return read_mteb_splits(spec, paths)
         keys = PROTOCOL_FILES[spec.protocol or "split"]
         return read_splits(spec, paths, keys, ("text", "label"), "label", TRAINING_SPLIT[spec.protocol or "split"])
+
+    def sentences(self, spec: TaskSpec, data: Any) -> dict[str, list[str]]:
+        if spec.protocol != MTEB:
+            return super().sentences(spec, data)
+        train = data.splits["train"]
+        drawn = _drawn(spec, train)
+        return {TEXT: list(dict.fromkeys([train.a[i] for i in drawn] + data.splits["test"].a))}
+
+    def rows(self, spec: TaskSpec, data: Any, row_of: Mapping[str, Mapping[str, int]]) -> dict[str, Any]:
+        if spec.protocol != MTEB:
+            return super().rows(spec, data, row_of)
+        import numpy as np
+
+        train, test = data.splits["train"], data.splits["test"]
+        train_rows = np.full(len(train), -1, dtype=np.int64)
+        for i in _drawn(spec, train):
+            train_rows[i] = row_of[TEXT][train.a[i]]
+        return {
+            "train": (train_rows, None),
+            "test": (np.array([row_of[TEXT][s] for s in test.a], dtype=np.int64), None),
+        }
+
+    def sizes(self, spec: TaskSpec, data: Any) -> str:
+        sizes = super().sizes(spec, data)
+        if spec.protocol != MTEB:
+            return sizes
+        return f"{sizes} ({len(_drawn(spec, data.splits['train']))} train sentences drawn)"
+
+    def figures(self, spec: TaskSpec) -> tuple[Figure, ...]:
+        return MTEB_FIGURES if spec.protocol == MTEB else super().figures(spec)
+
+    def selection(self, spec: TaskSpec) -> str | None:
+        return None if spec.protocol == MTEB else "devacc"
+
+    def normalizes(self, spec: TaskSpec) -> bool:
+        return spec.protocol != MTEB
+
+    def evaluate(self, ctx: Any) -> Any:
+        return evaluate_mteb(ctx) if ctx.task.protocol == MTEB else super().evaluate(ctx)
+
+    def lines(self, spec: TaskSpec, results: Mapping[str, Any], ci: Mapping[str, Any] | None) -> list[Line]:
+        if spec.protocol != MTEB:
+            return super().lines(spec, results, ci)
+        experiments = spec.params.n_experiments
+        return [
+            fractions_line(
+                f"accuracy | macro F1 x100 (MTEB, {experiments} experiments)", results, ("accuracy", "f1"), ci
+            ),
+            fractions_line(
+                "weighted F1 | macro precision | macro recall", results, ("f1_weighted", "precision", "recall")
+            ),
+        ]
+
+    def columns(self, spec: TaskSpec) -> tuple[Column, ...]:
+        if spec.protocol != MTEB:
+            return super().columns(spec)
+        p = spec.params
+        note = f"{spec.headline.label}, {p.n_experiments} experiments of {p.samples_per_label} sentences per label"
+        return headline_column(spec, "mteb-classification", note)
+
+    def mteb_scores(self, spec: TaskSpec, results: Mapping[str, Any]) -> dict[str, Any] | None:
+        if spec.protocol != MTEB:
+            return None
+        return mteb_fields(spec, results, tuple(f.path for f in MTEB_FIGURES) + ("scores_per_experiment",))
+
+    def unit_bytes(self, spec: TaskSpec, count: int, dim: int, config: Any) -> int:
+        if spec.protocol == MTEB:
+            return 4 * count * dim
+        return super().unit_bytes(spec, count, dim, config)
+
+
+def _drawn(spec: TaskSpec, train: Any) -> list[int]:
+    """The train rows some experiment draws, in file order."""
+    return sorted({int(i) for rows in spec.params.training_rows(train.y) for i in rows})
+
+
+def read_mteb_splits(spec: TaskSpec, paths: Mapping[str, Path]) -> Any:
+    """Train and test of MTEB's protocol: label ids in the order of every label of both splits
+    (numerically when all are integers, else as strings: the order mteb's classifier sees); the
+    train split must hold two labels or more."""
+    import numpy as np
+
+    from embeval.errors import DataFileError
+    from embeval.tasks import tabular
+    from embeval.tasks.files import join_tokens
+    from embeval.tasks.samples import Split, TaskData, label_order
+
+    names = dict(spec.column_names)
+    tokenize = join_tokens if spec.tokenization == "whitespace" else (lambda text: text)
+    read = {}
+    for key in ("train", "test"):
+        path = paths[key]
+        texts, labels = [], []
+        for line, row in tabular.read_rows(path, spec.format, ("text", "label"), names, spec.name):
+            texts.append(tokenize(tabular.text_field(row["text"], names.get("text", "text"), path, spec.name, line)))
+            labels.append(tabular.label_field(row["label"], names.get("label", "label"), path, spec.name, line))
+        read[key] = (texts, labels)
+    if len(set(read["train"][1])) < 2:
+        raise DataFileError(
+            f"the train split has one label ({read['train'][1][0]!r}); MTEB's classifier needs two or more",
+            file=paths["train"],
+            task=spec.name,
+        )
+    classes = label_order(set(read["train"][1]) | set(read["test"][1]))
+    ids = {label: i for i, label in enumerate(classes)}
+    splits = {
+        key: Split(key, texts, np.array([ids[label] for label in labels], dtype=np.int64))
+        for key, (texts, labels) in read.items()
+    }
+    return TaskData(
+        spec.name, splits, classes, [paths["train"], paths["test"]], spaced=spec.tokenization == "whitespace"
+    )
+
+
+class RowsOf:
+    """Rows of a table by sample: rows_of[idx] is table[rows[idx]] (a sample without a row is an error)."""
+
+    def __init__(self, table: Any, rows: Any):
+        self.table, self.rows = table, rows
+
+    def __getitem__(self, index: Any) -> Any:
+        rows = self.rows[index]
+        if (rows < 0).any():
+            raise ValueError("a training sentence that was not exported was asked for")
+        return self.table[rows]
+
+
+def evaluate_mteb(ctx: Any) -> dict[str, Any]:
+    """MTEB's figures of the test split and their prediction set (each test sentence's label and its
+    predictions, one per experiment)."""
+    import warnings
+
+    from sklearn.exceptions import UndefinedMetricWarning
+    from threadpoolctl import threadpool_limits
+
+    from embeval.evaluate import mteb_classification
+    from embeval.formats.predictions import PredictionSet
+
+    params = ctx.task.params
+    table = ctx.table.cpu().numpy()
+    train, test = ctx.data.splits["train"], ctx.data.splits["test"]
+    # One thread: the fits are small, and a pool of threads made them 12x slower on a shared machine
+    # (bench/mteb_threads.py). A label never predicted has precision 0 (scikit-learn's, mteb's), unsaid.
+    with threadpool_limits(1), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UndefinedMetricWarning)
+        figures, arrays = mteb_classification.classify(
+            RowsOf(table, ctx.rows["train"][0]),
+            train.y,
+            table[ctx.rows["test"][0]],
+            test.y,
+            n_experiments=params.n_experiments,
+            samples_per_label=params.samples_per_label,
+            seed=params.seed,
+            max_iter=params.max_iter,
+        )
+    ctx.keep(
+        "", PredictionSet(MTEB_SET, arrays, ("accuracy", "f1"), "test split, file order; one column per experiment")
+    )
+    return dict(figures, labels=list(ctx.data.classes), test_items=len(test))
 
 
 KIND = Classification()

@@ -116,8 +116,9 @@ def table_plot(t, plt):
                 continue
             xs.append(j - 0.4 + width * (k + 0.5))
             ys.append(c.value)
-            lows.append(c.value - c.low if c.low is not None else 0.0)
-            highs.append(c.high - c.value if c.high is not None else 0.0)
+            # a percentile interval may miss its figure (a biased statistic): the bar spans both
+            lows.append(max(0.0, c.value - c.low) if c.low is not None else 0.0)
+            highs.append(max(0.0, c.high - c.value) if c.high is not None else 0.0)
         published = (row[0].text or "").endswith("[published]")
         ax.errorbar(
             xs,

@@ -17,6 +17,11 @@ task out with a note, never writing a figure of another protocol as MTEB's main 
 
 No other SentEval task has an MTEB counterpart with the same data and protocol (MTEB has no MR, CR,
 SUBJ, MPQA, SST, TREC, MRPC, SICK-E, SNLI, COCO caption retrieval or probing task).
+
+A task file's task with an [mteb] table (name, revision; subset and languages when not MTEB's
+"default" subset in English) is exported when its kind scored it MTEB's way: pair classification
+and classification with protocol "mteb", clustering, summarization, bitext mining
+(docs/mteb-kinds.md). Its main_score is the task's headline figure (`figure` chooses another).
 """
 
 import json
@@ -78,7 +83,7 @@ def task_result(spec, fields, entry, source):
         "dataset_revision": spec.mteb.revision,
         "task_name": spec.mteb.name,
         "mteb_version": MTEB_SCHEMA_VERSION,
-        "scores": {SPLIT: [dict(fields, hf_subset=SUBSET, languages=list(LANGUAGES))]},
+        "scores": {SPLIT: [dict(fields, hf_subset=spec.mteb.subset, languages=list(spec.mteb.languages))]},
         "evaluation_time": entry.get("seconds"),
         "kg_co2_emissions": None,
         # Ignored by MTEB's loader; says where the figures come from.
@@ -148,8 +153,8 @@ def export(results_path, model, out, revision=None, registry=None):
     chosen, notes = scores(record, results_path, registry)
     if not chosen:
         raise EmbevalError(
-            "no task with an MTEB-protocol figure to export (SentEval's: STS12-16, STSBenchmarkRaw, SICK-R)"
-            + (f" ({'; '.join(notes)})" if notes else ""),
+            "no task with an MTEB-protocol figure to export (SentEval's: STS12-16, STSBenchmarkRaw, SICK-R; a "
+            "task file's task with an [mteb] table scored MTEB's way)" + (f" ({'; '.join(notes)})" if notes else ""),
             file=results_path,
         )
     folder = Path(out) / "results" / model_folder(model) / revision

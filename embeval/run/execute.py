@@ -159,7 +159,7 @@ def make_context(unit, located, workspace, device, progress=QUIET, reference=Non
         config=config,
         seed=config["seed"],
         progress=progress,
-        normalize=config.get("normalize", "none"),
+        normalize=config.get("normalize", "none") if kind.normalizes(spec) else "none",
         reference=reference,
         sources=sources,
     )
@@ -221,7 +221,7 @@ def execute_steps(unit, device="cpu", workspace=None, progress=QUIET):
         results, sets, tuned = yield from evaluate(ctx)
         config = unit.config
         entry = {"kind": ctx.task.kind, "results": results}
-        if config.get("normalize", "none") != "none":
+        if ctx.normalize != "none":
             entry["normalize"] = _normalize_record(ctx, results, tuned)
             if config["normalize"] == "tune":
                 entry["normalize"]["requested"] = "tune"

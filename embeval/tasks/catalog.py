@@ -24,6 +24,9 @@ KINDS = {
     "probing": "embeval.kinds.probing",
     "retrieval": "embeval.kinds.retrieval",
     "reranking": "embeval.kinds.reranking",
+    "clustering": "embeval.kinds.clustering",
+    "summarization": "embeval.kinds.summarization",
+    "bitext-mining": "embeval.kinds.bitext",
 }
 
 # SentEval's file formats (the built-in tasks'): name -> (loader in embeval.tasks.senteval, its

@@ -86,8 +86,9 @@ class Mteb:
     """A task's counterpart in MTEB, on the task whose results hold MTEB's figures: MTEB's task name,
     the dataset and revision MTEB evaluates, its number of pairs, where the figures sit in the task's
     results (a path with {coef}: spearman or pearson), the protocol in words, the splits pooled for
-    it (empty: the evaluator's own figure is MTEB's), and why an export leaves it out when the
-    results hold SentEval's figure but not MTEB's."""
+    it (empty: the evaluator's own figure is MTEB's), why an export leaves it out when the results
+    hold SentEval's figure but not MTEB's, and the MTEB subset the figures are of with its languages
+    (ISO 639-3 and script, e.g. "dan-Latn")."""
 
     name: str
     dataset: str = ""
@@ -97,3 +98,5 @@ class Mteb:
     protocol: str = ""
     pooled_splits: tuple = ()
     absent: str = ""
+    subset: str = "default"
+    languages: tuple = ("eng-Latn",)

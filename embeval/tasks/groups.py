@@ -56,6 +56,43 @@ GROUPS = {
             None: "the configured classifier",
         },
     ),
+    "mteb-pair-classification": Group(
+        "mteb-pair-classification",
+        "Pair classification (MTEB), x100",
+        "Pair classification as MTEB scores it, no training (mteb 2.26.24's AbsTaskPairClassification, "
+        "figures equal to its evaluator's): the best over five scores of each pair (the model's similarity, "
+        "cosine, Manhattan, Euclidean, dot product) of the average precision (max AP, MTEB's main score) or "
+        "of the accuracy or F1 at the best threshold, x100",
+    ),
+    "mteb-classification": Group(
+        "mteb-classification",
+        "Classification (MTEB), x100",
+        "Classification as MTEB scores it (mteb 2.26.24's AbsTaskClassification, figures equal to its "
+        "evaluator's under its seeds): scikit-learn's logistic regression trained on a few sentences per "
+        "label drawn from the train split, tested on the test split, mean over the experiments, x100",
+    ),
+    "mteb-clustering": Group(
+        "mteb-clustering",
+        "Clustering (MTEB), v-measure x100",
+        "Clustering as MTEB scores it (mteb 2.26.24's AbsTaskClustering, or AbsTaskClusteringLegacy for "
+        "the per-set protocol; figures equal to its evaluators' under their seeds): scikit-learn's "
+        "MiniBatchKMeans with as many clusters as labels, v-measure x100, mean over the experiments and "
+        "levels (or over the sets)",
+    ),
+    "mteb-summarization": Group(
+        "mteb-summarization",
+        "Summarization (MTEB), Spearman x100",
+        "Summarization as MTEB scores it (mteb 2.26.24's SummarizationEvaluator; figures equal to its "
+        "evaluator's to about 1e-8): per text, Spearman's correlation between each machine summary's "
+        "best cosine with the human summaries and its human grade, mean over the texts, x100",
+    ),
+    "mteb-bitext": Group(
+        "mteb-bitext",
+        "Bitext mining (MTEB), F1 x100",
+        "Bitext mining as MTEB scores it (mteb 2.26.24's BitextMiningEvaluator, figures equal to its "
+        "evaluator's): each sentence matched with its most cosine-similar translation candidate, "
+        "support-weighted F1 of the matches x100",
+    ),
 }
 
 

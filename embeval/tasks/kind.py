@@ -109,6 +109,11 @@ class Kind:
         """The dev figure that selects among settings, or None."""
         return None
 
+    def normalizes(self, spec: TaskSpec) -> bool:
+        """Whether the run's --normalize applies to the task (False: its protocol scores the vectors
+        as given, and its results record no normalization)."""
+        return True
+
     def unit_bytes(self, spec: TaskSpec, count: int, dim: int, config: Any) -> int:
         """Memory one file's evaluation holds when it stacks with others in a sweep."""
         return 4 * count * dim

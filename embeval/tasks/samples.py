@@ -91,7 +91,7 @@ def split_rows(split, row_of):
 # Splits from a user's tabular files (embeval.tasks.tabular): texts, labels or scores.
 
 
-def _label_sort_key(values):
+def label_order(values):
     """Label values in id order when none are declared: numerically when all are integers, else as
     strings."""
     if all(v.lstrip("-").isdigit() for v in values):
@@ -132,7 +132,7 @@ def read_splits(spec, paths, keys, columns, target, training=None):
     if target == "label":
         declared = getattr(spec.params, "labels", None)
         source = training or keys[0]
-        classes = list(declared) if declared else _label_sort_key({v for _, _, v in loaded[source][1]})
+        classes = list(declared) if declared else label_order({v for _, _, v in loaded[source][1]})
         ids = {c: i for i, c in enumerate(classes)}
         for key, (path, parsed) in loaded.items():
             for line, _, value in parsed:

@@ -132,6 +132,8 @@ def _mteb(decl: Declaration) -> Mteb | None:
         protocol=table.take("protocol", default=""),
         pooled_splits=table.strings("pooled_splits", ()),
         absent=table.take("absent", default=""),
+        subset=table.take("subset", default="default"),
+        languages=table.strings("languages", ("eng-Latn",)),
     )
     table.finish()
     return mteb

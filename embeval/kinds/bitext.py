@@ -1,0 +1,105 @@
+"""Bitext mining, scored as MTEB scores it (embeval.evaluate.bitext, mteb 2.26.24's BitextMiningEvaluator):
+each first sentence is matched with its most cosine-similar second sentence; the gold match of the
+sentence of row i is the second sentence of row i.
+
+File: `test` with sentence1 and sentence2 columns (mteb's), one translation pair a row.
+Figures (fractions, scikit-learn's over the gold and matched rows): f1 (the headline, mteb's main
+score for most bitext tasks), accuracy, and precision and recall weighted by the gold rows'
+support. Exactly tied similarities (a second sentence written twice) go to the lowest row; mteb's
+torch.topk leaves that choice unspecified, and mteb computes the cosines in float32 where embeval
+uses float64, which can break a near-tie the other way. The bootstrap resamples the first sentences
+and recomputes the weighted figures (a sentence's precision depends on how many others chose its
+match).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from embeval.evaluate import bitext
+from embeval.kinds.mteb_shared import figures_of, fractions_line, headline_column
+from embeval.kinds.mteb_shared import score_fields as mteb_fields
+from embeval.stats import Statistic
+from embeval.tasks.figures import Column, Figure
+from embeval.tasks.kind import Kind, Line
+from embeval.tasks.spec import TaskSpec
+
+SET_KIND = "mteb-bitext"  # the prediction set's kind: each first sentence's gold and matched row
+FIGURES = figures_of(
+    [
+        ("f1", "F1 (support-weighted)"),
+        ("accuracy", "accuracy"),
+        ("precision", "precision (support-weighted)"),
+        ("recall", "recall (support-weighted)"),
+    ]
+)
+MTEB_KEYS = ("precision", "recall", "f1", "accuracy")
+
+
+def _weighted(name: str) -> Statistic:
+    return Statistic(lambda W, arrays: bitext.weighted_figures(W, arrays["gold"], arrays["pred"])[name], False)
+
+
+class Bitext(Kind):
+    name = "bitext-mining"
+    summary = "translation pairs; each sentence's nearest cosine neighbour among the other side (MTEB)"
+    statistics = {SET_KIND: {f.path: _weighted(f.path) for f in FIGURES}}
+
+    def column_keys(self, protocol: str | None) -> tuple[str, ...]:
+        return ("sentence1", "sentence2")
+
+    def load(self, spec: TaskSpec, paths: Mapping[str, Path]) -> Any:
+        return read_pairs(spec, paths["test"])
+
+    def figures(self, spec: TaskSpec) -> tuple[Figure, ...]:
+        return FIGURES
+
+    def normalizes(self, spec: TaskSpec) -> bool:
+        return False
+
+    def evaluate(self, ctx: Any) -> dict[str, Any]:
+        from embeval.formats.predictions import PredictionSet
+
+        table = ctx.table.cpu().numpy()
+        first, second = ctx.rows["test"]
+        predicted = bitext.nearest(table[first], table[second])
+        gold = np.arange(len(first), dtype=np.int64)
+        ctx.keep("", PredictionSet(SET_KIND, {"gold": gold, "pred": predicted}, tuple(f.path for f in FIGURES)))
+        figures = bitext.mteb_scores(gold, predicted)
+        figures.pop("main_score")
+        return dict(figures, pairs=len(gold))
+
+    def lines(self, spec: TaskSpec, results: Mapping[str, Any], ci: Mapping[str, Any] | None) -> list[Line]:
+        return [
+            fractions_line("F1 | accuracy x100 (MTEB)", results, ("f1", "accuracy"), ci),
+            fractions_line("precision | recall (support-weighted)", results, ("precision", "recall")),
+        ]
+
+    def columns(self, spec: TaskSpec) -> tuple[Column, ...]:
+        return headline_column(spec, "mteb-bitext", spec.headline.label)
+
+    def mteb_scores(self, spec: TaskSpec, results: Mapping[str, Any]) -> dict[str, Any] | None:
+        return mteb_fields(spec, results, MTEB_KEYS)
+
+
+def read_pairs(spec: TaskSpec, path: Path) -> Any:
+    """The translation pairs of the file (one split, "test")."""
+    from embeval.tasks import tabular
+    from embeval.tasks.files import join_tokens
+    from embeval.tasks.samples import Split, TaskData
+
+    names = dict(spec.column_names)
+    tokenize = join_tokens if spec.tokenization == "whitespace" else (lambda text: text)
+    first, second = [], []
+    for line, row in tabular.read_rows(path, spec.format, ("sentence1", "sentence2"), names, spec.name):
+        for column, out in (("sentence1", first), ("sentence2", second)):
+            out.append(tokenize(tabular.text_field(row[column], names.get(column, column), path, spec.name, line)))
+    split = Split("test", first, np.arange(len(first), dtype=np.int64), b=second)
+    return TaskData(spec.name, {"test": split}, None, [path], spaced=spec.tokenization == "whitespace")
+
+
+KIND = Bitext()
