@@ -206,7 +206,7 @@ def test_lbfgs_against_sklearn_on_the_same_folds(devbow_vectors, data_dir, tmp_p
             xs, ys = {}, {}
             for name in ("train", "test"):
                 split = data.splits[name]
-                order = senteval_order(split, TASKS[task].sort)
+                order = senteval_order(split, TASKS[task].params.sort)
                 u = table[[row[split.a[i]] for i in order]]
                 if split.b is not None:
                     v = table[[row[split.b[i]] for i in order]]

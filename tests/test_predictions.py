@@ -49,7 +49,7 @@ def runs(tmp_path_factory, data_dir):
 
 
 def tolerance(task, path):
-    if TASKS[task].evaluator == "inner_kfold":
+    if TASKS[task].protocol == "nested-kfold":
         return 0.0101  # SentEval rounds each outer fold's accuracy before averaging
     if path in ("acc", "f1"):
         return 0.00501  # rounded to 2 decimals in the results
