@@ -236,7 +236,7 @@ def test_learnable_captions_are_retrieved(cli, related):
     tmp, features = related
     entry, stdout = _score(cli, tmp, tmp / "data", features)
     r = entry["results"]
-    assert entry["kind"] == "retrieval"
+    assert entry["kind"] == "caption-ranking"
     assert set(r) == {"devacc", "acc", "ndev", "ntest"} and r["ndev"] == r["ntest"] == 1250
     for direction in ("i2t", "t2i"):
         assert set(r["acc"][direction]) == {"r1", "r5", "r10", "medr"}
