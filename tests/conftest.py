@@ -79,6 +79,10 @@ def pytest_configure(config):
 # on whichever of them runs first). `pytest -m "not slow"` leaves them out (docs/testing.md).
 SLOW_FIXTURES = {
     "*": {"devbow_vectors"},
+    "test_own_tasks.py": {
+        "test_sst2_as_a_split_classification_task_file",
+        "test_trec_as_a_kfold_classification_task_file",
+    },
     "test_predictions.py": {"runs"},
     "test_probing.py": {"probing_run"},
     "test_reproducibility.py": {"prototype_runs"},
