@@ -79,6 +79,9 @@ def pytest_configure(config):
 # on whichever of them runs first). `pytest -m "not slow"` leaves them out (docs/testing.md).
 SLOW_FIXTURES = {
     "*": {"devbow_vectors"},
+    "test_new_kind.py": {
+        "test_a_kind_added_in_one_module_goes_through_every_command",
+    },
     "test_own_tasks.py": {
         "test_sst2_as_a_split_classification_task_file",
         "test_trec_as_a_kfold_classification_task_file",
