@@ -110,6 +110,10 @@ SLOW = {
         "test_raw_sts_benchmark_tokenizes_to_sentevals_files",
         "test_sts_benchmark_steps_reproduce_sentevals_files_byte_for_byte",
     },
+    "test_declared_results.py": {
+        "test_report_compare_and_export_mteb_need_neither_the_task_file_nor_the_data",
+        "test_a_task_of_an_unknown_kind_is_named_in_one_warning",
+    },
     "test_exporters.py": {
         "test_minilm_reimplementation_agrees_with_pytorch",
         "test_minilm_torch_exporter",
