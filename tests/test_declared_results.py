@@ -195,3 +195,42 @@ def test_resume_recomputes_a_declared_task_whose_declaration_changed(cli, tmp_pa
     entry = json.loads(out.read_text())["tasks"]["MyLabels"]
     assert entry["declaration"]["declaration"]["regularization"] == "none"
     assert len(entry["results"]["dev_scores"]) == 1 < len(first["results"]["dev_scores"])
+
+
+def test_a_failing_evaluation_in_a_sweep_is_logged_with_its_traceback_and_not_retried(
+    cli, tmp_path, declared, monkeypatch
+):
+    """An evaluation that raises (a bug, not bad input) fails its (file, task) only: the error line
+    names them, OUT_DIR/sweep.log keeps the traceback, it is run once, and the rest is scored."""
+    from embeval.evaluate import sts
+    from embeval.tasks.kind import TEXT
+
+    vectors, _ = scored(cli, tmp_path, declared)
+    evaluate, calls = sts.evaluate_cosine_sts, []
+
+    def broken(ctx):
+        calls.append(ctx.sources[TEXT].vf.path.name)
+        if ctx.sources[TEXT].vf.path.name == "enc2.h5":
+            raise ZeroDivisionError("a planted bug")
+        return evaluate(ctx)
+
+    monkeypatch.setattr(sts, "evaluate_cosine_sts", broken)
+    sweep = tmp_path / "sweep"
+    result = cli("sweep", *vectors, *score_options(declared), "--out-dir", sweep)
+    assert result.exit_code == 2
+    assert sorted(calls) == ["enc1.h5", "enc2.h5"]  # once each: a failure that would fail again is not retried
+    errors = [line for line in result.stderr.splitlines() if line.startswith("embeval: error: ")]
+    assert errors == [
+        f"embeval: error: {vectors[1]}: MyPairs: ZeroDivisionError: a planted bug (not scored)",
+        "embeval: error: sweep: incomplete enc2 (see the errors above)",
+    ]
+    log = (sweep / "sweep.log").read_text(encoding="utf-8")
+    assert log.count("Traceback (most recent call last):") == 1
+    assert "enc2: MyPairs: " in log and "in broken" in log and 'raise ZeroDivisionError("a planted bug")' in log
+    summary = json.loads((sweep / "sweep.json").read_text())
+    sources = {source["label"]: source for source in summary["sources"]}
+    assert sources["enc1"]["complete"] and not sources["enc2"]["complete"]
+    assert list(sources["enc2"]["failed"]) == ["MyPairs"]
+    assert set(json.loads((sweep / "enc1.results.json").read_text())["tasks"]) == {"MyLabels", "MyPairs"}
+    partial = json.loads((sweep / "enc2.results.json.partial").read_text())
+    assert set(partial["tasks"]) == {"MyLabels"}
