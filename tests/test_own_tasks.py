@@ -1,7 +1,8 @@
 """A task file declaring SentEval's own data in the generic format gives exactly the built-in task's
 figures: SST2 rewritten as text<TAB>label TSV (a `split` classification task, both solvers), STS-B's
-raw test pairs (an `sts` task, against STSBenchmarkRaw) and TREC with its coarse labels (a `kfold`
-classification task). The task files of the issue are used exactly as written (comments included).
+raw test pairs (an `sts` task, against STSBenchmarkRaw), TREC with its coarse labels (a `kfold`
+classification task) and a probing file (a `probing` task, against Depth). The task files of the
+issue are used exactly as written (comments included).
 
 Each test exports the built-in task and the declared one together (`embeval export-sentences
 --task-file`), embeds both lists with the devbow encoder (tests/devbow.py, the encoder of the
@@ -14,6 +15,7 @@ generic reader, the label ids and SentEval's sample order agree with SentEval's 
 import json
 
 import devbow
+import numpy as np
 import pytest
 
 from embeval.formats.vectors import write
@@ -171,3 +173,62 @@ def test_the_issues_task_files_are_listed_and_checked(cli, tmp_path):
     assert "train 4, dev 3, test 2; 9 sentences to embed" in result.stdout
     assert "test 2; 4 sentences to embed" in result.stdout
     assert "2 declared tasks, all valid" in result.stdout
+
+
+OWN_DEPTH = """name = "OwnDepth"
+kind = "probing"
+[files]
+train = "depth/train.tsv"
+dev = "depth/dev.tsv"
+test = "depth/test.tsv"
+"""
+
+
+def test_a_probing_task_file_gives_the_built_in_probing_figures(cli, tmp_path):
+    """A probing file in SentEval's format (Depth) and the same samples as text<TAB>label TSV files:
+    integer labels get SentEval's ids (sorted as strings: "10" before "5"), so the data and the
+    figures are the same."""
+    from embeval.tasks.registry import registry
+
+    rng = np.random.default_rng(7)
+    data = tmp_path / "data"
+    (data / "probing").mkdir(parents=True)
+    lines, rows, codes = [], {"tr": [], "va": [], "te": []}, {}
+    for split, count in (("tr", 300), ("va", 100), ("te", 100)):
+        for i in range(count):
+            code = int(rng.integers(3))
+            sentence = f"{split} sentence {i} " + " ".join(["word"] * int(rng.integers(1, 4)))
+            codes[sentence] = code
+            label = ["10", "5", "7"][code]
+            lines.append(f"{split}\t{label}\tignored\t{sentence}")
+            rows[split].append((sentence, label))
+    (data / "probing" / "tree_depth.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for split, name in (("tr", "train"), ("va", "dev"), ("te", "test")):
+        write_tsv(tmp_path / "tasks" / "depth" / f"{name}.tsv", ("text", "label"), rows[split])
+    task_file = tmp_path / "tasks" / "own.toml"
+    task_file.write_text(OWN_DEPTH, encoding="utf-8")
+    known = registry([task_file])
+    builtin, own = known["Depth"].load(data), known["OwnDepth"].load(data)
+    assert builtin.classes == own.classes == ["10", "5", "7"]
+    for split in ("train", "dev", "test"):
+        assert builtin.splits[split].a == own.splits[split].a
+        assert builtin.splits[split].y.tolist() == own.splits[split].y.tolist()
+
+    export = tmp_path / "sentences"
+    result = cli("export-sentences", "--data", data, "--out", export, "--task-file", task_file)
+    assert result.exit_code == 0, result.stderr
+
+    def encode(texts):  # the class, plus noise that depends on the sentence only
+        return np.stack(
+            [np.eye(6)[codes[t]] + np.random.default_rng(list(t.encode())).normal(0, 1.5, 6) for t in texts]
+        )
+
+    write(tmp_path / "v.h5", export, encode, progress=False)
+    out = tmp_path / "r.json"
+    result = cli(
+        "score", tmp_path / "v.h5", "--data", data, "--task-file", task_file, "--solver", "lbfgs", "--out", out
+    )
+    assert result.exit_code == 0, result.stderr
+    tasks = json.loads(out.read_text())["tasks"]
+    assert set(tasks) == {"Depth", "OwnDepth"}
+    assert tasks["OwnDepth"]["results"] == tasks["Depth"]["results"]
