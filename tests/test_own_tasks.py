@@ -173,6 +173,10 @@ def test_the_issues_task_files_are_listed_and_checked(cli, tmp_path):
     assert "train 4, dev 3, test 2; 9 sentences to embed" in result.stdout
     assert "test 2; 4 sentences to embed" in result.stdout
     assert "2 declared tasks, all valid" in result.stdout
+    listed = cli("tasks", "--tasks", "STSBenchmarkRaw,SST2", "--no-load").stdout.splitlines()
+    assert listed[0].startswith("STSBenchmarkRaw") and "sts" in listed[0] and "built-in" in listed[0]
+    assert listed[1].strip() == TASKS["STSBenchmarkRaw"].description and listed[1].startswith(" ")
+    assert listed[2].startswith("SST2") and "classification (split)" in listed[2] and len(listed) == 3
 
 
 OWN_DEPTH = """name = "OwnDepth"
