@@ -277,3 +277,13 @@ def test_a_declared_tasks_missing_data_is_an_error_even_unnamed(cli, tmp_path, c
         result = cli("score", tmp_path / "v.h5", *options, "--data", tmp_path / "none", "--out", out)
     refused(result, str(tmp_path / "d" / "valid.tsv"), "Mine", "missing data file; check its task file")
     assert not out.exists()
+
+
+def test_a_declared_tasks_dataset_inside_a_group_is_named(cli, tmp_path):
+    options = build(tmp_path, STS, PAIRS, None)
+    with h5py.File(tmp_path / "g.h5", "w") as f:
+        f["vectors/Mine"] = np.ones((6, 4), dtype=np.float32)
+    out = tmp_path / "r.json"
+    result = cli("score", tmp_path / "g.h5", *options, "--data", tmp_path / "none", "--out", out)
+    refused(result, "nothing to score", "Mine absent from the file", "inside /vectors (/vectors/Mine)")
+    assert not out.exists()

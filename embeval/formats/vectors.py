@@ -83,6 +83,7 @@ class VectorsFile:
 
     def __init__(self, path, names=None, guard=True):
         self.path = Path(path)
+        self.wanted = list(names) if names is not None else list(TASKS) + [UNION]
         if not self.path.exists():
             raise VectorsError("vectors file not found", file=self.path)
         if not self.path.is_file():
@@ -92,7 +93,7 @@ class VectorsFile:
         if not h5py.is_hdf5(self.path):
             raise VectorsError("not an HDF5 file", file=self.path)
         if guard:
-            h5guard.check(self.path, list(names) if names is not None else list(TASKS) + [UNION], inspect_metadata)
+            h5guard.check(self.path, self.wanted, inspect_metadata)
         try:
             self.h5 = h5py.File(self.path, "r")
         except OSError as err:
@@ -124,11 +125,11 @@ class VectorsFile:
         return name in self.names()
 
     def grouped_task_datasets(self, limit=64):
-        """Paths of datasets named like a task (or the union) inside groups, where embeval does not
-        look (it reads /TASK at the root): for an error that says where they are. Links are not
-        followed; at most `limit` entries are visited."""
+        """Paths of datasets named like a wanted task (a declared one too) or the union inside groups,
+        where embeval does not look (it reads /TASK at the root): for an error that says where they
+        are. Links are not followed; at most `limit` entries are visited."""
         found, stack, visited = [], [(self.h5, "")], 0
-        names = set(TASKS) | {UNION}
+        names = set(self.wanted) | {UNION}
         while stack and visited < limit:
             group, prefix = stack.pop()
             try:
