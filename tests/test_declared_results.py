@@ -150,6 +150,11 @@ def test_a_task_of_an_unknown_kind_is_named_in_one_warning(cli, tmp_path, declar
         line for line in compared.stderr.splitlines() if line.startswith(f"embeval: warning: {later}: MyLabels")
     ]
     assert "MyPairs" in compared.stdout
+    exported = fresh(tmp_path, "export-mteb", later, "--model", "me/later", "--out", tmp_path / "mteb")
+    assert exported.returncode == 0, exported.stderr
+    assert (tmp_path / "mteb/results/me__later/no_revision_available/MyPairsSTS.json").is_file()
+    (note,) = [line for line in exported.stdout.splitlines() if "MyLabels" in line]
+    assert note.startswith(f"not exported: {later}: MyLabels: not shown: ") and "future-kind" in note
 
     record = json.loads(later.read_text())
     del record["tasks"]["MyPairs"]
