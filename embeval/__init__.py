@@ -19,19 +19,22 @@ from embeval._version import __version__
 __all__ = ["__version__", "export_sentences", "vectors", "score", "report", "compare"]
 
 
-def export_sentences(data_dir, out_dir, tasks=None, union=False):
+def export_sentences(data_dir, out_dir, tasks=None, union=False, task_files=()):
     """Write each task's distinct sentences to out_dir/TASK.txt (or one ALL.txt with union=True) and
     out_dir/manifest.json with each list's count and sha256 fingerprint. tasks: names (None: every
-    task whose data is in data_dir). Returns (manifest, tasks skipped for want of data)."""
+    task whose data is in data_dir); task_files: task files (or folders of them) declaring tasks
+    beyond the built-ins (docs/tasks.md). Returns (manifest, tasks skipped for want of data)."""
     from embeval.formats.sentences import export_sentences as run
+    from embeval.tasks.registry import registry
 
-    return run(data_dir, out_dir, tasks, union)
+    return run(data_dir, out_dir, tasks, union, registry=registry(task_files))
 
 
 def score(vectors, data_dir, tasks=None, out=None, device="auto", config=None, **options):
-    """Score a vectors file on SentEval's tasks and return the results record (a dict, the JSON that
-    `out` receives). config: embeval.run.config.build(...) (default: the literature configuration).
-    options: strict, resume, save_predictions, progress, log (see embeval.run.score.score)."""
+    """Score a vectors file on SentEval's tasks (and those of task_files) and return the results
+    record (a dict, the JSON that `out` receives). config: embeval.run.config.build(...) (default:
+    the literature configuration). options: task_files, strict, resume, save_predictions, progress,
+    log (see embeval.run.score.score)."""
     from embeval.run.score import score as run
 
     return run(vectors, data_dir, tasks=tasks, out=out, device=device, config=config, **options)

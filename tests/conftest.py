@@ -79,6 +79,13 @@ def pytest_configure(config):
 # on whichever of them runs first). `pytest -m "not slow"` leaves them out (docs/testing.md).
 SLOW_FIXTURES = {
     "*": {"devbow_vectors"},
+    "test_new_kind.py": {
+        "test_a_kind_added_in_one_module_goes_through_every_command",
+    },
+    "test_own_tasks.py": {
+        "test_sst2_as_a_split_classification_task_file",
+        "test_trec_as_a_kfold_classification_task_file",
+    },
     "test_predictions.py": {"runs"},
     "test_probing.py": {"probing_run"},
     "test_reproducibility.py": {"prototype_runs"},
@@ -106,6 +113,9 @@ SLOW = {
     "test_exporter_roles.py": {
         "test_minilm_exporters_role_lists_and_prompts",
         "test_sentence_transformers_named_prompts",
+    "test_declared_results.py": {
+        "test_report_compare_and_export_mteb_need_neither_the_task_file_nor_the_data",
+        "test_a_task_of_an_unknown_kind_is_named_in_one_warning",
     },
     "test_exporters.py": {
         "test_minilm_reimplementation_agrees_with_pytorch",

@@ -146,3 +146,128 @@ def test_the_walk_sees_a_planted_upward_import_and_cycle(tmp_path, monkeypatch):
     assert "embeval.cli.main" in edges["embeval.train.loop"] and "embeval.train.loop" in edges["embeval.cli.main"]
     assert layer("embeval.cli.main") > layer("embeval.train.loop")
     assert "click" in imports(fake / "train" / "loop.py")
+
+
+# No module outside embeval/tasks/ and embeval/kinds/ names a task or a kind: what a task is and how
+# its kind is scored and shown is declared there (senteval.toml, a kind's module) and reached through
+# the TaskSpec, never by a literal. Other things called `kind` are compared with literals in these
+# modules, for these reasons (numpy's dtype.kind codes are recognised wherever they appear):
+OTHER_KINDS = {
+    "embeval.datasets.archives": "an archive's kind (zip, tar, gzip, msi, plain)",
+    "embeval.datasets.preprocess": "an archive's kind (zip, tar, gzip, msi, plain)",
+    "embeval.train.features": "the layout of a pair's features (single, pair, snli)",
+}
+OWNERS = ("embeval.tasks", "embeval.kinds")
+# Not exempt, and holding no name: embeval/datasets/ reads which built-in tasks each of SentEval's data
+# sets serves from data/sources.json (a fact of the data sources, checked below against the
+# registry), and quickstart scores the tasks declared with `quickstart = true`.
+
+
+def task_words():
+    """Every name, alias and short name of a built-in task, and every kind name (old ones too)."""
+    from embeval.tasks.catalog import KINDS, RENAMED_KINDS
+    from embeval.tasks.registry import builtin
+
+    names = {word for spec in builtin().values() for word in (spec.name, spec.label, *spec.aliases)}
+    return names, set(KINDS) | set(RENAMED_KINDS)
+
+
+def _is_kind(node):
+    """`x.kind`, `x["kind"]` or `x.get("kind")`."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "kind"
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Constant) and node.slice.value == "kind"
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "get"
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and node.args[0].value == "kind"
+    )
+
+
+def _is_dtype_kind(node):
+    """numpy's `<array>.dtype.kind`, `dtype.kind` or `np.dtype(x).kind`."""
+    owner = node.value if isinstance(node, ast.Attribute) else None
+    return (
+        (isinstance(owner, ast.Attribute) and owner.attr == "dtype")
+        or (isinstance(owner, ast.Name) and owner.id == "dtype")
+        or (isinstance(owner, ast.Call) and isinstance(owner.func, ast.Attribute) and owner.func.attr == "dtype")
+    )
+
+
+def _strings(node):
+    """The string literals of a literal or of a tuple, list or set of literals."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [s for element in node.elts for s in _strings(element)]
+    return []
+
+
+def task_literals(path, names, kinds, exempt_kind_comparisons=False):
+    """Lines of `path` holding a string literal equal to a task or kind name, or comparing a `kind`
+    with a literal (unless exempt: a module comparing another kind of `kind`), each once, in order."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if node.value in names:
+                found.append(f"{path.name}:{node.lineno}: the task name {node.value!r}")
+            elif node.value in kinds:
+                found.append(f"{path.name}:{node.lineno}: the kind name {node.value!r}")
+        elif isinstance(node, ast.Compare) and not exempt_kind_comparisons:
+            sides = [node.left, *node.comparators]
+            if any(_is_kind(side) and not _is_dtype_kind(side) for side in sides) and any(map(_strings, sides)):
+                found.append(f"{path.name}:{node.lineno}: a kind compared with a literal")
+    return sorted(set(found), key=lambda line: (int(line.split(":")[1]), line))
+
+
+def test_no_module_outside_tasks_and_kinds_names_a_task_or_a_kind():
+    names, kinds = task_words()
+    assert {"STSBenchmark", "STS-B", "SICK-E", "COCO", "MR"} <= names and {"sts", "classification"} <= kinds
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = module_name(path)
+        if name.startswith(OWNERS):
+            continue
+        found += [f"{name}: {line}" for line in task_literals(path, names, kinds, name in OTHER_KINDS)]
+    assert found == []
+
+
+def test_the_literal_check_sees_a_planted_task_name_and_kind_comparison(tmp_path):
+    names, kinds = task_words()
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        "def f(spec, entry, table):\n"
+        "    if spec.kind == 'relatedness' or entry['kind'] in ('sts', 'x') or entry.get('kind') != 'new-kind':\n"
+        "        return {'STS-B': 1, 'name': 'SICKRelatedness'}\n"
+        "    return table.dtype.kind == 'f' and spec.name != 'MyOwnTask'\n",
+        encoding="utf-8",
+    )
+    assert task_literals(planted, names, kinds) == [
+        "planted.py:2: a kind compared with a literal",
+        "planted.py:2: the kind name 'relatedness'",
+        "planted.py:2: the kind name 'sts'",
+        "planted.py:3: the task name 'SICKRelatedness'",
+        "planted.py:3: the task name 'STS-B'",
+    ]
+    assert task_literals(planted, names, kinds, exempt_kind_comparisons=True) == [
+        "planted.py:2: the kind name 'relatedness'",
+        "planted.py:2: the kind name 'sts'",
+        "planted.py:3: the task name 'SICKRelatedness'",
+        "planted.py:3: the task name 'STS-B'",
+    ]
+
+
+def test_the_data_sources_serve_built_in_tasks():
+    """data/sources.json names tasks (the one place outside embeval/tasks/ that does): each is a
+    built-in task, and every built-in task with data to fetch has a source."""
+    from embeval.datasets.sources import load_sources
+    from embeval.tasks.registry import builtin
+
+    served = [task for dataset in load_sources().values() for task in dataset.tasks]
+    assert [task for task in served if task not in builtin()] == []
+    assert set(builtin()) - set(served) == set()

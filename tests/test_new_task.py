@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import REPO
 
 from embeval.formats.vectors import write
 
@@ -102,7 +103,7 @@ def test_a_task_declared_in_a_file_goes_through_every_command(toy, cli):
         capture_output=True,
         text=True,
         cwd=toy,
-        env=dict(os.environ, EMBEVAL_TASKS=""),
+        env=dict(os.environ, EMBEVAL_TASKS="", PYTHONPATH=str(REPO)),
     )
     assert fresh.returncode == 0, fresh.stderr
     assert ",Toy," in fresh.stdout

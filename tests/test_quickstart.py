@@ -138,6 +138,21 @@ def test_installed_wheel_ships_the_exporters(tmp_path):
         assert f"embeval/exporters/{program}" in names
     if (REPO / "data").is_dir():  # the data tables ship beside them (package-dir in pyproject.toml)
         assert "embeval/_data/sources.json" in names
+    package = [
+        path.relative_to(REPO).as_posix()
+        for path in sorted((REPO / "embeval").rglob("*"))
+        if path.is_file() and path.suffix in (".py", ".toml", ".json", ".typed") and "__pycache__" not in path.parts
+    ]
+    assert [name for name in package if name not in names] == []  # every module, kind and task declaration
+    tasks = subprocess.run(
+        [sys.executable, "-m", "embeval", "tasks", "--no-load"],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+    )
+    assert tasks.returncode == 0, tasks.stderr
+    assert "STSBenchmark" in tasks.stdout and "probing" in tasks.stdout
     found = subprocess.run(
         [sys.executable, "-c", "from embeval.run.quickstart import exporters_dir; print(exporters_dir())"],
         cwd=tmp_path,

@@ -13,7 +13,7 @@ from embeval.cli.common import data_option, fails_cleanly, status, task_file_opt
 @fails_cleanly
 def tasks(data, tasks, task_files, no_load):
     """List the built-in tasks and those your task files declare: kind, protocol, where they come
-    from, and (reading their data, which checks it) their splits and sizes.
+    from, their description, and (reading their data, which checks it) their splits and sizes.
 
     Every task file named by --task-file or EMBEVAL_TASKS is read and checked first: a problem in a
     declaration or a data file is one line naming the file (and the key or line), exit code 2.
@@ -32,6 +32,8 @@ def tasks(data, tasks, task_files, no_load):
         where = "built-in" if spec.builtin else spec.source
         kind = spec.kind + (f" ({spec.protocol})" if spec.protocol else "")
         line = f"{name:<{width}}{kind:34s} {where}"
+        if spec.description:
+            line += f"\n{'':<{width}}{spec.description}"
         if no_load:
             click.echo(line)
             continue

@@ -240,8 +240,9 @@ def export_sentences(data_dir, out_dir, tasks=None, union=False, log=None, regis
     """Export the sentences of `tasks` (names or TaskSpecs; None: every task of the registry whose
     data is there) to out_dir.
 
-    Returns (manifest, tasks skipped for want of data). A named task without data, a missing data
-    folder or a folder without any task data is an EmbevalError. The export's order is the
+    Returns (manifest, built-in tasks skipped for want of data). A named task without data, a task
+    of a task file without its data, a missing data folder or a folder without any task data is an
+    EmbevalError. The export's order is the
     registry's, whatever the order asked, so equal task sets give equal exports."""
     from embeval.tasks.registry import Registry, builtin
 
@@ -254,8 +255,9 @@ def export_sentences(data_dir, out_dir, tasks=None, union=False, log=None, regis
     specs = [spec for name, spec in registry.items() if asked is None or name in asked]
     present = [s for s in specs if not s.missing_files(root)]
     missing = [s for s in specs if s not in present]
-    if asked is not None and missing:
-        first = missing[0]
+    needed = missing if asked is not None else [s for s in missing if not s.builtin]  # a declared task's data always is
+    if needed:
+        first = needed[0]
         raise DataFileError(
             f"missing data file; {DATA_HINT if first.builtin else 'check its task file'}",
             file=first.missing_files(root)[0],

@@ -66,6 +66,13 @@ def describe_dtype(dtype):
     return str(dtype)
 
 
+# What a fingerprint that differs means, checked against the task's data (score) or an export (vectors check).
+DATA_CHANGED = (
+    "the task's data changed since the vectors were computed (or they come from another export); export and embed again"
+)
+OTHER_EXPORT = "the vectors were computed from another export (or another version of it); embed this export again"
+
+
 class VectorsFile:
     """An open vectors file. Use as a context manager; every problem is a VectorsError.
 
@@ -76,6 +83,7 @@ class VectorsFile:
 
     def __init__(self, path, names=None, guard=True):
         self.path = Path(path)
+        self.wanted = list(names) if names is not None else list(TASKS) + [UNION]
         if not self.path.exists():
             raise VectorsError("vectors file not found", file=self.path)
         if not self.path.is_file():
@@ -85,7 +93,7 @@ class VectorsFile:
         if not h5py.is_hdf5(self.path):
             raise VectorsError("not an HDF5 file", file=self.path)
         if guard:
-            h5guard.check(self.path, list(names) if names is not None else list(TASKS) + [UNION], inspect_metadata)
+            h5guard.check(self.path, self.wanted, inspect_metadata)
         try:
             self.h5 = h5py.File(self.path, "r")
         except OSError as err:
@@ -117,11 +125,11 @@ class VectorsFile:
         return name in self.names()
 
     def grouped_task_datasets(self, limit=64):
-        """Paths of datasets named like a task (or the union) inside groups, where embeval does not
-        look (it reads /TASK at the root): for an error that says where they are. Links are not
-        followed; at most `limit` entries are visited."""
+        """Paths of datasets named like a wanted task (a declared one too) or the union inside groups,
+        where embeval does not look (it reads /TASK at the root): for an error that says where they
+        are. Links are not followed; at most `limit` entries are visited."""
         found, stack, visited = [], [(self.h5, "")], 0
-        names = set(TASKS) | {UNION}
+        names = set(self.wanted) | {UNION}
         while stack and visited < limit:
             group, prefix = stack.pop()
             try:
@@ -247,8 +255,18 @@ class VectorsFile:
         except H5_ERRORS as err:
             raise self._error(f"corrupted HDF5 file: cannot read the layout of {ds.name} ({_h5_reason(err)})", task)
 
-    def check_fingerprint(self, ds, name, task, count, sha256):
-        """Row count must match and so must the fingerprint. Returns False when ds has none."""
+    def check_fingerprint(self, ds, name, task, count, sha256, against="data"):
+        """The dataset's fingerprint must be the sentence list's, and its row count the list's length.
+        A fingerprint that differs means the data changed since the vectors were computed (or they come
+        from another export), whatever the row count; against: what the list comes from, the task's
+        "data" or an "export" (its manifest). Returns False when ds has none."""
+        got = self.attribute(ds, "sha256", task)
+        if got is not None and got.strip().lower() != sha256:
+            source, meaning = ("the task data's", DATA_CHANGED) if against == "data" else ("the export's", OTHER_EXPORT)
+            rows = f" ({count} sentences, the vectors have {ds.shape[0]} rows)" if ds.shape[0] != count else ""
+            raise self._error(
+                f"/{name} fingerprint {got[:12]}… does not match {source} {sha256[:12]}…{rows}: {meaning}", task
+            )
         if ds.shape[0] != count:
             hint = ""
             if ds.shape[1] == count:
@@ -257,16 +275,7 @@ class VectorsFile:
                     "e.g. numpy's array.T"
                 )
             raise self._error(f"/{name} has {ds.shape[0]} rows, the task has {count} sentences{hint}", task)
-        got = self.attribute(ds, "sha256", task)
-        if got is None:
-            return False
-        if got.strip().lower() != sha256:
-            raise self._error(
-                f"/{name} fingerprint {got[:12]}… does not match the task data's {sha256[:12]}… "
-                "(vectors of another export or data version)",
-                task,
-            )
-        return True
+        return got is not None
 
     def check_memory(self, count, dim, task):
         """Refuse, before allocating anything, a table that cannot fit in the memory available."""
@@ -492,7 +501,7 @@ def check_against_manifest(path, export_dir, tasks=None):
                 continue
             try:
                 ds = vf.dataset(name, name)
-                if not vf.check_fingerprint(ds, name, name, entry.count, entry.sha256):
+                if not vf.check_fingerprint(ds, name, name, entry.count, entry.sha256, against="export"):
                     warn_unverified(path, [name])
                 if name == UNION:
                     got = vf.union_tasks()

@@ -4,9 +4,9 @@ with SentEval's split protocol (train, dev, test) and the probing classifier of 
 the MLP grid the probing paper reports; or both).
 
 Files: SentEval's probing file (`SPLIT<TAB>LABEL<TAB>...<TAB>SENTENCE`, format senteval-probing,
-key `all`), or train, dev and test files with text and label columns. Label ids follow the sorted
-train labels as strings (SentEval's rule). Key `logreg_only`: always logistic regression
-(SentEval's WordContent). Figure: test accuracy (%); the dev accuracy selects.
+key `all`), or train, dev and test files with text and label columns. Label ids follow the train
+labels sorted as strings, integers too (SentEval's rule: "10" before "9"). Key `logreg_only`: always
+logistic regression (SentEval's WordContent). Figure: test accuracy (%); the dev accuracy selects.
 """
 
 from __future__ import annotations
@@ -52,7 +52,9 @@ class Probing(SentEvalClassifierKind):
     def load(self, spec: TaskSpec, paths: Mapping[str, Path]) -> Any:
         from embeval.tasks.samples import read_splits
 
-        return read_splits(spec, paths, ("train", "dev", "test"), ("text", "label"), "label", "train")
+        return read_splits(
+            spec, paths, ("train", "dev", "test"), ("text", "label"), "label", "train", labels_as_text=True
+        )
 
     def figures(self, spec: TaskSpec) -> tuple[Figure, ...]:
         return (ACCURACY,)

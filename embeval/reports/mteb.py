@@ -152,9 +152,10 @@ def export(results_path, model, out, revision=None, registry=None):
     record = load(results_path)
     chosen, notes = scores(record, results_path, registry)
     if not chosen:
+        ours = ", ".join(spec.label for spec in builtin().values() if spec.mteb and spec.mteb.figures)
         raise EmbevalError(
-            "no task with an MTEB-protocol figure to export (SentEval's: STS12-16, STSBenchmarkRaw, SICK-R; a "
-            "task file's task with an [mteb] table scored MTEB's way)" + (f" ({'; '.join(notes)})" if notes else ""),
+            f"no task with an MTEB-protocol figure to export (SentEval's: {ours})"
+            + (f" ({'; '.join(notes)})" if notes else ""),
             file=results_path,
         )
     folder = Path(out) / "results" / model_folder(model) / revision

@@ -232,8 +232,9 @@ def _notes(columns):
 def group_tables(rows, specs, settings):
     """The report's tables: for every group of columns (embeval.tasks.groups), one table per
     classifier that ran (per-classifier columns), and one of normalized figures when scored."""
-    columns = {}
+    columns, declared = {}, {}
     for spec in specs:
+        declared.update(spec.kind_module.groups)
         for position, column in enumerate(spec.kind_module.columns(spec)):
             columns.setdefault(column.group, []).append(
                 (column.order, len(columns.get(column.group, [])), position, spec, column)
@@ -244,7 +245,7 @@ def group_tables(rows, specs, settings):
         found = [(spec, column) for *_, spec, column in sorted(columns[key], key=lambda item: item[:3])]
         present = [(spec, c) for spec, c in found if any(spec.name in enc.tasks for enc in rows)]
         if present:
-            tables += _tables_of(group(key), present, rows, settings, len(found))
+            tables += _tables_of(group(key, declared), present, rows, settings, len(found))
     return tables
 
 
@@ -283,7 +284,7 @@ def _tables_of(grp, columns, rows, settings, declared):
                     caption += f" (not the {grp.published_average_of} of SimCSE's table)"
             caption += f". {settings}"
             key = grp.key + (f"-{variant}" if variant else "") + ("-normalized" if prefix else "")
-            title = grp.title + (f" ({CLASSIFIER_WORDS[variant]})" if variant or grp.who else "")
+            title = grp.title + (f" ({CLASSIFIER_WORDS[variant]})" if variant or grp.who.get(None) else "")
             if grp.normalized:
                 title = f"{grp.title} ({vectors})"
             header = (

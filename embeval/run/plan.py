@@ -246,8 +246,8 @@ def wanted_datasets(specs, config, registry):
 def select(specs, explicit, vf, root, union, strict=False):
     """Split the requested tasks into those to score and those skipped, by reason.
 
-    explicit: the tasks were named (a named task without data is an error); strict: every requested
-    task must be scored."""
+    explicit: the tasks were named (a named task without data is an error, as is a task of a task
+    file without its data); strict: every requested task must be scored."""
     names = set(vf.names())
     todo, skipped, held_without_data = [], {reason: [] for reason in SKIP_REASONS}, []
     for spec in specs:
@@ -255,7 +255,7 @@ def select(specs, explicit, vf, root, union, strict=False):
         datasets = [dataset_name(spec.name, role) for role in roles]
         present = all(d in names for d in datasets) or (roles == (TEXT,) and spec.name in union)
         missing = spec.missing_files(root)
-        if missing and (explicit or strict) and present:
+        if missing and (explicit or strict or not spec.builtin) and present:
             raise DataFileError(
                 f"missing data file; {DATA_HINT if spec.builtin else 'check its task file'}",
                 file=missing[0],

@@ -43,7 +43,15 @@ def _reusable(previous, record, unit):
         return None, f"{unit.reference.task if unit.reference else 'the reference task'}'s vectors changed"
     if entry.get("data_sha256") != unit.data_sha256:
         return None, "data changed"
+    if _declaration(entry) != (None if unit.spec.builtin else dict(unit.spec.declaration)):
+        return None, "task declaration changed"
     return entry, None
+
+
+def _declaration(entry):
+    """The declaration a result of a declared task records (None: a built-in task's result)."""
+    recorded = entry.get("declaration")
+    return recorded.get("declaration") if isinstance(recorded, dict) else None
 
 
 def describe_resume(sources, decisions, previous):

@@ -1,9 +1,10 @@
 """The tables of `embeval report`: each group of columns (a kind's columns name their group), its
-title and what its caption says. A group a task file names that is not listed here gets a table of
-its own, titled by its name."""
+title and what its caption says. A kind may declare groups of its own (Kind.groups); a group a task
+file names that neither lists gets a table of its own, titled by its name."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 
@@ -96,11 +97,15 @@ GROUPS = {
 }
 
 
-def group(key: str) -> Group:
-    """The group named `key` (a group of its own, titled by its name, for a key not listed here)."""
-    return GROUPS.get(key) or Group(
+def group(key: str, declared: Mapping[str, Group] | None = None) -> Group:
+    """The group named `key`: embeval's, else one a kind declares (its `groups`), else a group of its
+    own, titled by its name, whose caption names the classifier only when a classifier variant is shown."""
+    found = GROUPS.get(key) or (declared or {}).get(key)
+    if found is not None:
+        return found
+    return Group(
         key,
         key,
-        f"{key}: {{who}}",
-        who={None: "the configured classifier", "logreg": "logistic regression", "mlp": "an MLP"},
+        f"{key}{{who}}",
+        who={None: "", "logreg": ": logistic regression", "mlp": ": an MLP"},
     )

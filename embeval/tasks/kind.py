@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from embeval.stats import Statistic
 from embeval.tasks.declaration import Declaration
 from embeval.tasks.figures import Column, Figure
+from embeval.tasks.groups import Group
 
 if TYPE_CHECKING:
     from embeval.tasks.spec import TaskSpec
@@ -46,6 +47,7 @@ class Kind:
     # Figures given under several aggregations (key, words), at aggregation_path.format(coef=..., aggregation=key).
     aggregations: ClassVar[tuple[tuple[str, str], ...]] = ()
     aggregation_path: ClassVar[str] = ""
+    groups: ClassVar[Mapping[str, Group]] = {}  # report tables of its own, by key (see embeval.tasks.groups)
 
     # The declaration.
 

@@ -91,19 +91,19 @@ def split_rows(split, row_of):
 # Splits from a user's tabular files (embeval.tasks.tabular): texts, labels or scores.
 
 
-def label_order(values):
-    """Label values in id order when none are declared: numerically when all are integers, else as
-    strings."""
-    if all(v.lstrip("-").isdigit() for v in values):
+def label_order(values, as_text=False):
+    """Label values in id order when none are declared: numerically when all are integers (unless
+    as_text), else as strings."""
+    if not as_text and all(v.lstrip("-").isdigit() for v in values):
         return sorted(values, key=int)
     return sorted(values)
 
 
-def read_splits(spec, paths, keys, columns, target, training=None):
+def read_splits(spec, paths, keys, columns, target, training=None, labels_as_text=False):
     """TaskData of a task whose files (one per split, in `keys` order) hold `columns`, the last one
     the target: "label" (class ids: the declared labels' order, else those of the `training` split,
-    sorted) or "score" (numbers). Text columns are kept as written, or whitespace-tokenized when the
-    task says so."""
+    sorted: numerically when all are integers, unless labels_as_text, else as strings) or "score"
+    (numbers). Text columns are kept as written, or whitespace-tokenized when the task says so."""
     from embeval.errors import DataFileError
     from embeval.tasks import tabular
     from embeval.tasks.files import join_tokens
@@ -132,7 +132,7 @@ def read_splits(spec, paths, keys, columns, target, training=None):
     if target == "label":
         declared = getattr(spec.params, "labels", None)
         source = training or keys[0]
-        classes = list(declared) if declared else label_order({v for _, _, v in loaded[source][1]})
+        classes = list(declared) if declared else label_order({v for _, _, v in loaded[source][1]}, labels_as_text)
         ids = {c: i for i, c in enumerate(classes)}
         for key, (path, parsed) in loaded.items():
             for line, _, value in parsed:
