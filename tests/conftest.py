@@ -113,6 +113,7 @@ SLOW = {
     "test_exporter_roles.py": {
         "test_minilm_exporters_role_lists_and_prompts",
         "test_sentence_transformers_named_prompts",
+    },
     "test_declared_results.py": {
         "test_report_compare_and_export_mteb_need_neither_the_task_file_nor_the_data",
         "test_a_task_of_an_unknown_kind_is_named_in_one_warning",
