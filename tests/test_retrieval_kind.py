@@ -256,3 +256,32 @@ def test_ray_shards_give_the_single_process_figures(tmp_path, cli):
         assert result.exit_code == 0, result.stderr
         runs.append(json.loads(out.read_text())["tasks"]["Synthetic"]["results"])
     assert runs[0] == runs[1]
+
+
+def test_bag_of_words_baseline_scores_both_lists(tmp_path, cli):
+    """--baseline-bow-dim computes the hashing bag of words of the queries and the documents and
+    searches it as it searches the file's vectors."""
+    task = synthetic(seed=10, span=60)
+    task_file, _ = declare(tmp_path, task)
+    export = tmp_path / "sentences"
+    cli("export-sentences", "--data", tmp_path / "none", "--out", export, "--task-file", task_file)
+    embed(task, tmp_path, export, tmp_path / "v.h5")
+    out = tmp_path / "r.json"
+    result = cli(
+        "score",
+        tmp_path / "v.h5",
+        "--data",
+        tmp_path / "none",
+        "--task-file",
+        task_file,
+        "--out",
+        out,
+        "--bootstrap",
+        "0",
+        "--baseline-bow-dim",
+        "32",
+    )
+    assert result.exit_code == 0, result.stderr
+    base = json.loads(out.read_text())["baseline"]["tasks"]["Synthetic"]
+    assert 0 <= base["results"]["ndcg_at_10"] <= 1 and base["vectors"]["dim"] == 32
+    assert set(base["vectors"]) >= {"sha256", "vectors_sha256", "count"}

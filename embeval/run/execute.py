@@ -5,6 +5,7 @@ Workspace that keeps them between the units one process executes), so a unit can
 process or in a worker. Only data and vectors are read: no user code runs.
 """
 
+import hashlib
 import platform
 import time
 from collections.abc import Generator
@@ -135,6 +136,32 @@ class RoleSource:
         return corpus_top_k(self, rows, queries, depth, similarity, self.device, self.shards)
 
 
+class ArraySource:
+    """A list's rows held in memory (the bag-of-words baseline computed here): RoleSource's reads."""
+
+    def __init__(self, table, device="cpu"):
+        self.table, self.device = np.asarray(table, dtype=np.float32), device
+        self.count, self.dim = self.table.shape
+
+    def gather(self, rows):
+        return self.table[np.asarray(rows, dtype=np.int64)]
+
+    def search(self, queries, rows, depth, similarity):
+        from embeval.memory import dense_budget
+        from embeval.train import search
+
+        documents = self.table[np.asarray(rows, dtype=np.int64)]
+        return search.top_k(
+            queries,
+            lambda a, b: documents[a:b],
+            len(documents),
+            depth,
+            similarity,
+            dense_budget(self.device),
+            self.device,
+        )
+
+
 def make_context(unit, located, workspace, device, progress=QUIET, reference=None):
     """The Context of one task: its data, the tables its kind holds on the device, the rows of its
     samples, and block-by-block sources of every list."""
@@ -143,11 +170,15 @@ def make_context(unit, located, workspace, device, progress=QUIET, reference=Non
     row_of = {role: {s: i for i, s in enumerate(sentences)} for role, sentences in located.lists.items()}
     held = kind.tables(spec)
     table = torch.from_numpy(workspace.table(unit, located)).to(device) if TEXT in held else None
-    sources = {}
     if unit.source.bow_dim is None:
         vf = workspace.vectors_file(unit.source.path)
         sources = {
             role: RoleSource(vf, located, role, unit.source.dims, workspace.shards, device) for role in located.lists
+        }
+    else:
+        sources = {
+            role: ArraySource(baseline.encode(sentences, unit.source.bow_dim), device)
+            for role, sentences in located.lists.items()
         }
     config = unit.config
     return Context(
@@ -200,6 +231,14 @@ def _normalize_record(ctx, results, tuned):
     return info
 
 
+def baseline_fingerprint(ctx):
+    """The fingerprint of the bag-of-words baseline's tables: its table, or each list's (combined)."""
+    if ctx.table is not None:
+        return table_fingerprint(ctx.table.cpu().numpy())
+    parts = "".join(f"{role}\0{table_fingerprint(source.table)}\n" for role, source in ctx.sources.items())
+    return hashlib.sha256(parts.encode()).hexdigest()
+
+
 def execute_steps(unit, device="cpu", workspace=None, progress=QUIET):
     """Score one unit as a generator of fit requests (embeval.evaluate.classify.FitRequest) that
     returns (its record entry, its prediction sets): run alone by `execute`, or with other files'
@@ -234,7 +273,7 @@ def execute_steps(unit, device="cpu", workspace=None, progress=QUIET):
             vectors = {
                 "source": vectors["source"],
                 "sha256": vectors["sha256"],
-                "vectors_sha256": table_fingerprint(ctx.table.cpu().numpy()),
+                "vectors_sha256": baseline_fingerprint(ctx),
                 "count": vectors["count"],
                 "dim": vectors["dim"],
                 "dtype": vectors["dtype"],

@@ -381,7 +381,7 @@ def plan(vectors, data_dir, tasks=None, config=None, strict=False, check_memory=
                 if check_memory is not None:
                     check_memory(*loc.shape(role), loc.name)
             if bow_dim:
-                vf.check_memory(loc.shape()[0], bow_dim, loc.name)
+                vf.check_memory(sum(len(sentences) for sentences in loc.lists.values()), bow_dim, loc.name)
         described = {name: _describe(loc, vf) for name, loc in located.items()}
         unverified = sorted({r.dataset_name for loc in located.values() for r in loc.roles.values() if not r.verified})
         if unverified:
@@ -440,8 +440,8 @@ def _unit(spec, source, located, described, root, config):
     if source.bow_dim:
         vectors = {
             "source": baseline.label(source.bow_dim),
-            "sha256": loc.roles[TEXT].fingerprint,
-            "count": len(loc.sentences),
+            "sha256": described[spec.name]["sha256"],
+            "count": sum(len(sentences) for sentences in loc.lists.values()),
             "dim": source.bow_dim,
             "dtype": "float32",
         }
