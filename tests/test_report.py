@@ -17,6 +17,7 @@ from embeval.formats.results import FORMAT, UNDEFINED_NOTE
 from embeval.reports import tables as report
 
 STS = ("STS12", "STS13", "STS14", "STS15", "STS16")
+REPO = Path(__file__).resolve().parents[1]
 
 
 def ci(value, width=0.02):
@@ -230,6 +231,18 @@ def test_damaged_results_are_one_line_errors(tmp_path, cli, tasks, message):
     refused(cli("compare", path, path), "bad.json", message)
 
 
+@pytest.mark.parametrize(
+    "path",
+    sorted((REPO / "docs" / "example").glob("results-*.json")) + sorted((REPO / "tests" / "regression").glob("*.json")),
+    ids=lambda p: p.name,
+)
+def test_results_embeval_wrote_pass_the_checks(path):
+    """Every figure of real runs (SentEval's rounded accuracies, nested k-fold, both solvers) agrees with its
+    interval within the tolerance of the checks."""
+    record = report.load(path)
+    assert sum(len((e.get("ci") or {}).get("figures") or {}) for e in record["tasks"].values()) > 10
+
+
 def test_results_without_config_are_refused(files, tmp_path, cli):
     record = json.loads(Path(files[0]).read_text())
     del record["config"]
@@ -280,19 +293,25 @@ def test_figures_that_disagree_with_their_interval_are_refused(files, tmp_path, 
 
 
 def test_figures_rounded_to_two_decimals_agree_with_their_unrounded_interval(files, tmp_path, cli):
-    """SentEval's accuracies are rounded to two decimals, their intervals' values are not: within half a
-    unit of the second decimal they agree; a figure rounded to three decimals must agree to float noise."""
+    """SentEval's accuracies are rounded to two decimals (for nested k-fold, each fold's before their mean),
+    their intervals' values are not: within one unit of the second decimal they agree; a correlation (a
+    fraction, never rounded) must agree to float noise, however few its decimals."""
 
     def rounded(record):
-        record["tasks"]["MR"]["ci"]["figures"]["acc"].update(value=74.00499)
-        record["tasks"]["STSBenchmark"]["ci"]["figures"]["pearson"].update(value=0.7004)
+        record["tasks"]["MR"]["ci"]["figures"]["acc"].update(value=74.0100)
+        record["tasks"]["STSBenchmark"]["ci"]["figures"]["pearson"].update(value=0.7 + 1e-12)
 
     assert cli("report", edited(tmp_path, files[0], rounded)).exit_code == 0
 
-    def third_decimal(record):
+    def beyond(record):
+        record["tasks"]["MR"]["ci"]["figures"]["acc"].update(value=74.0102)
+
+    refused(cli("report", edited(tmp_path, files[0], beyond, "b.json")), "acc is 74, its interval's value 74.0102")
+
+    def correlation(record):
         record["tasks"]["STSBenchmark"]["results"].update(pearson=0.701)
 
-    refused(cli("report", edited(tmp_path, files[0], third_decimal, "x.json")), "pearson is 0.701")
+    refused(cli("report", edited(tmp_path, files[0], correlation, "x.json")), "pearson is 0.701")
 
 
 def test_a_figure_only_in_its_interval_is_not_shown_as_scored(files, tmp_path, cli):
