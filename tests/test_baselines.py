@@ -247,6 +247,8 @@ def paper_results(path):
     for name in STS:
         figures = {"mean": 0.5, "wmean": 0.51, "pooled": 0.52}
         tasks[name] = {"kind": "sts", "results": {"all": {"spearman": figures, "pearson": figures}}}
+    for entry in tasks.values():
+        entry["vectors"] = {"dim": 16}
     record = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,

@@ -238,6 +238,8 @@ def test_learnable_captions_are_retrieved(cli, related):
     r = entry["results"]
     assert entry["kind"] == "caption-ranking"
     assert set(r) == {"devacc", "acc", "ndev", "ntest"} and r["ndev"] == r["ntest"] == 1250
+    six = [r["acc"][d][f"r{k}"] for d in ("i2t", "t2i") for k in (1, 5, 10)]
+    assert r["acc"]["mean_recall"] == pytest.approx(sum(six) / 6, abs=1e-12)
     for direction in ("i2t", "t2i"):
         assert set(r["acc"][direction]) == {"r1", "r5", "r10", "medr"}
         assert r["acc"][direction]["r10"] > 90, r

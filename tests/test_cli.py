@@ -50,7 +50,7 @@ def test_export_check_score_end_to_end(cli, data_dir, devbow, tmp_path):
     result = cli("score", tmp_path / "v.h5", "--data", data_dir, "--out", out)
     assert result.exit_code == 0, result.stderr
     assert "STS13" in result.stdout and "pooled" in result.stdout
-    assert "skipped (absent from file)" in result.stdout and "CR" in result.stdout
+    assert "skipped (absent from the vectors file)" in result.stdout and "CR" in result.stdout
     record = json.loads(out.read_text())
     assert set(record["tasks"]) == {"STS13", "STS16"}
     for key in ("embeval", "data", "vectors", "config", "seed", "device", "versions", "seconds"):

@@ -90,7 +90,7 @@ def test_skipped_tasks_are_listed_and_strict_refuses_them(cli, sts16, data_dir, 
     out = tmp_path / "r.json"
     result = cli("score", sts16, "--data", data_dir, "--tasks", "STS16,STS12", "--out", out, "--bootstrap", "0")
     assert result.exit_code == 0, result.stderr
-    assert "skipped (absent from file): STS12" in result.stdout
+    assert "skipped (absent from the vectors file): STS12" in result.stdout
     assert json.loads(out.read_text())["skipped"]["absent_from_file"] == ["STS12"]
     strict = tmp_path / "strict.json"
     refused(
@@ -99,6 +99,84 @@ def test_skipped_tasks_are_listed_and_strict_refuses_them(cli, sts16, data_dir, 
         "--strict",
     )
     untouched(strict, None)
+
+
+def test_each_skipped_task_is_listed_once_under_its_own_reason(cli, data_dir, tmp_path):
+    """A task without data is skipped for that reason whether or not the file has its vectors (SNLI: its
+    train split is not in the tests' data; a named task without data whose vectors are in the file is an
+    error); a task with data but no vectors is absent from the file. The terminal lines say which is which."""
+    path = task_file(tmp_path / "v.h5", data_dir, ["STS16"])
+    out = tmp_path / "r.json"
+    result = cli("score", path, "--data", data_dir, "--out", out, "--bootstrap", "0", "--tasks", "STS16,STS12,SNLI")
+    assert result.exit_code == 0, result.stderr
+    skipped = [line for line in result.stdout.splitlines() if line.startswith("skipped")]
+    assert skipped == [
+        "skipped (absent from the vectors file): STS12",
+        f"skipped (no task data in {data_dir}): SNLI",
+    ]
+    assert json.loads(out.read_text())["skipped"] == {"absent_from_file": ["STS12"], "no_data": ["SNLI"]}
+    with h5py.File(path, "a") as f:
+        f["SNLI"] = vectors_for(["x"] * 10)
+    result = cli("score", path, "--data", data_dir, "--out", tmp_path / "all.json", "--bootstrap", "0")
+    assert result.exit_code == 0, result.stderr
+    skipped = dict(line.split(": ", 1) for line in result.stdout.splitlines() if line.startswith("skipped"))
+    absent = skipped["skipped (absent from the vectors file)"].split(", ")
+    no_data = skipped[f"skipped (no task data in {data_dir})"].split(", ")
+    assert "SNLI" in no_data and "ImageCaptionRetrieval" in no_data and "STS12" in absent
+    assert not set(absent) & set(no_data)
+
+
+def test_datasets_named_like_no_task_are_named_with_the_task_meant(cli, data_dir, tmp_path):
+    """A dataset whose name matches no task (another case, a near spelling, an alias) is named, with the task
+    it is likely meant for: a warning when other tasks are scored, in the error when nothing is."""
+    path = task_file(tmp_path / "v.h5", data_dir, ["STS16"])
+    with h5py.File(path, "a") as f:
+        for name in ("Trec", "STS-12", "stsb"):
+            f[name] = vectors_for(["x"] * 3)
+    result = cli("score", path, "--data", data_dir, "--out", tmp_path / "r.json", "--bootstrap", "0")
+    assert result.exit_code == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "match no task" in line]
+    assert warnings == [
+        f"embeval: warning: {path}: /STS-12 (did you mean STS12?), /Trec (did you mean TREC?), "
+        "/stsb (did you mean STSBenchmark?) match no task; not scored (a task of your own is declared with --task-file)"
+    ]
+    with h5py.File(tmp_path / "t.h5", "w") as f:
+        f["Trec"] = vectors_for(["x"] * 3)
+        f.create_group("notes")
+    out = tmp_path / "t.json"
+    refused(
+        cli("score", tmp_path / "t.h5", "--data", data_dir, "--tasks", "TREC", "--out", out),
+        "t.h5: nothing to score: TREC absent from the file (it holds /notes; /Trec (did you mean TREC?) matches "
+        "no task)",
+    )
+    refused(
+        cli("score", tmp_path / "t.h5", "--data", data_dir, "--tasks", "TREC,STS16", "--strict", "--out", out),
+        "absent from the file (it holds /notes; /Trec (did you mean TREC?) matches no task); --strict",
+    )
+    untouched(out, None)
+
+
+def test_the_model_attribute_names_the_vectors(cli, data_dir, tmp_path):
+    """The root attribute `model` is recorded in the results and names the row of every table; one that is
+    not text is refused before anything is written."""
+    path = task_file(tmp_path / "v.h5", data_dir, ["STS16"])
+    with h5py.File(path, "a") as f:
+        f.attrs["model"] = "all-MiniLM-L6-v2 (fine-tuned)"
+    out = tmp_path / "r.json"
+    result = cli("score", path, "--data", data_dir, "--out", out, "--bootstrap", "0")
+    assert result.exit_code == 0, result.stderr
+    assert "(model all-MiniLM-L6-v2 (fine-tuned), dimension 8)" in result.stdout.splitlines()[0]
+    assert json.loads(out.read_text())["vectors"]["model"] == "all-MiniLM-L6-v2 (fine-tuned)"
+    report = cli("report", out).stdout
+    assert "\n| all-MiniLM-L6-v2 (fine-tuned) | 8 |" in report and "| v |" not in report
+    assert "\n| mine | 8 |" in cli("report", out, "--label", "mine").stdout
+    with h5py.File(path, "a") as f:
+        f.attrs["model"] = [1, 2]
+    bad = tmp_path / "bad.json"
+    refused(
+        cli("score", path, "--data", data_dir, "--out", bad), "v.h5: the root attribute `model` must be text, got '1,2'"
+    )
+    untouched(bad, None)
 
 
 # Errors that point to the fix.
@@ -358,3 +436,13 @@ def test_sigterm_stops_like_ctrl_c(data_dir, tmp_path):
     assert list(json.loads(partial.read_text())["tasks"]) == ["STS16"]
     assert (tmp_path / "r.predictions.npz.partial").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json.partial", "r.predictions.npz.partial", "v.h5"]
+
+
+def test_the_readme_lists_every_exit_code():
+    """The README's exit-code table names every code the command exits with."""
+    from embeval.cli.common import EXIT_TERMINATED
+    from embeval.errors import EXIT_BAD_INPUT
+
+    table = (REPO / "README.md").read_text(encoding="utf-8").split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    listed = {int(line.split("|")[1]) for line in table.splitlines() if line.startswith("| ") and line[2].isdigit()}
+    assert listed == {0, EXIT_BAD_INPUT, 130, EXIT_TERMINATED}

@@ -1,16 +1,20 @@
 """Per-item predictions: they reproduce every reported figure, are saved deterministically beside the
 results, survive --resume, and drive `embeval compare`."""
 
+import importlib.util
 import json
 import shutil
 
+import h5py
 import numpy as np
 import pytest
 from coco_helpers import caption_encoder, write_coco
 from reliability_helpers import comparable, refused, task_file
+from report_helpers import need
 
 from embeval.formats import predictions
 from embeval.reports import compare
+from embeval.reports import tables as report
 from embeval.tasks.figures import lookup
 from embeval.tasks.registry import TASKS
 
@@ -69,6 +73,7 @@ def test_predictions_reproduce_every_reported_figure(runs):
             assert figure["low"] <= figure["value"] + 1e-9 and figure["value"] <= figure["high"] + 1e-9
             checked += 1
     assert checked == 1 + 2 + 1 + 4 + 4 + 4  # CR, MRPC (acc, f1), SICK-E, STS-B, STS15, STS16
+    assert report.load(runs["ra"][1]) == record  # the report's checks of figures against intervals pass
 
 
 def test_predictions_are_test_items_in_file_order(runs, data_dir):
@@ -130,6 +135,64 @@ def test_compare_two_encoders(runs, cli):
         result.stdout.startswith("### Paired comparison")
         and "| STS16 | cosine Spearman, all pairs pooled | A | B |" in result.stdout
     )
+
+
+def copy_with_tasks(source, target, tasks):
+    """A copy of a results file (and its predictions beside it) keeping only `tasks` in its record."""
+    record = json.loads(source.read_text())
+    record["tasks"] = {name: entry for name, entry in record["tasks"].items() if name in tasks}
+    target.write_text(json.dumps(record))
+    shutil.copy(predictions.sidecar_path(source), predictions.sidecar_path(target))
+    return target
+
+
+def test_compare_of_results_with_no_task_in_common_is_refused(runs, cli, tmp_path):
+    a = copy_with_tasks(runs["ra"][1], tmp_path / "a.json", ["CR", "MRPC"])
+    b = copy_with_tasks(runs["rb"][1], tmp_path / "b.json", ["STS16"])
+    refused(
+        cli("compare", a, b),
+        "b.json: no task in common with a.json (a.json has CR, MRPC; b.json has STS16): nothing to compare",
+    )
+    refused(
+        cli("compare", runs["ra"][1], b, "--tasks", "CR"),
+        "b.json: none of the requested tasks (CR) was scored by both ra.json and b.json",
+    )
+    assert cli("compare", runs["ra"][1], b).exit_code == 0
+
+
+def test_compare_leaves_out_figures_without_a_value(runs, cli, data_dir, tmp_path):
+    """A figure undefined for either run (all of STS15's vectors identical: its correlations are undefined)
+    is listed as not compared and left out of the table and of Holm's adjustment; the HTML page counts the
+    same comparisons."""
+    path = task_file(tmp_path / "c.h5", data_dir, ["STS15", "STS16"], dim=8, seed=7)
+    with h5py.File(path, "a") as f:
+        f["STS15"][...] = 0.5
+    constant = tmp_path / "c.json"
+    run_score(cli, path, data_dir, constant, tasks=["STS15", "STS16"])
+    result = cli("compare", runs["ra"][1], constant, "--json", tmp_path / "cmp.json")
+    assert result.exit_code == 0, result.stderr
+    compared = json.loads((tmp_path / "cmp.json").read_text())
+    assert {r["task"] for r in compared["rows"]} == {"STS16"} and len(compared["rows"]) == 4
+    assert all(np.isfinite([r["a"], r["b"], r["diff"], r["p"], r["p_holm"]]).all() for r in compared["rows"])
+    undefined = [n for n in compared["not_compared"] if n["task"] == "STS15"]
+    assert undefined == [
+        {
+            "task": "STS15",
+            "b": "c",
+            "why": "undefined for c (constant scores): cosine Spearman, all pairs pooled; cosine Spearman, "
+            "n-weighted mean over subsets; cosine Spearman, mean over subsets; cosine Pearson, all pairs pooled",
+        }
+    ]
+    assert "adjusted for the 4 comparisons" in result.stdout and "not compared: STS15 (c: undefined" in result.stdout
+    markdown = cli("compare", runs["ra"][1], constant, "--format", "markdown").stdout
+    assert "Not compared: STS15 (c: undefined for c (constant scores)" in markdown
+    if importlib.util.find_spec("matplotlib") is None:
+        need("matplotlib", "pip install '.[report]'")
+    from embeval.reports import html
+
+    page = html.render([runs["ra"][1], constant])
+    assert "adjusted for the 4 comparisons" in page and "Not compared: STS15 (c: undefined" in page
+    assert page.count("<td>STS15</td>") == 0
 
 
 def test_compare_needs_saved_predictions(runs, cli, data_dir, tmp_path):
@@ -285,6 +348,10 @@ def test_coco_ranks_reproduce_recalls(cli, tmp_path):
             )
     six = [entry["results"]["acc"][d][f"r{k}"] for d in ("i2t", "t2i") for k in (1, 5, 10)]
     assert figures["acc.mean_recall"]["value"] == pytest.approx(np.mean(six))
+    # The headline is recorded in the results (the report never reads a figure from its interval).
+    assert entry["results"]["acc"]["mean_recall"] == pytest.approx(np.mean(six), abs=1e-12)
+    report = cli("report", tmp_path / "r.json", "--no-ci")
+    assert report.exit_code == 0 and f" | {np.mean(six):.2f} |" in report.stdout, report.stderr
     saved = predictions.read(tmp_path / "r.predictions.npz")["encoder"]["ImageCaptionRetrieval"]["sets"]["acc"]
     assert saved.arrays["i2t"].shape == (25,) and saved.arrays["t2i"].shape == (25, 5)
     assert "mean of the six R@K %" in result.stdout

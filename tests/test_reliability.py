@@ -5,6 +5,7 @@ previous one byte for byte unchanged). Rows test_cli.py covers without a previou
 """
 
 import errno
+import json
 import os
 import pickle
 import shutil
@@ -26,6 +27,7 @@ from reliability_helpers import (
 
 from embeval.formats import h5guard
 from embeval.formats import sentences as export
+from embeval.formats.results import UNDEFINED_NOTE
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -367,7 +369,7 @@ def test_absent_task_is_skipped_by_default_and_refused_with_strict(cli, data_dir
     out = tmp_path / "r.json"
     result = cli("score", path, "--data", data_dir, "--tasks", "STS12,STS16", "--out", out)
     assert result.exit_code == 0, result.stderr
-    assert "skipped (absent from file): STS12" in result.stdout
+    assert "skipped (absent from the vectors file): STS12" in result.stdout
     assert '"absent_from_file": [\n   "STS12"' in out.read_text()
     out.unlink()
     refused_twice(
@@ -383,6 +385,76 @@ def test_strict_without_tasks_requires_every_task(cli, data_dir, tmp_path):
     path = task_file(tmp_path / "v.h5", data_dir, ["STS16"])
     line = refused_twice(cli, tmp_path, [path, "--data", data_dir, "--strict"], str(path), "absent from the file")
     assert "CR, MR, MPQA" in line and "more" in line
+
+
+def constant_warnings(result):
+    return [line for line in result.stderr.splitlines() if "scores computed on them mean nothing" in line]
+
+
+def test_constant_vectors_are_warned_about_before_scoring(cli, data_dir, tmp_path):
+    """All-zero or all-identical vectors: one warning per task naming the file and the task, before
+    anything is scored; the run still scores (exit 0), and its undefined correlations are n/a with one
+    note saying why. Vectors that differ in one row only get no warning."""
+    datasets = {}
+    for name, fill in (("STS12", 0.0), ("STS13", 0.25), ("STS16", None)):
+        texts = sentences(data_dir, name)
+        values = np.full((len(texts), 8), fill, np.float32) if fill is not None else vectors_for(texts)
+        datasets[name] = (values, {"sha256": export.fingerprint(texts)})
+    texts = sentences(data_dir, "STS15")
+    almost = np.ones((len(texts), 8), np.float32)
+    almost[-1, 3] = 2.0
+    datasets["STS15"] = (almost, {"sha256": export.fingerprint(texts)})
+    path = write_h5(tmp_path / "v.h5", datasets)
+    out = tmp_path / "r.json"
+    result = cli("score", path, "--data", data_dir, "--tasks", "STS12,STS13,STS15,STS16", "--out", out)
+    assert result.exit_code == 0, result.stderr
+    assert constant_warnings(result) == [
+        f"embeval: warning: {path}: STS12: all 4946 vectors are zero: scores computed on them mean nothing",
+        f"embeval: warning: {path}: STS13: all 2638 vectors are identical: scores computed on them mean nothing",
+    ]
+    assert result.stderr.index("mean nothing") < result.stderr.index("scoring STS12")
+    lines = result.stdout.splitlines()
+    sts12 = next(line for line in lines if line.startswith("STS12"))
+    assert sts12.split()[-5:] == ["n/a", "|", "n/a", "|", "n/a"] and "nan" not in result.stdout
+    assert lines.count(UNDEFINED_NOTE) == 1
+    assert json.loads(out.read_text())["tasks"]["STS12"]["results"]["all"]["spearman"]["pooled"] is None
+
+
+def test_constant_rows_of_a_union_are_found_in_the_tasks_own_rows(cli, data_dir, tmp_path):
+    """In a union /ALL only the task's rows count: STS13's rows all identical while the other rows differ."""
+    path, texts = union_file(tmp_path / "u.h5", data_dir, ["STS12", "STS13"])
+    own = set(sentences(data_dir, "STS13"))
+    with h5py.File(path, "a") as f:
+        values = f["ALL"][...]
+        values[[i for i, t in enumerate(texts) if t in own]] = 1.5
+        f["ALL"][...] = values
+    result = cli("score", path, "--data", data_dir, "--tasks", "STS12,STS13", "--out", tmp_path / "r.json")
+    assert result.exit_code == 0, result.stderr
+    assert constant_warnings(result) == [
+        f"embeval: warning: {path}: STS13: all 2638 vectors (the task's rows of /ALL) are identical: scores "
+        "computed on them mean nothing"
+    ]
+
+
+@pytest.mark.parametrize("rows", [None, [5, 1, 3, 0]])
+@pytest.mark.parametrize("differing", [None, 0, 3, 7])
+def test_constant_rows_are_found_across_blocks(tmp_path, rows, differing):
+    """fingerprint_rows compares each block with the first row: a row that differs in any block (the
+    first, a middle one, the last) is seen, over all rows or over a union's rows; the fingerprint is the
+    same as without the check (the table's)."""
+    from embeval.formats.vectors import VectorsFile
+    from embeval.run.plan import table_fingerprint
+
+    values = np.zeros((8, 4), np.float32) if differing != 0 else np.ones((8, 4), np.float32)
+    if differing:
+        values[differing, 2] = 1.0
+    write_h5(tmp_path / "v.h5", {"X": (values, {})})
+    with VectorsFile(tmp_path / "v.h5", guard=False) as vf:
+        sha, count, dim, constant = vf.fingerprint_rows(vf.dataset("X", "X"), "X", rows, block_bytes=32)
+    table = values if rows is None else values[rows]
+    assert (sha, count, dim) == (table_fingerprint(table), len(table), 4)
+    expected = "zero" if (table == 0).all() else "identical" if (table == table[0]).all() else None
+    assert constant == expected
 
 
 def union_file(path, data_dir, tasks, attr=None, sha=None, nan_row=None):
@@ -401,7 +473,7 @@ def test_union_tasks_differ_from_the_request(cli, data_dir, tmp_path):
     out = tmp_path / "r.json"
     result = cli("score", path, "--data", data_dir, "--tasks", "STS12,STS16", "--out", out)
     assert result.exit_code == 0, result.stderr
-    assert "skipped (absent from file): STS16" in result.stdout and "STS12" in result.stdout
+    assert "skipped (absent from the vectors file): STS16" in result.stdout and "STS12" in result.stdout
     out.unlink()
     refused_twice(
         cli,

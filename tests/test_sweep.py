@@ -1,14 +1,17 @@
 """`embeval sweep`: stacked files score exactly as alone, best-on-dev, --dims, --resume, bad files."""
 
+import importlib.util
 import json
 
 import h5py
 import numpy as np
 import pytest
 from reliability_helpers import task_file
+from report_helpers import need
 
 from embeval.evaluate import stack
 from embeval.evaluate.stack import fit_together
+from embeval.formats.results import UNDEFINED_NOTE
 from embeval.run import sweep_report
 from embeval.run.config import build
 from embeval.run.score import score
@@ -270,6 +273,63 @@ def test_globs_are_expanded_and_steps_plotted(tmp_path, data_dir, cli):
     assert [(s["label"], s["step"]) for s in summary["sources"]] == [("enc0", 300), ("enc1", 100), ("enc2", 300)]
     assert summary["plots"] == ["plots/TREC.png"]
     assert (out / "plots" / "TREC.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_model_attribute_names_each_file_of_a_sweep(tmp_path, data_dir, cli):
+    """The sweep's table, sweep.json, page and results files name a file by its `model`; files of one model
+    (checkpoints) are told apart by their file names; truncations add @DIMS. A task whose vectors are all
+    identical is n/a, with the note saying why."""
+    paths = files(tmp_path, data_dir, ["STS16"], count=3)
+    for path, model in zip(paths, ("MiniLM", "BERT", "BERT")):
+        with h5py.File(path, "a") as f:
+            f.attrs["model"] = model
+    with h5py.File(paths[2], "a") as f:
+        f["STS16"][...] = 1.0
+    out = tmp_path / "s"
+    result = cli(
+        "sweep", *paths, "--data", data_dir, "--tasks", "STS16", "--bootstrap", "0", "--out-dir", out, "--quiet"
+    )
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads((out / "sweep.json").read_text())
+    assert [s["label"] for s in summary["sources"]] == ["MiniLM", "BERT (enc1)", "BERT (enc2)"]
+    table = result.stdout.splitlines()
+    assert table[3].split() == ["BERT", "(enc2)", "n/a"] and table[-2] == UNDEFINED_NOTE
+    assert summary["tasks"]["STS16"]["values"]["BERT (enc2)"] == {
+        "value": None,
+        "low": None,
+        "high": None,
+        "dev": None,
+        "undefined": True,
+    }
+    assert json.loads((out / "enc0.results.json").read_text())["vectors"]["model"] == "MiniLM"
+    assert sweep_report.load(out / "sweep.json")["tasks"]["STS16"]["values"]["BERT (enc2)"]["undefined"]
+    report = cli("report", out / "enc0.results.json", out / "enc1.results.json").stdout
+    assert "\n| MiniLM | 8 |" in report and "\n| BERT | 8 |" in report
+    truncated = cli(
+        "sweep",
+        paths[0],
+        "--data",
+        data_dir,
+        "--tasks",
+        "STS16",
+        "--bootstrap",
+        "0",
+        "--out-dir",
+        tmp_path / "t",
+        "--dims",
+        "4",
+        "--quiet",
+    )
+    assert truncated.exit_code == 0, truncated.stderr
+    assert [s["label"] for s in json.loads((tmp_path / "t" / "sweep.json").read_text())["sources"]] == ["MiniLM@4"]
+    assert "\n| MiniLM@4 | 4 |" in cli("report", tmp_path / "t" / "enc0.d4.results.json").stdout
+    if importlib.util.find_spec("matplotlib") is None:
+        need("matplotlib", "pip install '.[report]'")
+    from embeval.reports import html
+
+    page = html.render_sweep(out / "sweep.json")
+    assert "<tr><td>BERT (enc2)</td><td>n/a</td></tr>" in page and "<li>MiniLM: enc0.h5</li>" in page
+    assert page.count(UNDEFINED_NOTE.replace("'", "&#x27;")) == 1
 
 
 def test_dims_larger_than_the_file_leave_that_truncation_out(tmp_path, data_dir, cli):

@@ -447,7 +447,7 @@ def quickstart(
     "labels",
     multiple=True,
     metavar="NAME",
-    help="A name for each results file, in order (default: the vectors file's name).",
+    help="A name for each results file, in order (default: the vectors file's `model` attribute, else its name).",
 )
 @tasks_option
 @task_file_option
@@ -509,7 +509,7 @@ def compare(results, labels, tasks, task_files, resamples, seed, fmt, out, json_
     "labels",
     multiple=True,
     metavar="NAME",
-    help="A name for each results file, in order (default: the vectors file's name).",
+    help="A name for each results file, in order (default: the vectors file's `model` attribute, else its name).",
 )
 @click.option("--out", "out", metavar="PATH", default=None, help="Write the report there instead of stdout.")
 @click.option(

@@ -296,8 +296,8 @@ def caption_split(ctx, name, table=None):
 
 
 def evaluate_ranking(ctx):
-    """COCO: {"devacc": best dev score, "acc": {"i2t": {r1, r5, r10, medr}, "t2i": {...}},
-    "ndev": dev captions, "ntest": test captions}, R@K in % averaged over 5 folds.
+    """COCO: {"devacc": best dev score, "acc": {"i2t": {r1, r5, r10, medr}, "t2i": {...}, "mean_recall":
+    the mean of the six R@K}, "ndev": dev captions, "ntest": test captions}, R@K in % averaged over 5 folds.
 
     The test ranks are kept as the prediction set "acc" (per image: its rank image->text and the
     ranks of its 5 captions text->image, with its fold). With a normalization the captions'
@@ -307,6 +307,7 @@ def evaluate_ranking(ctx):
     devacc, model, _ = train_ranker(train, dev, ctx.seed, progress=ctx.progress)
     ranks = {}
     acc, _ = evaluate_split(model, test, ranks)
+    acc["mean_recall"] = float(np.mean([acc[direction][f"r{k}"] for direction in ("i2t", "t2i") for k in RECALLS]))
     m = fold_count(len(test.images))
     ctx.keep(
         "acc",

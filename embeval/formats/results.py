@@ -10,6 +10,13 @@ from embeval.tasks.registry import recorded_spec
 
 FORMAT = "embeval-results"
 FORMAT_VERSION = 1
+# A figure that was computed but has no value (recorded as null: a correlation of scores that do not vary)
+# is shown as UNDEFINED in every output, with UNDEFINED_NOTE once; a figure not scored at all is a dash.
+UNDEFINED = "n/a"
+UNDEFINED_NOTE = (
+    f"{UNDEFINED}: the figure is undefined: a correlation is undefined when the system's scores are constant "
+    "(e.g. all vectors identical)."
+)
 # Every timing figure of a record sits under one of these keys, and nothing else does: two runs on
 # the same inputs and configuration differ only there (on the CPU).
 TIMING_KEYS = frozenset({"seconds"})
@@ -99,9 +106,12 @@ def _dimension(record):
 
 def table(record, tasks):
     """The terminal table: one block of lines per scored task, then what was skipped."""
+    record = plain(record)  # NaN (an undefined figure, its interval) as in the results file: None
     lines = []
     if record.get("tasks"):
-        line = f"vectors: {record.get('vectors', {}).get('file', '?')} (dimension {_dimension(record)})"
+        vectors = record.get("vectors", {})
+        model = f"model {vectors['model']}, " if vectors.get("model") else ""
+        line = f"vectors: {vectors.get('file', '?')} ({model}dimension {_dimension(record)})"
         boot = record.get("config", {}).get("bootstrap")
         if boot:
             line += f"; [low, high]: 95% interval, bootstrap of the test items ({boot} resamples)"
@@ -112,9 +122,21 @@ def table(record, tasks):
         lines.append("")
         lines.append(f"baseline: {base['encoder']} ({base['dim']}-d), for context")
         lines += _block(base, tasks)
+    if any(UNDEFINED in line for line in lines):
+        lines.append(UNDEFINED_NOTE)
     for reason, names in record.get("skipped", {}).items():
         if names:
-            lines.append(f"skipped ({reason.replace('_', ' ')}): {', '.join(names)}")
+            lines.append(f"skipped ({skip_reason(reason, record)}): {', '.join(names)}")
     for name, note in record.get("partial", {}).items():
         lines.append(f"partial: {name}: {note}")
     return "\n".join(lines)
+
+
+def skip_reason(reason, record):
+    """Why tasks were skipped, in the words of the terminal table: each task is skipped for one reason
+    only (a task without data is skipped for that, whether or not the file has its vectors)."""
+    if reason == "absent_from_file":
+        return "absent from the vectors file"
+    if reason == "no_data":
+        return f"no task data in {record.get('data', {}).get('path', 'the data folder')}"
+    return reason.replace("_", " ")

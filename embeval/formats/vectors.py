@@ -32,6 +32,7 @@ log = logging.getLogger("embeval")
 FLOAT_SIZES = (2, 4, 8)
 BLOCK_BYTES = 64 << 20
 MAX_LINK_HOPS = 16
+ROOT_TEXT = ("model",)  # root attributes the scorer reads as text: `model`, the results' name for the vectors
 # HDF5's built-in filters (gzip, shuffle, fletcher32, szip, nbit, scaleoffset) and LZF, which h5py
 # registers itself. Any other filter would make HDF5 load a plugin: third-party code chosen by the file.
 BUILTIN_FILTERS = frozenset({1, 2, 3, 4, 5, 6, 32000})
@@ -121,6 +122,17 @@ class VectorsFile:
         except H5_ERRORS as err:
             raise self._error(f"corrupted HDF5 file: cannot list its datasets ({_h5_reason(err)})")
 
+    def root_groups(self):
+        """Names of the groups at the root (hard links only; links are not followed)."""
+        found = []
+        for name in self.names():
+            try:
+                if isinstance(self.h5.get(name, getlink=True), h5py.HardLink) and isinstance(self.h5[name], h5py.Group):
+                    found.append(name)
+            except H5_ERRORS:
+                continue
+        return found
+
     def has(self, name):
         return name in self.names()
 
@@ -159,6 +171,23 @@ class VectorsFile:
         if twice:
             raise self._error(f"the `tasks` attribute of /ALL names {', '.join(twice)} twice", UNION)
         return tasks
+
+    def root_text(self, key):
+        """The file's root attribute `key` as text (whitespace collapsed), or None when absent or empty; an
+        attribute that is not text is an error."""
+        try:
+            if key not in self.h5.attrs:
+                return None
+            value = self.h5.attrs[key]
+        except H5_ERRORS as err:
+            raise self._error(f"corrupted HDF5 file: cannot read the root attribute `{key}` ({_h5_reason(err)})")
+        if isinstance(value, np.ndarray) and value.shape == (1,):
+            value = value[0]
+        if isinstance(value, (bytes, np.bytes_)):
+            value = value.decode("utf-8", "replace")
+        if not isinstance(value, str):
+            raise self._error(f"the root attribute `{key}` must be text, got {_attr_text(value)!r}")
+        return " ".join(value.split()) or None
 
     def attribute(self, ds, key, task):
         """An attribute of ds as text, or None when absent."""
@@ -336,19 +365,28 @@ class VectorsFile:
         except H5_ERRORS as err:
             raise self._error(f"corrupted or truncated HDF5 file: cannot read {ds.name} ({_h5_reason(err)})", task)
 
-    def fingerprint_rows(self, ds, task, rows=None):
-        """(sha256, count, dim) of the float32 table of ds's rows (all, or ds[rows]), read block by
-        block: the fingerprint a table of those rows has (embeval.run.plan.table_fingerprint)."""
+    def fingerprint_rows(self, ds, task, rows=None, block_bytes=BLOCK_BYTES):
+        """(sha256, count, dim, constant) of the float32 table of ds's rows (all, or ds[rows]), read block
+        by block: the fingerprint a table of those rows has (embeval.run.plan.table_fingerprint), and
+        "zero" or "identical" when every row is the same (two rows or more), else None. Each block is
+        compared with the first row until one differs: for most tables its last row already does, and
+        the check costs nothing beside the hashing."""
         count = ds.shape[0] if rows is None else len(rows)
         dim = ds.shape[1]
         h = hashlib.sha256(f"{count}x{dim}\n".encode())
-        bad = []
-        for first, values in self.blocks(ds, task, rows, check_finite=False):
+        bad, reference, same = [], None, True
+        for first, values in self.blocks(ds, task, rows, block_bytes=block_bytes, check_finite=False):
             bad += [first + row for row in _nonfinite_rows(values)]
             h.update(np.ascontiguousarray(values).data)
+            if same and len(values):
+                reference = values[0].copy() if reference is None else reference
+                same = bool((values[-1] == reference).all()) and bool((values == reference).all())
         if bad:
             raise self._error(f"{len(bad)} of {count} vectors contain NaN or Inf (first at row {bad[0]})", task)
-        return h.hexdigest(), count, dim
+        constant = None
+        if same and count > 1:
+            constant = "identical" if reference.any() else "zero"
+        return h.hexdigest(), count, dim, constant
 
     def _memmap(self, ds):
         """A read-only memory map of a contiguous uncompressed dataset, else the dataset itself."""
@@ -386,6 +424,11 @@ def inspect_metadata(path, names, report):
     try:
         with VectorsFile(path, guard=False) as vf:
             present = set(vf.names())
+            for key in ROOT_TEXT:
+                try:
+                    vf.root_text(key)
+                except EmbevalError:
+                    pass
             for name in names:
                 if name in present:
                     report(name)

@@ -82,13 +82,7 @@ class CaptionRanking(Kind):
                     f"{num(m.get('r1'))} | {num(m.get('r5'))} | {num(m.get('r10'))}, {num(m.get('medr'), '{:.1f}')}",
                 )
             )
-        if ci and "acc.mean_recall" in ci:
-            lines.append(
-                Line(
-                    "mean of the six R@K %",
-                    num(ci["acc.mean_recall"].get("value")) + ci_text(ci, "acc.mean_recall", 1.0),
-                )
-            )
+        lines.append(Line("mean of the six R@K %", num(acc.get("mean_recall")) + ci_text(ci, "acc.mean_recall", 1.0)))
         lines.append(Line("dev score (R@1+5+10 both ways, max 600)", num(results.get("devacc"))))
         return lines
 

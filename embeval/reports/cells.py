@@ -12,6 +12,7 @@ class Cell:
     high: float | None = None
     text: str | None = None
     mark: bool = False  # a published figure computed differently from the column (explained in the table's notes)
+    undefined: bool = False  # scored, but the figure has no value (a correlation of constant scores): "n/a"
 
 
 @dataclass

@@ -18,7 +18,7 @@ from embeval import stats
 from embeval.errors import EmbevalError
 from embeval.formats import predictions
 from embeval.reports.tables import FORMATS as TABLE_FORMATS
-from embeval.reports.tables import Cell, Table, default_label, load, render, task_specs
+from embeval.reports.tables import Cell, Table, default_labels, load, render, task_specs
 from embeval.tasks.figures import variants
 from embeval.tasks.registry import statistic
 
@@ -98,12 +98,13 @@ def compare(paths, labels=None, tasks=None, resamples=None, seed=None, level=sta
     seed = reference.get("config", {}).get("seed", 1111) if seed is None else seed
     wanted_resamples = resamples
     resamples = resamples or reference.get("config", {}).get("bootstrap") or stats.RESAMPLES
-    names = labels or [default_label(r, p) for (r, _), p in zip(loaded, paths)]
+    names = labels or default_labels([r for r, _ in loaded], paths)
     encoders = [
         {"label": n, "file": str(p), "dim": r.get("vectors", {}).get("dim")}
         for n, (r, _), p in zip(names, loaded, paths)
     ]
     specs, not_compared = [], []
+    without_value = {}  # (task, B, whose) -> labels of the figures undefined for that run or both
     known, unknown = task_specs([r for r, _ in loaded], paths, registry)
     for line in unknown:
         logger.warning(line)
@@ -113,9 +114,13 @@ def compare(paths, labels=None, tasks=None, resamples=None, seed=None, level=sta
         wanted = [
             t for t in by_name if (tasks is None or t in tasks) and (t in reference["tasks"] or t in record["tasks"])
         ]
+        _check_common(reference, record, wanted, tasks, (paths[0], paths[other]))
         for task in wanted:
-            if task not in ref_runs or task not in runs:
+            if task not in reference["tasks"] or task not in record["tasks"]:
                 not_compared.append({"task": task, "b": names[other], "why": "scored by only one of the runs"})
+                continue
+            if task not in ref_runs or task not in runs:
+                not_compared.append({"task": task, "b": names[other], "why": "its predictions were not saved"})
                 continue
             a_entry, b_entry = ref_runs[task], runs[task]
             for path, label, percent, headline in _figure_paths(
@@ -126,6 +131,16 @@ def compare(paths, labels=None, tasks=None, resamples=None, seed=None, level=sta
                     continue
                 set_name, figure = found_a
                 _check_same_items(task, a_entry, b_entry, set_name, (paths[0], paths[other]))
+                stat = statistic(a_entry["sets"][set_name].kind, figure)
+                undefined = [
+                    names[i]
+                    for i, entry in ((0, a_entry), (other, b_entry))
+                    if not np.isfinite(stats.observed(stat, entry["sets"][set_name].arrays))
+                ]
+                if undefined:
+                    whose = "both runs" if len(undefined) == 2 else undefined[0]
+                    without_value.setdefault((task, names[other], whose), []).append(label)
+                    continue
                 specs.append(
                     (
                         a_entry["sets"][set_name],
@@ -143,6 +158,9 @@ def compare(paths, labels=None, tasks=None, resamples=None, seed=None, level=sta
                         },
                     )
                 )
+    for (task, b, whose), figure_labels in without_value.items():
+        why = f"undefined for {whose} (constant scores): {'; '.join(figure_labels)}"
+        not_compared.append({"task": task, "b": b, "why": why})
     needed = resamples_for(len(specs), alpha)
     if wanted_resamples is None:
         resamples = max(resamples, needed)
@@ -164,6 +182,28 @@ def compare(paths, labels=None, tasks=None, resamples=None, seed=None, level=sta
         "rows": rows,
         "not_compared": not_compared,
     }
+
+
+def _check_common(a, b, wanted, tasks, paths):
+    """Refuse a pair of results files with no task scored by both (among the requested tasks)."""
+    if any(t in a["tasks"] and t in b["tasks"] for t in wanted):
+        return
+    names = [Path(str(p)).name for p in paths]
+    if tasks is not None:
+        what = f"none of the requested tasks ({', '.join(tasks)}) was scored by both {names[0]} and {names[1]}"
+    else:
+        what = (
+            f"no task in common with {names[0]} ({names[0]} has {_few(a['tasks'])}; {names[1]} has "
+            f"{_few(b['tasks'])}): nothing to compare"
+        )
+    raise EmbevalError(what, file=paths[1])
+
+
+def _few(names, limit=6):
+    names = list(names)
+    if not names:
+        return "no task"
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
 def resamples_for(comparisons, alpha=ALPHA):
@@ -217,6 +257,7 @@ def table(result):
                 Cell(text=verdict),
             ]
         )
+    t.notes += [f"Not compared: {r['task']} ({r['b']}: {r['why']})." for r in result["not_compared"]]
     return t
 
 

@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from embeval.errors import EmbevalError
+from embeval.formats.results import UNDEFINED, UNDEFINED_NOTE
 from embeval.reports import compare as paired
 from embeval.reports import tables as rep
 from embeval.run import sweep_report
@@ -77,6 +78,8 @@ def _row_class(label):
 def _cell(c, digits, ci):
     if c.text is not None:
         return html.escape(c.text)
+    if c.undefined:
+        return UNDEFINED
     if c.value is None:
         return "–"
     text = rep._fmt(c.value, digits) + ("\u2020" if c.mark else "")
@@ -194,7 +197,7 @@ def aggregation_plot(rows, specs, plt):
             ]
             ax.bar(
                 [i + (k - (len(aggregations) - 1) / 2) * width for i in range(len(tasks))],
-                [v if v is not None else 0.0 for v in values],
+                [v if v is not None else float("nan") for v in values],  # no bar for a figure without a value
                 width=width,
                 label=name,
             )
@@ -307,6 +310,8 @@ def render_sweep(path, ci=True):
         + "; a task without a dev figure has no best file.</p>"
     )
     parts.append(sweep_table(summary, ci))
+    if sweep_report.undefined(summary):
+        parts.append(f'<p class="note">{html.escape(UNDEFINED_NOTE)}</p>')
     parts.append('<h2 id="curves">Curves against step</h2>')
     if not sweep_report.stepped(summary):
         parts.append(
@@ -349,7 +354,7 @@ def render(
     )
     records = [rep.load(p) for p in paths]
     specs, _ = rep.task_specs(records, paths, registry)
-    names = labels or [rep.default_label(record, p) for record, p in zip(records, paths)]
+    names = labels or rep.default_labels(records, paths)
     parts = _head(f"embeval report: {', '.join(names)}") + ["<h1>embeval report</h1>", "<ul>"]
     for name, path, record in zip(names, paths, records):
         parts.append(
@@ -389,6 +394,14 @@ def render(
             "computed.</p>"
         )
         parts += ["<h3>Spearman</h3>", spearman, "<h3>Pearson</h3>", aggregation_table(rows, specs, "pearson")]
+        if any(
+            rep.cell(enc.tasks.get(spec.name), kind.aggregation_path.format(coef=coef, aggregation=key), 1.0).undefined
+            for enc in rows
+            for spec, kind in aggregated(rows, specs)
+            for key, _ in kind.aggregations
+            for coef in ("spearman", "pearson")
+        ):
+            parts.append(f'<p class="note">{html.escape(UNDEFINED_NOTE)}</p>')
         png = aggregation_plot(rows, specs, plt)
         parts.append(
             _figure(png, "Cosine Spearman x100 of each task under the three aggregations.", "STS aggregations")
@@ -405,6 +418,7 @@ def render(
             t = paired.table(result)
             parts.append(f'<p class="caption">{html.escape(t.caption)}</p>')
             parts.append(table_html(t))
+            parts += [f'<p class="note">{html.escape(note)}</p>' for note in t.notes]
             png = comparison_plot(result, plt)
             if png:
                 parts.append(

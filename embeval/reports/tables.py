@@ -21,7 +21,7 @@ from pathlib import Path
 
 from embeval.errors import EmbevalError
 from embeval.formats import atomic
-from embeval.formats.results import FORMAT, FORMAT_VERSION
+from embeval.formats.results import FORMAT, FORMAT_VERSION, UNDEFINED, UNDEFINED_NOTE
 from embeval.reports.cells import Cell, Table
 from embeval.settings import MLP_NHID
 from embeval.tasks.figures import CLASSIFIER_SETS, lookup
@@ -84,6 +84,8 @@ def check_structure(record, path):
     def bad(what, task=None):
         return EmbevalError(f"not a valid embeval results file: {what}", file=path, task=task)
 
+    if "config" not in record:
+        raise bad("no 'config' (the settings the figures were computed with)")
     for key in ("config", "vectors", "baseline", "predictions"):
         if key in record and not isinstance(record[key], dict):
             raise bad(f"'{key}' is not an object")
@@ -97,11 +99,19 @@ def check_structure(record, path):
         for name, entry in tasks.items():
             if not isinstance(entry, dict) or not isinstance(entry.get("results"), dict):
                 raise bad("the task's entry has no 'results' object", name)
-            for key in ("vectors", "ci", "geometry"):
+            if not isinstance(entry.get("kind"), str):
+                raise bad("the task's entry has no 'kind' (the kind of task it was scored as)", name)
+            if not isinstance(entry.get("vectors"), dict):
+                raise bad("the task's entry has no 'vectors' object (what was scored)", name)
+            for key in ("ci", "geometry"):
                 if key in entry and not isinstance(entry[key], dict):
                     raise bad(f"'{key}' is not an object", name)
             if not isinstance(entry.get("ci", {}).get("figures", {}), dict):
                 raise bad("'ci.figures' is not an object", name)
+            for figure, interval in entry.get("ci", {}).get("figures", {}).items():
+                problem = _interval_problem(entry["results"], figure, interval)
+                if problem:
+                    raise bad(problem, name)
             geometry = entry.get("geometry")
             if geometry is not None and (
                 any(not _is_number(geometry.get(k)) for k in GEOMETRY_NUMBERS)
@@ -112,12 +122,108 @@ def check_structure(record, path):
 
 
 def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+MISSING = object()
+
+
+def find(results, path):
+    """The value at a dotted path of a task's results: a number, None (recorded as null: undefined), or
+    MISSING when the results have no such figure."""
+    value = results
+    for part in path.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return MISSING
+        value = value[part]
+    return value
+
+
+ROUNDED_TOLERANCE = 0.0101  # SentEval's accuracies and F1 in %, rounded to 2 decimals (see _tolerance)
+
+
+def _tolerance(figure):
+    """How far a recorded figure may lie from its interval's figure (computed again from the predictions,
+    unrounded). For a percentage rounded to two decimals (SentEval's accuracies and F1; correlations are
+    fractions, never rounded): one unit of the second decimal, SentEval rounding each outer fold's accuracy
+    before their mean and the mean again (tests/test_predictions.py holds every run to this bound;
+    docs/example and tests/regression differ by at most 0.0048). For the others, float rounding (those
+    files: at most 1.2e-16)."""
+    noise = 1e-9 * max(1.0, abs(figure))
+    rounded = abs(figure) > 1 and abs(figure - round(figure, 2)) <= noise
+    return noise + (ROUNDED_TOLERANCE if rounded else 0.0)
+
+
+def _interval_problem(results, path, interval):
+    """What is wrong with a figure's interval record against the figure in the results (None: nothing);
+    intervals with values that are not numbers are left out of the tables, not refused."""
+    if not isinstance(interval, dict):
+        return f"the interval of {path} is not an object"
+    figure = find(results, path)
+    value, low, high = (interval.get(k) for k in ("value", "low", "high"))
+    if figure is MISSING or (value is not None and not _is_number(value)):
+        return None
+    if figure is None or value is None:
+        if figure is None and value is None:
+            return None
+        shown = "null" if figure is None else f"{figure:g}"
+        return f"{path} is {shown}, its interval's value {'null' if value is None else f'{value:g}'}"
+    if not _is_number(figure):
+        return None
+    tol = _tolerance(figure)
+    if abs(figure - value) > tol:
+        return f"{path} is {figure:g}, its interval's value {value:g} (edited by hand?)"
+    if _is_number(low) and _is_number(high) and not low - tol <= figure <= high + tol:
+        return f"{path} is {figure:g}, outside its interval [{low:g}, {high:g}] (edited by hand?)"
+    return None
+
+
+def interval_only(record):
+    """(task, figure path) of each figure a record has an interval of but not the figure itself (results
+    of an earlier embeval kept COCO's mean R@K only in its interval): the report never shows a figure
+    from its interval."""
+    found = []
+    runs = [record["tasks"]] + ([record["baseline"]["tasks"]] if "baseline" in record else [])
+    for tasks in runs:
+        for name, entry in tasks.items():
+            for path, interval in ((entry.get("ci") or {}).get("figures") or {}).items():
+                if find(entry["results"], path) is MISSING and _is_number((interval or {}).get("value")):
+                    found.append((name, path))
+    return list(dict.fromkeys(found))
+
+
+def file_label(record, path):
+    """The vectors file's name without its extension (else the results file's)."""
+    name = Path(str(record.get("vectors", {}).get("file") or path)).name
+    for suffix in (".h5", ".hdf5", ".results.json", ".json"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
 
 
 def default_label(record, path):
-    name = Path(str(record.get("vectors", {}).get("file") or path)).name
-    for suffix in (".h5", ".hdf5", ".results.json", ".json"):
+    """The name of a results file's vectors in tables: the vectors file's root attribute `model` when it
+    has one, else the vectors file's name; with the truncation a sweep's --dims made (NAME@DIMS)."""
+    vectors = record.get("vectors") or {}
+    model = vectors.get("model")
+    label = model.strip() if isinstance(model, str) and model.strip() else file_label(record, path)
+    truncated = vectors.get("truncated_to")
+    return f"{label}@{truncated}" if truncated else label
+
+
+def default_labels(records, paths):
+    """default_label of each results file; a label several files share is followed by each results
+    file's name (checkpoints of one model)."""
+    labels = [default_label(r, p) for r, p in zip(records, paths)]
+    return [
+        f"{label} ({_stem(path)})" if labels.count(label) > 1 and _stem(path) != label else label
+        for label, path in zip(labels, paths)
+    ]
+
+
+def _stem(path):
+    name = Path(str(path)).name
+    for suffix in (".results.json", ".json"):
         if name.endswith(suffix):
             return name[: -len(suffix)]
     return name
@@ -130,8 +236,7 @@ def encoders(records, paths, labels=None, baselines=True):
             f"{len(labels)} labels for {len(records)} results files; give one --label per file", file="--label"
         )
     rows, seen = [], set()
-    for i, (record, path) in enumerate(zip(records, paths)):
-        label = labels[i] if labels else default_label(record, path)
+    for label, record in zip(labels or default_labels(records, paths), records):
         rows.append(Encoder(label, _dim(record["tasks"]), record["tasks"], record))
     for record in records if baselines else []:
         base = record.get("baseline")
@@ -147,15 +252,16 @@ def _dim(tasks):
 
 
 def cell(entry, path, scale):
-    """The figure at `path` of a task entry (scaled to the table's units) with its interval; a figure
-    derived for the intervals only (COCO's mean R@K) is read from them."""
+    """The figure at `path` of a task entry (scaled to the table's units) with its interval: not scored
+    (no entry, or no such figure in its results: a dash), undefined (recorded as null: n/a), or a number.
+    The figure is always the results' own, never its interval's value."""
     if entry is None:
         return Cell()
     ci = ((entry.get("ci") or {}).get("figures") or {}).get(path)
     ci = ci if isinstance(ci, dict) else {}
-    value = lookup(entry["results"], path)
-    if value is None:
-        value = ci.get("value")
+    value = find(entry["results"], path)
+    if value is None or isinstance(value, float) and math.isnan(value):
+        return Cell(undefined=True)
     if not _is_number(value):
         return Cell()
     low, high = (ci.get(k) if _is_number(ci.get(k)) else None for k in ("low", "high"))
@@ -214,10 +320,21 @@ def _configured_classifier(rows):
 
 
 def _average(cells):
+    """The mean of a row's figures: not scored when one is not, undefined when one is."""
     values = [c.value for c in cells]
-    if not values or any(v is None for v in values):
+    if not values or any(v is None and not c.undefined for v, c in zip(values, cells)):
         return Cell()
+    if any(c.undefined for c in cells):
+        return Cell(undefined=True)
     return Cell(sum(values) / len(values))
+
+
+def note_undefined(tables):
+    """Add UNDEFINED_NOTE to the notes of each table with an undefined figure (once per table)."""
+    for t in tables:
+        if any(c.undefined for row in t.rows for c in row) and UNDEFINED_NOTE not in t.notes:
+            t.notes.append(UNDEFINED_NOTE)
+    return tables
 
 
 def _notes(columns):
@@ -374,6 +491,12 @@ def build(paths, labels=None, baselines=True, ci=True, published=None, warn=None
     each task of the files this version cannot show (default: the embeval logger)."""
     records = [load(p) for p in paths]
     specs, unknown = task_specs(records, paths, registry)
+    for record, path in zip(records, paths):
+        for task, figure in interval_only(record):
+            unknown.append(
+                f"{path}: {task}: {figure} is recorded only in its interval, not in the results (written by an "
+                "earlier embeval?): the report does not show it; score the task again to show it"
+            )
     for line in unknown:
         (warn or logger.warning)(line)
     rows = encoders(records, paths, labels, baselines)
@@ -385,7 +508,7 @@ def build(paths, labels=None, baselines=True, ci=True, published=None, warn=None
         from embeval.reports import baselines as published_baselines
 
         published_baselines.add_rows(tables, published)
-    return tables, rows
+    return note_undefined(tables), rows
 
 
 # Rendering.
@@ -402,6 +525,8 @@ def _digits(table):
 def text_of(c, digits, ci, latex=False):
     if c.text is not None:
         return c.text
+    if c.undefined:
+        return UNDEFINED
     if c.value is None:
         return "–" if not latex else "--"
     text = _fmt(c.value, digits)
@@ -499,7 +624,7 @@ def csv_text(tables, ci=True, figures=None):
                         row[1].text,
                         header,
                         metric,
-                        "" if c.value is None else repr(round(c.value, 6)),
+                        UNDEFINED if c.undefined else "" if c.value is None else repr(round(c.value, 6)),
                         "" if c.low is None else repr(round(c.low, 6)),
                         "" if c.high is None else repr(round(c.high, 6)),
                         caption,

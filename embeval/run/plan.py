@@ -11,6 +11,7 @@ vectors file (or rows of a union /ALL); a list of another role is /TASK.ROLE.
 """
 
 import hashlib
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +28,8 @@ from embeval.tasks.registry import Registry, builtin
 from embeval.tasks.spec import TaskSpec
 
 SKIP_REASONS = ("absent_from_file", "no_data")
+
+logger = logging.getLogger("embeval")
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,7 @@ class Unit:
 class Plan:
     units: list
     skipped: dict
+    model: str | None = None  # the file's root attribute `model`: the results' name for the vectors
 
 
 def _listed(names, limit=8):
@@ -243,11 +247,14 @@ def wanted_datasets(specs, config, registry):
     return list(dict.fromkeys(names + [UNION]))
 
 
-def select(specs, explicit, vf, root, union, strict=False):
-    """Split the requested tasks into those to score and those skipped, by reason.
+def select(specs, explicit, vf, root, union, strict=False, registry=None):
+    """Split the requested tasks into those to score and those skipped, by reason: a task without data
+    is skipped for that reason (whether or not the file has its vectors), a task with data whose
+    vectors the file lacks as absent from the file.
 
     explicit: the tasks were named (a named task without data is an error, as is a task of a task
-    file without its data); strict: every requested task must be scored."""
+    file without its data); strict: every requested task must be scored; registry: the tasks known
+    to the run (to name the file's datasets that match none, in errors)."""
     names = set(vf.names())
     todo, skipped, held_without_data = [], {reason: [] for reason in SKIP_REASONS}, []
     for spec in specs:
@@ -270,16 +277,63 @@ def select(specs, explicit, vf, root, union, strict=False):
         else:
             todo.append(spec)
     if strict:
-        _refuse_skips(skipped, vf, union)
+        _refuse_skips(skipped, vf, union, registry)
     if not todo:
-        raise _nothing_to_score(skipped, held_without_data, vf, union, root)
+        raise _nothing_to_score(skipped, held_without_data, vf, union, root, registry)
     return todo, skipped
 
 
-def _held(vf, union):
-    """What the file holds, in words, for errors."""
-    held = sorted(n for n in vf.names() if n != UNION)
+def task_datasets(registry):
+    """The names of every dataset a task of the registry reads (/TASK, /TASK.ROLE), and the union's."""
+    names = {UNION}
+    for spec in registry.values():
+        names.update(dataset_name(spec.name, role) for role in spec.kind_module.roles(spec))
+    return names
+
+
+def did_you_mean(name, registry):
+    """' (did you mean X?)' for a dataset name that matches no task, naming the task it is likely meant
+    for (another case, an alias such as stsb, a near spelling such as STS-12), else ''."""
+    base, dot, role = name.rpartition(".")
+    for spelling, suffix in [(name, "")] + ([(base, dot + role)] if dot else []):
+        canonical = registry.canonical_name(spelling)
+        if canonical is not None:
+            return f" (did you mean {canonical}{suffix}?)"
+    return registry.suggestion(name)
+
+
+def unmatched(vf, registry):
+    """The file's root datasets whose names match no dataset of a task of the registry (groups left out:
+    what they hold is named by _held): [(name, did-you-mean)]."""
+    if registry is None:
+        return []
+    known = task_datasets(registry)
+    groups = set(vf.root_groups())
+    return sorted((n, did_you_mean(n, registry)) for n in vf.names() if n not in known and n not in groups)
+
+
+def _foreign(found):
+    """'/a (did you mean A?), /b match no task' of unmatched()'s list."""
+    names = _listed([f"/{name}{hint}" for name, hint in found])
+    return f"{names} {'matches' if len(found) == 1 else 'match'} no task"
+
+
+def warn_unmatched(vf, registry):
+    """One warning naming the datasets of the file that match no task (they are not scored)."""
+    found = unmatched(vf, registry)
+    if found:
+        logger.warning("%s: %s; not scored (a task of your own is declared with --task-file)", vf.path, _foreign(found))
+
+
+def _held(vf, union, registry=None):
+    """What the file holds, in words, for errors: the task datasets, the union's tasks, the datasets
+    whose names match no task (with a did-you-mean) and task datasets inside groups."""
+    foreign = unmatched(vf, registry)
+    names = {name for name, _ in foreign}
+    held = sorted(n for n in vf.names() if n != UNION and n not in names)
     parts = [f"it holds {_listed(['/' + n for n in held])}" if held else "it holds no task dataset at its root"]
+    if foreign:
+        parts.append(_foreign(foreign))
     if union:
         parts.append(f"/{UNION} was built from {_listed(union)}")
     grouped = vf.grouped_task_datasets()
@@ -292,10 +346,10 @@ def _held(vf, union):
     return "; ".join(parts)
 
 
-def _refuse_skips(skipped, vf, union):
+def _refuse_skips(skipped, vf, union, registry=None):
     if skipped["absent_from_file"]:
         raise VectorsError(
-            f"absent from the file ({_held(vf, union)}); --strict requires every requested task",
+            f"absent from the file ({_held(vf, union, registry)}); --strict requires every requested task",
             file=vf.path,
             task=_listed(skipped["absent_from_file"]),
         )
@@ -305,7 +359,7 @@ def _refuse_skips(skipped, vf, union):
         )
 
 
-def _nothing_to_score(skipped, held_without_data, vf, union, root):
+def _nothing_to_score(skipped, held_without_data, vf, union, root, registry=None):
     """The one-line error of a run that would score nothing, saying why: the data folder, the file's
     tasks without data, or what the file holds."""
     if not Path(root).is_dir() and not skipped["absent_from_file"]:
@@ -316,7 +370,8 @@ def _nothing_to_score(skipped, held_without_data, vf, union, root):
         )
     if skipped["absent_from_file"]:
         return VectorsError(
-            f"nothing to score: {_listed(skipped['absent_from_file'])} absent from the file ({_held(vf, union)})",
+            f"nothing to score: {_listed(skipped['absent_from_file'])} absent from the file "
+            f"({_held(vf, union, registry)})",
             file=vf.path,
         )
     if not Path(root).is_dir():
@@ -363,7 +418,9 @@ def plan(vectors, data_dir, tasks=None, config=None, strict=False, check_memory=
         cache = cache if cache is not None else TaskDataCache(root)
         union = UnionRows(vf, cache, registry)
         union_tasks = union.tasks() or []
-        todo, skipped = select(specs, explicit, vf, root, union_tasks, strict)
+        todo, skipped = select(specs, explicit, vf, root, union_tasks, strict, registry)
+        warn_unmatched(vf, registry)
+        model = vf.root_text("model")
         located = {spec.name: Located(spec, vf, union, cache) for spec in todo}
         method = config.get("normalize", "none")
         if normalize.needs_statistics(method):
@@ -382,7 +439,10 @@ def plan(vectors, data_dir, tasks=None, config=None, strict=False, check_memory=
                     check_memory(*loc.shape(role), loc.name)
             if bow_dim:
                 vf.check_memory(sum(len(sentences) for sentences in loc.lists.values()), bow_dim, loc.name)
-        described = {name: _describe(loc, vf) for name, loc in located.items()}
+        constant = []
+        described = {name: _describe(loc, vf, constant) for name, loc in located.items()}
+        for name, what in constant:
+            logger.warning("%s: %s: %s: scores computed on them mean nothing", vf.path, name, what)
         unverified = sorted({r.dataset_name for loc in located.values() for r in loc.roles.values() if not r.verified})
         if unverified:
             warn_unverified(vf.path, unverified)
@@ -391,16 +451,24 @@ def plan(vectors, data_dir, tasks=None, config=None, strict=False, check_memory=
     for spec in todo:
         for source in sources:
             units.append(_unit(spec, source, located, described, root, config))
-    return Plan(units, skipped)
+    return Plan(units, skipped, model)
 
 
-def _describe(loc, vf):
+def _describe(loc, vf, constant):
     """The record's description of a located task's vectors (reads and fingerprints each list's rows,
     block by block): one role's fields at the top; with several roles, each under `roles` and their
-    combined fingerprint at the top."""
+    combined fingerprint at the top. Appends (task, what) to `constant` for each list whose vectors
+    are all zero or all identical."""
     roles = {}
     for role, found in loc.roles.items():
-        sha, count, dim = vf.fingerprint_rows(found.dataset, loc.name, found.rows)
+        sha, count, dim, same = vf.fingerprint_rows(found.dataset, loc.name, found.rows)
+        if same is not None:
+            where = ""
+            if found.rows is not None:
+                where = f" (the task's rows of /{UNION})"
+            elif len(loc.roles) > 1:
+                where = f" of /{found.dataset_name}"
+            constant.append((loc.name, f"all {count} vectors{where} are {same}"))
         roles[role] = {
             "source": f"/{found.dataset_name}",
             "sha256": found.fingerprint,

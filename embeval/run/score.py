@@ -59,12 +59,14 @@ class Interrupted(KeyboardInterrupt):
         self.saved, self.kept_in, self.terminated = saved, kept_in, terminated
 
 
-def new_record(vectors, root, config, device):
+def new_record(vectors, root, config, device, model=None):
+    """A results record before any task is scored; model: the vectors file's `model` attribute (the
+    name tables give the vectors), recorded under vectors.model when present."""
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "embeval": __version__,
-        "vectors": {"file": str(vectors)},
+        "vectors": {"file": str(vectors), **({"model": model} if model else {})},
         "data": {"path": str(root)},
         "config": config,
         "seed": config["seed"],
@@ -156,7 +158,7 @@ def score(
         registry = registry if registry is not None else task_registry(task_files)
         work = plan(vectors, root, tasks, config, strict, cache=workspace.data_cache(str(root)), registry=registry)
         check_device_tables(device_tables(work.units), device)
-        record = new_record(vectors, root, config, device)
+        record = new_record(vectors, root, config, device, work.model)
         record["skipped"] = work.skipped
         decisions = reusable_units(files, previous, record, work.units) if resume else {}
         _run(work.units, decisions, record, files, device, progress, log, workspace)

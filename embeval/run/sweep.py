@@ -45,6 +45,7 @@ class SweepSource:
     label: str
     out: Path
     step: float | None = None
+    model: str | None = None  # the file's `model` attribute
     units: list = field(default_factory=list)
     skipped: dict = field(default_factory=dict)
     files: ResultsFiles | None = None
@@ -148,10 +149,17 @@ def plan_sources(paths, data_dir, tasks, config, dims_list, out_dir, workspace, 
                 left_out.append(LeftOut(f"{path} --dims {dims}", str(err)))
                 continue
             names[name] = path
-            label = f"{output_name(path, None)}@{dims}" if dims else name
+            base = work.model or output_name(path, None)
+            label = f"{base}@{dims}" if dims else base
             sources.append(
-                SweepSource(path, dims, label, Path(out_dir) / f"{name}.results.json", step, units, work.skipped)
+                SweepSource(
+                    path, dims, label, Path(out_dir) / f"{name}.results.json", step, work.model, units, work.skipped
+                )
             )
+    labels = [s.label for s in sources]
+    for source in sources:
+        if labels.count(source.label) > 1:  # files of one model: each named by its file too
+            source.label = f"{source.label} ({output_name(source.path, source.dims)})"
     return sources, left_out
 
 
@@ -310,7 +318,7 @@ def sweep(
 def _open(source, data_dir, config, device, resume, restart=False):
     source.files = ResultsFiles(source.out, save_predictions=True)
     previous = source.files.check(resume, restart)
-    source.record = new_record(source.path, data_dir, config, device)
+    source.record = new_record(source.path, data_dir, config, device, source.model)
     source.record["skipped"] = source.skipped
     if source.dims:
         source.record["vectors"]["truncated_to"] = source.dims

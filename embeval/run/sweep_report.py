@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 
 from embeval.errors import EmbevalError
-from embeval.formats.results import write_json
+from embeval.formats.results import UNDEFINED, UNDEFINED_NOTE, write_json
 from embeval.tasks.figures import lookup
 from embeval.tasks.registry import TASKS
 
@@ -18,19 +18,40 @@ def _number(value):
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
 
 
+def _undefined(results, path):
+    """Whether the results hold the figure at `path` without a value (null in a results file, NaN before
+    it is written): computed, but undefined."""
+    *parents, last = path.split(".")
+    for part in parents:
+        results = results.get(part) if isinstance(results, dict) else None
+    if not isinstance(results, dict) or last not in results:
+        return False
+    value = results[last]
+    return value is None or isinstance(value, float) and math.isnan(value)
+
+
 def headline(spec, entry):
     """{"value", "low", "high", "dev"} of a task's entry: its headline figure, the figure's interval
-    (when bootstrapped) and the dev figure the task's selection names (None when it has none)."""
+    (when bootstrapped) and the dev figure the task's selection names (None when it has none); with
+    "undefined": True when the headline figure was computed but has no value."""
     results = entry.get("results", {})
     path = spec.headline.path
     ci = ((entry.get("ci") or {}).get("figures") or {}).get(path) or {}
     selection = spec.selection
-    return {
+    figures = {
         "value": _number(lookup(results, path)),
         "low": _number(ci.get("low")),
         "high": _number(ci.get("high")),
         "dev": _number(lookup(results, selection)) if selection else None,
     }
+    if _undefined(results, path):
+        figures["undefined"] = True
+    return figures
+
+
+def undefined(summary):
+    """Whether a headline figure of the sweep is undefined (shown as UNDEFINED, explained by UNDEFINED_NOTE)."""
+    return any(f.get("undefined") for column in summary["tasks"].values() for f in column["values"].values())
 
 
 def best_on_dev(values):
@@ -99,6 +120,8 @@ def interval_text(figures, percent):
 
 def cell_text(figures, percent, ci=True):
     """A headline figure as the sweep's table prints it: "-" when missing, its interval in brackets."""
+    if figures is not None and figures.get("undefined"):
+        return UNDEFINED
     if figures is None or figures["value"] is None:
         return "-"
     text = _format(percent).format(figures["value"])
@@ -139,7 +162,7 @@ def table(summary):
     ]
     widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header] + rows]
-    return "\n".join(lines + [note])
+    return "\n".join(lines + [note] + ([UNDEFINED_NOTE] if undefined(summary) else []))
 
 
 def stepped(summary):
@@ -229,8 +252,10 @@ def find(path):
 def _figures_ok(figures):
     return (
         isinstance(figures, dict)
-        and set(figures) == {"value", "low", "high", "dev"}
-        and all(v is None or _number(v) is not None for v in figures.values())
+        and set(figures) - {"undefined"} == {"value", "low", "high", "dev"}
+        and all(v is None or _number(v) is not None for k, v in figures.items() if k != "undefined")
+        and figures.get("undefined", False) in (True, False)
+        and not (figures.get("undefined") and figures["value"] is not None)
     )
 
 
