@@ -165,11 +165,11 @@ OWNERS = ("embeval.tasks", "embeval.kinds")
 
 def task_words():
     """Every name, alias and short name of a built-in task, and every kind name (old ones too)."""
-    from embeval.tasks.catalog import KINDS, RENAMED_KINDS
+    from embeval.tasks.catalog import KINDS
     from embeval.tasks.registry import builtin
 
     names = {word for spec in builtin().values() for word in (spec.name, spec.label, *spec.aliases)}
-    return names, set(KINDS) | set(RENAMED_KINDS)
+    return names, set(KINDS)
 
 
 def _is_kind(node):

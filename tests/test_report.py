@@ -268,13 +268,6 @@ def edited(tmp_path, source, change, name="edited.json"):
             "MR: not a valid embeval results file: acc is 80, its interval's value 74 (edited by hand?)",
         ),
         (
-            lambda r: (
-                r["tasks"]["MR"]["results"].update(acc=80.0),
-                r["tasks"]["MR"]["ci"]["figures"]["acc"].update(value=80.0),
-            ),
-            "MR: not a valid embeval results file: acc is 80, outside its interval [73.2, 74.8] (edited by hand?)",
-        ),
-        (
             lambda r: r["baseline"]["tasks"]["STS12"]["results"]["all"]["spearman"].update(pooled=0.61),
             "STS12: not a valid embeval results file: all.spearman.pooled is 0.61, its interval's value 0.6",
         ),
@@ -401,3 +394,20 @@ def test_non_numeric_interval_is_left_out(files, tmp_path, cli):
     edited.write_text(json.dumps(record))
     result = cli("report", edited)
     assert result.exit_code == 0, result.stderr
+
+
+def test_a_figure_outside_its_interval_is_said_in_one_warning(files, tmp_path, cli):
+    """A figure edited together with its interval's value lies outside the interval: the report says so in
+    one warning line (a biased figure's percentile interval may exclude it too, so it is not refused)."""
+    path = edited(
+        tmp_path,
+        files[0],
+        lambda r: (
+            r["tasks"]["MR"]["results"].update(acc=80.0),
+            r["tasks"]["MR"]["ci"]["figures"]["acc"].update(value=80.0),
+        ),
+    )
+    result = cli("report", path)
+    assert result.exit_code == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "outside its 95% interval" in line]
+    assert len(warnings) == 1 and "edited.json: MR: acc is 80" in warnings[0]

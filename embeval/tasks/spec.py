@@ -200,11 +200,11 @@ def _format(decl: Declaration, kind: Kind, files: tuple[tuple[str, str], ...], d
     """The files' format: declared, else told by the files' suffix."""
     if declared is not None:
         return declared
-    if len(kind.formats) == 1:
-        return kind.formats[0]
     by_suffix = {Path(path).suffix.lower().lstrip(".") for _, path in files}
     if len(by_suffix) == 1 and (suffix := by_suffix.pop()) in kind.formats:
         return suffix
+    if len(kind.formats) == 1 and kind.formats[0] not in TABULAR_FORMATS:
+        return kind.formats[0]  # a layout of several files (BEIR's), not told by a suffix
     if not kind.formats:
         raise decl.error("is required for this kind", "format")
     raise decl.error(
