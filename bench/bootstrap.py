@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 
 from embeval import stats  # noqa: E402
-from embeval.tasks.catalog import statistic  # noqa: E402
 from embeval.formats import predictions  # noqa: E402
+from embeval.tasks.catalog import statistic  # noqa: E402
 
 Z = norm.ppf(0.975)
 

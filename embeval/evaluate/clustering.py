@@ -127,7 +127,7 @@ def bootstrap_clustering(
     embedded = vectors[documents]
     gold = level_codes([labels[j] for j in documents])
     depth = len(gold) if max_depth is None else min(max_depth, len(gold))
-    scores = {"v_measure": {}, "ami": {}}
+    scores: dict[str, dict[str, list[float]]] = {"v_measure": {}, "ami": {}}
     golds, counts, predictions = [], [], []
     for level in range(depth):
         members = np.flatnonzero(gold[level] >= 0)
@@ -154,7 +154,7 @@ def bootstrap_clustering(
             golds.append(gold[level])
             counts.append(count)
             predictions.append(pred)
-    figures = {}
+    figures: dict[str, object] = {}
     for name, by_level in scores.items():
         flat = [value for values in by_level.values() for value in values]
         figures[name] = float(np.mean(flat))

@@ -51,7 +51,8 @@ def undersample(labels, order, samples_per_label: int, seed: int = SEED):
     shuffled by RandomState(seed), then up to samples_per_label rows of each label in that order."""
     order = list(order)
     np.random.RandomState(seed).shuffle(order)
-    taken, chosen = defaultdict(int), []
+    taken: defaultdict[object, int] = defaultdict(int)
+    chosen: list[int] = []
     for row in order:
         if taken[labels[row]] < samples_per_label:
             chosen.append(row)

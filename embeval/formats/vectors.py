@@ -10,9 +10,10 @@ import hashlib
 import logging
 import os
 import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
-import h5py
 import numpy as np
 
 from embeval.errors import EmbevalError, VectorsError
@@ -37,6 +38,32 @@ MAX_LINK_HOPS = 16
 BUILTIN_FILTERS = frozenset({1, 2, 3, 4, 5, 6, 32000})
 # Errors h5py raises for a damaged file, lazily, on any metadata access or read.
 H5_ERRORS = (OSError, RuntimeError, KeyError, ValueError, TypeError)
+# An HDF5 file starts with this signature at offset 0, 512, 1024, 2048, ... (after a user block).
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
+def check_file(path):
+    """Refuse, without loading HDF5, what cannot be a vectors file: a missing path, a folder, an empty
+    or unreadable file, a file without HDF5's signature. Returns the path."""
+    path = Path(path)
+    if not path.exists():
+        raise VectorsError("vectors file not found", file=path)
+    if not path.is_file():
+        raise VectorsError("not a file", file=path)
+    size = path.stat().st_size
+    if size == 0:
+        raise VectorsError("empty file, not an HDF5 vectors file", file=path)
+    try:
+        with open(path, "rb") as stream:
+            offset = 0
+            while offset + len(HDF5_SIGNATURE) <= size:
+                stream.seek(offset)
+                if stream.read(len(HDF5_SIGNATURE)) == HDF5_SIGNATURE:
+                    return path
+                offset = 512 if offset == 0 else 2 * offset
+    except OSError as err:
+        raise VectorsError(f"cannot read: {err.strerror}", file=path)
+    raise VectorsError("not an HDF5 file", file=path)
 
 
 def _attr_text(value):
@@ -49,6 +76,8 @@ def _attr_text(value):
 
 def describe_dtype(dtype):
     """A dtype in the words of the error messages: float32, int64, strings, compound (a, b), ..."""
+    import h5py
+
     if h5py.check_string_dtype(dtype) is not None or dtype.kind in "SU":
         return "strings"
     if dtype.names:
@@ -75,15 +104,9 @@ class VectorsFile:
     """
 
     def __init__(self, path, names=None, guard=True):
-        self.path = Path(path)
-        if not self.path.exists():
-            raise VectorsError("vectors file not found", file=self.path)
-        if not self.path.is_file():
-            raise VectorsError("not a file", file=self.path)
-        if self.path.stat().st_size == 0:
-            raise VectorsError("empty file, not an HDF5 vectors file", file=self.path)
-        if not h5py.is_hdf5(self.path):
-            raise VectorsError("not an HDF5 file", file=self.path)
+        import h5py
+
+        self.path = check_file(path)
         if guard:
             h5guard.check(self.path, list(names) if names is not None else list(TASKS) + [UNION], inspect_metadata)
         try:
@@ -120,6 +143,8 @@ class VectorsFile:
         """Paths of datasets named like a task (or the union) inside groups, where embeval does not
         look (it reads /TASK at the root): for an error that says where they are. Links are not
         followed; at most `limit` entries are visited."""
+        import h5py
+
         found, stack, visited = [], [(self.h5, "")], 0
         names = set(TASKS) | {UNION}
         while stack and visited < limit:
@@ -165,6 +190,8 @@ class VectorsFile:
 
     def _resolve(self, name, task):
         """The object at /name, following soft links inside the file; links out of it are refused."""
+        import h5py
+
         parts, group, hops, i = [p for p in name.split("/") if p], self.h5, 0, 0
         obj = group
         while i < len(parts):
@@ -200,6 +227,8 @@ class VectorsFile:
 
     def dataset(self, name, task):
         """The dataset at /name after structural checks: in this file, 2-D, float, built-in filters."""
+        import h5py
+
         try:
             ds = self._resolve(name, task)
             if not isinstance(ds, h5py.Dataset):
@@ -526,16 +555,16 @@ def _role_encoder(encode, prompts, role):
 
 
 def write(
-    path,
-    export_dir,
-    encode,
-    batch_size=256,
-    dtype="float32",
-    compression=None,
-    overwrite=False,
-    progress=True,
-    prompts=None,
-):
+    path: str | Path,
+    export_dir: str | Path,
+    encode: Callable[[list[str]], Any] | Mapping[str, Callable[[list[str]], Any]],
+    batch_size: int = 256,
+    dtype: str = "float32",
+    compression: str | None = None,
+    overwrite: bool = False,
+    progress: bool = True,
+    prompts: Mapping[str, str] | None = None,
+) -> Path:
     """Embed an export folder and write the vectors file.
 
     encode: a function list[str] -> array (n, dim), or {role: function} for exports whose tasks have
@@ -546,6 +575,7 @@ def write(
     never leaves a half-written vectors file behind. compression: None (contiguous,
     memory-mappable) or "gzip" (chunked).
     """
+    import h5py
     from tqdm import tqdm
 
     path = Path(path)

@@ -135,9 +135,9 @@ def make_context(unit, located, workspace, device, progress=QUIET, reference=Non
         rows=kind.rows(spec, located.data, row_of),
         device=device,
         config=config,
-        seed=config["seed"],
+        seed=config.seed,
         progress=progress,
-        normalize=config.get("normalize", "none"),
+        normalize=config.normalize,
         reference=reference,
         sources=sources,
     )
@@ -199,14 +199,14 @@ def execute_steps(unit, device="cpu", workspace=None, progress=QUIET):
         results, sets, tuned = yield from evaluate(ctx)
         config = unit.config
         entry = {"kind": ctx.task.kind, "results": results}
-        if config.get("normalize", "none") != "none":
+        if config.normalize != "none":
             entry["normalize"] = _normalize_record(ctx, results, tuned)
-            if config["normalize"] == "tune":
+            if config.normalize == "tune":
                 entry["normalize"]["requested"] = "tune"
-        if config.get("bootstrap"):
-            entry["ci"] = predictions.intervals(unit.task, sets, config["seed"], config["bootstrap"])
+        if config.bootstrap:
+            entry["ci"] = predictions.intervals(unit.task, sets, config.seed, config.bootstrap)
         if ctx.task.geometry and ctx.table is not None:
-            entry["geometry"] = geometry.diagnostics(ctx.table, ctx.data, ctx.rows, config["seed"])
+            entry["geometry"] = geometry.diagnostics(ctx.table, ctx.data, ctx.rows, config.seed)
         vectors = dict(unit.vectors)
         if unit.source.bow_dim is not None:
             vectors = {
