@@ -8,7 +8,7 @@ import pytest
 from startup_cases import all_cases, case_names, command_paths, make_files, probe
 
 from embeval.errors import VectorsError
-from embeval.formats.vectors import check_file
+from embeval.formats.h5guard import check_file
 
 
 @pytest.fixture(scope="module")

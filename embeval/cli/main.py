@@ -112,9 +112,14 @@ def vectors_check(file, export_dir, tasks, task_files, strict):
     named in --tasks or with --strict). Exit code 0 when every dataset checked is usable and at least
     one was checked, 2 otherwise.
     """
+    from embeval.formats.h5guard import check_file
+    from embeval.formats.sentences import load_manifest
+
+    load_manifest(export_dir)  # the export and the file are checked before the task registry and numpy load
+    check_file(file)
+    names = task_registry(task_files).parse(tasks) if tasks is not None else None
     from embeval.formats.vectors import check_against_manifest
 
-    names = task_registry(task_files).parse(tasks) if tasks is not None else None
     report = check_against_manifest(file, export_dir, names)
     absent = [name for name, problem in report if problem == "absent"]
     checked = [(name, problem) for name, problem in report if problem != "absent"]
@@ -227,6 +232,9 @@ def score(
         bootstrap=bootstrap,
         baseline_bow_dim=baseline_bow_dim,
     )
+    from embeval.formats.h5guard import check_file
+
+    check_file(file)  # a wrong path is answered before the task registry and numpy load
     registry = task_registry(task_files)
     names = registry.parse(tasks) if tasks is not None else None
     log = (lambda m: None) if quiet else say

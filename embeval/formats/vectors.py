@@ -18,6 +18,7 @@ import numpy as np
 
 from embeval.errors import EmbevalError, VectorsError
 from embeval.formats import atomic, h5guard
+from embeval.formats.h5guard import check_file
 from embeval.formats.sentences import (
     TEXT,
     UNION,
@@ -38,32 +39,6 @@ MAX_LINK_HOPS = 16
 BUILTIN_FILTERS = frozenset({1, 2, 3, 4, 5, 6, 32000})
 # Errors h5py raises for a damaged file, lazily, on any metadata access or read.
 H5_ERRORS = (OSError, RuntimeError, KeyError, ValueError, TypeError)
-# An HDF5 file starts with this signature at offset 0, 512, 1024, 2048, ... (after a user block).
-HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
-
-
-def check_file(path):
-    """Refuse, without loading HDF5, what cannot be a vectors file: a missing path, a folder, an empty
-    or unreadable file, a file without HDF5's signature. Returns the path."""
-    path = Path(path)
-    if not path.exists():
-        raise VectorsError("vectors file not found", file=path)
-    if not path.is_file():
-        raise VectorsError("not a file", file=path)
-    size = path.stat().st_size
-    if size == 0:
-        raise VectorsError("empty file, not an HDF5 vectors file", file=path)
-    try:
-        with open(path, "rb") as stream:
-            offset = 0
-            while offset + len(HDF5_SIGNATURE) <= size:
-                stream.seek(offset)
-                if stream.read(len(HDF5_SIGNATURE)) == HDF5_SIGNATURE:
-                    return path
-                offset = 512 if offset == 0 else 2 * offset
-    except OSError as err:
-        raise VectorsError(f"cannot read: {err.strerror}", file=path)
-    raise VectorsError("not an HDF5 file", file=path)
 
 
 def _attr_text(value):

@@ -20,8 +20,9 @@ from typing import Any
 
 from embeval._version import __version__, code_fingerprint
 from embeval.errors import EmbevalError, Terminated
+from embeval.formats.h5guard import check_file
 from embeval.formats.results import FORMAT, FORMAT_VERSION
-from embeval.formats.vectors import VectorsFile, check_file  # noqa: F401  (tests patch reads through this module)
+from embeval.formats.vectors import VectorsFile  # noqa: F401  (tests patch reads through this module)
 from embeval.memory import check_device_tables
 from embeval.run import baseline
 from embeval.run.outputs import ResultsFiles

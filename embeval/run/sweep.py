@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from embeval.errors import EmbevalError
-from embeval.formats.vectors import check_file
+from embeval.formats.h5guard import check_file
 from embeval.memory import available_memory, dense_budget, device_memory
 from embeval.run.outputs import ResultsFiles
 from embeval.run.resume import reusable_units
