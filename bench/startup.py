@@ -8,7 +8,11 @@ interpreter alone) is measured in the same rounds. The score run embeds STS16's 
 vectors and times from process start to its "scoring STS16 (1 of 1)" line; a second set of runs
 under `python -X importtime` gives torch's cumulative import time within the same run.
 
-    python bench/startup.py [--data DIR] [--repeats 7]   (default data: $EMBEVAL_TEST_DATA or ../shared/senteval_data)
+With --against TREE (another checkout, e.g. `git archive main embeval | tar -x -C /tmp/before`), every
+case also runs on that tree's code in the same rounds, for a ratio measured under the same load.
+
+    python bench/startup.py [--data DIR] [--repeats 7] [--against TREE]
+    (default data: $EMBEVAL_TEST_DATA or ../shared/senteval_data)
 """
 
 import argparse
@@ -82,9 +86,11 @@ def main():
     shared = os.environ.get("EMBEVAL_TEST_DATA", str(ROOT.parent / "shared" / "senteval_data"))
     parser.add_argument("--data", default=shared)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--against", default=None, help="another checkout to time the same cases on")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "startup.json"))
     args = parser.parse_args()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    other_env = dict(os.environ, PYTHONPATH=str(Path(args.against).resolve())) if args.against else None
     work = Path(tempfile.mkdtemp())
     cases = all_cases(make_files(work))
     vectors = small_vectors(work, args.data)
@@ -92,12 +98,15 @@ def main():
     score += ["--out", str(work / "r.json")]
 
     times = {name: [] for name, _, _ in cases}
+    other = {name: [] for name, _, _ in cases}
     interpreter, first_task, first_task_traced, torch_s = [], [], [], []
     load = os.getloadavg()[0]
     for _ in range(args.repeats):
         interpreter.append(wall(["-c", "pass"], env))
         for name, case_args, _ in cases:
             times[name].append(wall(["-m", "embeval", *case_args], env))
+            if other_env is not None:
+                other[name].append(wall(["-m", "embeval", *case_args], other_env))
         first_task.append(until_first_task(score, env)[0])
         seconds, log = until_first_task(["-X", "importtime", *score], env)
         first_task_traced.append(seconds)
@@ -110,6 +119,9 @@ def main():
         "repeats": args.repeats,
         "interpreter_alone": summary(interpreter),
         "cases": {name: summary(values) for name, values in times.items()},
+        "against": None
+        if other_env is None
+        else {"tree": args.against, "cases": {name: summary(values) for name, values in other.items()}},
         "score_until_first_task": {
             **summary(first_task),
             "torch_import_s": summary(torch_s),
@@ -124,14 +136,15 @@ def main():
         },
     }
     width = max(len(name) for name in times)
-    print(f"{'case':{width}s}  best s  median s")
-    print(
-        f"{'(python -c pass)':{width}s}  {results['interpreter_alone']['best_s']:6.3f}  "
-        f"{results['interpreter_alone']['median_s']:8.3f}"
-    )
+    before = results["against"]["cases"] if results["against"] else {}
+    print(f"{'case':{width}s}  best s  median s" + ("  before: best s  median s" if before else ""))
+    alone = results["interpreter_alone"]
+    print(f"{'(python -c pass)':{width}s}  {alone['best_s']:6.3f}  {alone['median_s']:8.3f}")
     for name, row in results["cases"].items():
-        flag = "" if row["best_s"] < LIMIT_S else "  over the limit"
-        print(f"{name:{width}s}  {row['best_s']:6.3f}  {row['median_s']:8.3f}{flag}")
+        line = f"{name:{width}s}  {row['best_s']:6.3f}  {row['median_s']:8.3f}"
+        if before:
+            line += f"          {before[name]['best_s']:6.3f}  {before[name]['median_s']:8.3f}"
+        print(line + ("" if row["best_s"] < LIMIT_S else "  over the limit"))
     first = results["score_until_first_task"]
     print(
         f"\nembeval score until its first task: best {first['best_s']:.2f} s, median {first['median_s']:.2f} s; "

@@ -449,9 +449,9 @@ def test_batched_optimizers_equal_torch_optim(name, settings):
 
 def _compare_with_torch_optim(name, settings):
     """Masked, unmasked and frozen steps of the batched optimizer against torch.optim's."""
-    from embeval.run.config import parse_optim
+    from embeval.train.optimizers import parse
 
-    _, params = parse_optim(settings)
+    _, params = parse(settings)
     rng = np.random.default_rng(0)
     start = torch.tensor(rng.standard_normal((4, 3)), dtype=torch.float32)
     grads = [torch.tensor(rng.standard_normal((4, 3)), dtype=torch.float32) for _ in range(5)]
