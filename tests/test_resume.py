@@ -252,6 +252,7 @@ def test_the_code_fingerprint_covers_every_source_and_data_file(tmp_path, monkey
             monkeypatch.undo()
             _version.code_fingerprint.cache_clear()
 
+    _version.code_fingerprint.cache_clear()
     original = code_fingerprint()
     assert fingerprint() == original
     (copy / "__pycache__").mkdir(exist_ok=True)

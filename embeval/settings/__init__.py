@@ -35,7 +35,8 @@ class Setting:
 
     kind: int, float, str or bool (an int is never a bool; a float setting takes an int too).
     choices: the values allowed (str settings); low: the smallest value allowed; below: values must
-    be below it; also: values allowed outside the range (bootstrap's 0); optional: None is allowed.
+    be below it; also: values allowed outside the range (bootstrap's 0); a setting whose default is
+    None takes None.
     check: a further check, value -> the problem in words or None. from_config: on the command line
     the option's default is None, the value then follows the other options (--config's preset,
     --classifiers). recorded_at_default: to_record() writes the field even at its default."""
@@ -48,7 +49,6 @@ class Setting:
     low: float | None = None
     below: float | None = None
     also: tuple[Any, ...] = ()
-    optional: bool = False
     metavar: str | None = None
     check: Callable[[Any], str | None] | None = None
     from_config: bool = False
@@ -56,7 +56,7 @@ class Setting:
 
     def problem(self, value: Any) -> str | None:
         """What is wrong with `value` (one line, without the setting's name), or None."""
-        if value is None and (self.optional or self.default is None):
+        if value is None and self.default is None:
             return None
         if self.kind is bool:
             return None if isinstance(value, bool) else f"must be true or false, got {value!r}"
@@ -122,9 +122,9 @@ class ClassifierSettings:
         "adam", kind=str, check=optimizers.problem, help="optimizer string: 'adam', 'rmsprop', 'sgd,lr=0.1', ..."
     )
     batch_size: int = declare(64, low=1, help="samples per step")
-    tenacity: int = declare(5, low=0, help="epochs without improvement before stopping")
-    epoch_size: int = declare(4, low=1, help="passes over the training set per epoch")
-    max_epoch: int = declare(200, low=1, help="most epochs")
+    tenacity: int = declare(5, low=0, help="early-stopping checks without improvement before stopping")
+    epoch_size: int = declare(4, low=1, help="passes over the training set between two checks")
+    max_epoch: int = declare(200, low=1, help="the most passes over the training set")
     dropout: float = declare(0.0, kind=float, low=0, below=1, help="dropout rate of the MLP's hidden layer")
 
     def __post_init__(self) -> None:
