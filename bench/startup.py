@@ -36,9 +36,10 @@ from startup_cases import all_cases, make_files  # noqa: E402
 LIMIT_S = 0.5
 
 
-def wall(args, env):
+def wall(args, env, cwd=ROOT):
+    """Seconds `python ARGS` takes, run in `cwd` (`-m` puts it first on sys.path) with `env`."""
     start = time.perf_counter()
-    subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, check=False)
+    subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, check=False)
     return time.perf_counter() - start
 
 
@@ -90,7 +91,8 @@ def main():
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "startup.json"))
     args = parser.parse_args()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    other_env = dict(os.environ, PYTHONPATH=str(Path(args.against).resolve())) if args.against else None
+    against = Path(args.against).resolve() if args.against else None
+    other_env = dict(os.environ, PYTHONPATH=str(against)) if against else None
     work = Path(tempfile.mkdtemp())
     cases = all_cases(make_files(work))
     vectors = small_vectors(work, args.data)
@@ -106,7 +108,7 @@ def main():
         for name, case_args, _ in cases:
             times[name].append(wall(["-m", "embeval", *case_args], env))
             if other_env is not None:
-                other[name].append(wall(["-m", "embeval", *case_args], other_env))
+                other[name].append(wall(["-m", "embeval", *case_args], other_env, against))
         first_task.append(until_first_task(score, env)[0])
         seconds, log = until_first_task(["-X", "importtime", *score], env)
         first_task_traced.append(seconds)
