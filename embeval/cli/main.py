@@ -218,6 +218,7 @@ def score(
     import shlex
     import sys
 
+    from embeval.formats.h5guard import check_file
     from embeval.settings import build
 
     config = build(
@@ -232,17 +233,15 @@ def score(
         bootstrap=bootstrap,
         baseline_bow_dim=baseline_bow_dim,
     )
-    from embeval.formats.h5guard import check_file
-
     check_file(file)  # a wrong path is answered before the task registry and numpy load
     registry = task_registry(task_files)
     names = registry.parse(tasks) if tasks is not None else None
-    log = (lambda m: None) if quiet else say
     from embeval.formats.results import table
     from embeval.run.score import Interrupted
     from embeval.run.score import score as run
     from embeval.tasks.files import resolve_data_dir
 
+    log = (lambda m: None) if quiet else say
     out = out or f"{Path(file).name.rsplit('.', 1)[0]}.results.json"
     root = resolve_data_dir(data)
     try:
