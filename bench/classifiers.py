@@ -117,7 +117,7 @@ def stage_problems(ctx, solver):
     samples = classify.prepare(ctx)
     protocol = ctx.task.protocol
     regs = classify.regularization_grid(solver, GRIDS[protocol], ctx.task)
-    k = ctx.config["kfold"]
+    k = ctx.config.kfold
     fits = []
     if protocol == "nested-kfold":
         y = samples.y("all")
@@ -173,7 +173,7 @@ def run_baseline(vectors, data, task, which, sample):
                 nclasses,
                 [batched.Group(train, valid)],
                 [reg],
-                ctx.config["classifier"],
+                ctx.config.classifier,
                 1111,
                 torch.device("cpu"),
             )
@@ -238,7 +238,7 @@ def run_batched_check(vectors, data, task, timed, solver):
     samples, fits = stage_problems(ctx, solver)
     nclasses = classify.class_count(ctx)
     if solver == "senteval":
-        accuracy, rounds = every_fit_batched(samples, fits, nclasses, ctx.config["classifier"])
+        accuracy, rounds = every_fit_batched(samples, fits, nclasses, ctx.config.classifier)
         return {
             "outcomes": [accuracy[i] for i in timed],
             "rounds": [rounds[i] for i in timed],

@@ -76,7 +76,7 @@ def _classification(task, splits, dim, config, seed=0):
     device = torch.device("cpu")
     table = torch.as_tensor(np.concatenate(vectors).astype(np.float32), device=device)
     return Context(
-        TASKS[task], TaskData(task, data_splits, [str(c) for c in classes]), table, rows, device, config, config["seed"]
+        TASKS[task], TaskData(task, data_splits, [str(c) for c in classes]), table, rows, device, config, config.seed
     )
 
 

@@ -117,7 +117,7 @@ def main():
             entry = record["tasks"][name]
             row[label] = {"seconds": entry["seconds"], **{k: entry["results"][label][k] for k in ("devacc", "acc")}}
         if "mlp" in row:
-            epoch_size = mlp["classifier"]["epoch_size"]
+            epoch_size = mlp.classifier.epoch_size
             passes = (args.mlp_max_epoch // epoch_size + 1) * epoch_size  # rounds run while passes <= cap
             row["mlp"]["passes_per_problem"] = passes
             row["mlp"]["seconds_per_pass"] = row["mlp"]["seconds"] / max(passes, 1)

@@ -14,12 +14,29 @@ Bad input raises embeval.errors.EmbevalError, whose text is one line naming the 
 what is wrong. Modules are imported on first use, so `import embeval` is cheap.
 """
 
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
 from embeval._version import __version__
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from embeval.settings import RunConfig
 
 __all__ = ["__version__", "export_sentences", "vectors", "score", "report", "compare"]
 
 
-def export_sentences(data_dir, out_dir, tasks=None, union=False, task_files=()):
+def export_sentences(
+    data_dir: str | Path,
+    out_dir: str | Path,
+    tasks: Sequence[str] | None = None,
+    union: bool = False,
+    task_files: Sequence[str | Path] = (),
+) -> tuple[dict[str, Any], list[str]]:
     """Write each task's distinct sentences to out_dir/TASK.txt (or one ALL.txt with union=True) and
     out_dir/manifest.json with each list's count and sha256 fingerprint. tasks: names (None: every
     task whose data is in data_dir); task_files: task files (or folders of them) declaring tasks
@@ -30,17 +47,32 @@ def export_sentences(data_dir, out_dir, tasks=None, union=False, task_files=()):
     return run(data_dir, out_dir, tasks, union, registry=registry(task_files))
 
 
-def score(vectors, data_dir, tasks=None, out=None, device="auto", config=None, **options):
-    """Score a vectors file on SentEval's tasks (and those of task_files) and return the results
-    record (a dict, the JSON that `out` receives). config: embeval.run.config.build(...) (default:
-    the literature configuration). options: task_files, strict, resume, save_predictions, progress,
-    log (see embeval.run.score.score)."""
+def score(
+    vectors: str | Path,
+    data_dir: str | Path,
+    tasks: Sequence[str] | None = None,
+    out: str | Path | None = None,
+    device: str = "auto",
+    config: RunConfig | Mapping[str, Any] | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    """Score a vectors file on SentEval's tasks (and those of task_files) and return the results record
+    (a dict, the JSON that `out` receives). config: embeval.run.config.build(...), a RunConfig
+    (embeval.settings), or a results file's `config` object (default: the literature configuration).
+    options: task_files, strict, resume, save_predictions, progress, log, ray (see
+    embeval.run.score.score)."""
     from embeval.run.score import score as run
 
     return run(vectors, data_dir, tasks=tasks, out=out, device=device, config=config, **options)
 
 
-def report(results, fmt="markdown", labels=None, baselines=True, ci=True):
+def report(
+    results: Iterable[str | Path],
+    fmt: str = "markdown",
+    labels: Sequence[str] | None = None,
+    baselines: bool = True,
+    ci: bool = True,
+) -> str:
     """The paper-ready tables of one or more results files, as text in fmt (markdown, latex, csv)."""
     from embeval.reports import tables
 
@@ -48,7 +80,13 @@ def report(results, fmt="markdown", labels=None, baselines=True, ci=True):
     return tables.render(built, fmt, ci=ci)
 
 
-def compare(results, labels=None, tasks=None, resamples=None, seed=None):
+def compare(
+    results: Iterable[str | Path],
+    labels: Sequence[str] | None = None,
+    tasks: Sequence[str] | None = None,
+    resamples: int | None = None,
+    seed: int | None = None,
+) -> dict[str, Any]:
     """The paired comparison of results files (each against the first) on the same test items: per
     task and headline figure the difference, its 95% bootstrap interval and Holm-adjusted p-value."""
     from embeval.reports import compare as run
@@ -56,7 +94,7 @@ def compare(results, labels=None, tasks=None, resamples=None, seed=None):
     return run.compare([str(p) for p in results], labels=labels, tasks=tasks, resamples=resamples, seed=seed)
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> ModuleType:
     if name == "vectors":
         from embeval.formats import vectors
 

@@ -16,14 +16,14 @@ UNREACHABLE_HINT = (
 class EmbevalError(Exception):
     """A problem with the user's input, reported as one line and exit code 2."""
 
-    def __init__(self, message, file=None, task=None, line=None):
+    def __init__(self, message: str, file: object = None, task: str | None = None, line: int | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.file = None if file is None else str(file)
         self.task = task
         self.line = line
 
-    def __str__(self):
+    def __str__(self) -> str:
         parts = []
         if self.file is not None:
             parts.append(self.file if self.line is None else f"{self.file}:{self.line}")

@@ -12,11 +12,12 @@ OPTIONS = ["--config", "prototype", "--bootstrap", "200"]
 
 
 def test_config():
-    assert build()["probing_classifier"] == "configured" and "classifiers" not in build()
+    assert build().probing_classifier == "configured" and "classifiers" not in build().to_record()
     both = build(classifiers="logreg,mlp")
-    assert both["classifiers"] == ["logreg", "mlp"] and both["probing_classifier"] == "both"
-    assert build(classifiers="mlp")["probing_classifier"] == "mlp"
-    assert build(classifiers="logreg,mlp", probing_classifier="logreg")["probing_classifier"] == "logreg"
+    assert both.classifiers == ("logreg", "mlp") and both.probing_classifier == "both"
+    assert both.to_record()["classifiers"] == ["logreg", "mlp"]
+    assert build(classifiers="mlp").probing_classifier == "mlp"
+    assert build(classifiers="logreg,mlp", probing_classifier="logreg").probing_classifier == "logreg"
     with pytest.raises(EmbevalError, match="--classifiers"):
         build(classifiers="svm")
     with pytest.raises(EmbevalError, match="MLP needs --solver senteval"):

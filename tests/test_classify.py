@@ -102,7 +102,7 @@ def context(task, splits, vectors, config, classes=None, device="cpu"):
         start += n
     data = TaskData(task, data_splits, classes)
     table = torch.as_tensor(np.asarray(vectors, dtype=np.float32), device=device)
-    return Context(TASKS[task], data, table, rows, torch.device(device), config, config["seed"])
+    return Context(TASKS[task], data, table, rows, torch.device(device), config, config.seed)
 
 
 def separable(labels, nclasses, dim=6, seed=0):
@@ -239,7 +239,7 @@ def _problems(seed=3, n=90, dim=5, nclasses=3):
     ],
 )
 def test_batched_equals_one_problem_at_a_time(classifier):
-    config = build(classifier=classifier)["classifier"]
+    config = build(classifier=classifier).classifier
     features, labels, groups = _problems()
     regs = [1e-5, 1e-3, 1e-2]
     together = batched.train(features, labels, 3, groups, regs, config, 1111, torch.device("cpu"))
@@ -349,16 +349,16 @@ def test_trainer_follows_senteval_step_for_step(optim, nhid, one_thread):
     x, y = _learnable(11, 200)
     classifier = build(
         classifier={"nhid": nhid, "optim": optim, "batch_size": 16, "tenacity": 2, "epoch_size": 1, "max_epoch": 40}
-    )["classifier"]
+    ).classifier
     regs = [1e-5, 1e-2]
     groups = [batched.Group(np.arange(140), np.arange(140, 200)), batched.Group(np.arange(200), None)]
     ours = batched.train(
         DenseFeatures(torch.tensor(x)), torch.tensor(y), 3, groups, regs, classifier, 1111, torch.device("cpu")
     )
     for r, reg in enumerate(regs):
-        theirs, best = [SentEvalClassifier(classifier, 6, 3, reg, 1111)], []
+        theirs, best = [SentEvalClassifier(classifier.to_record(), 6, 3, reg, 1111)], []
         best.append(theirs[0].fit(x[:140], y[:140], validation_data=(x[140:], y[140:])))
-        theirs.append(SentEvalClassifier(classifier, 6, 3, reg, 1111))
+        theirs.append(SentEvalClassifier(classifier.to_record(), 6, 3, reg, 1111))
         best.append(theirs[1].fit(x, y, validation_split=0.05))
         for g, clf in enumerate(theirs):
             assert ours.best_accuracy[g, r] == best[g] and ours.rounds[g, r] == clf.rounds, (g, reg)
@@ -395,14 +395,14 @@ def test_inner_kfold_equals_sentevals_protocol_written_out(one_thread):
             inner = StratifiedKFold(3, shuffle=True, random_state=1111)
             accs = []
             for a, b in inner.split(xs[train], ys[train]):
-                clf = SentEvalClassifier(config["classifier"], 6, 2, reg, 1111)
+                clf = SentEvalClassifier(config.classifier.to_record(), 6, 2, reg, 1111)
                 clf.fit(xs[train][a], ys[train][a], validation_data=(xs[train][b], ys[train][b]))
                 accs.append(clf.score(xs[train][b], ys[train][b]))
             scores.append(round(100 * np.mean(accs), 2))
         reg = regs[int(np.argmax(scores))]
         chosen.append(reg)
         dev_results.append(max(scores))
-        clf = SentEvalClassifier(config["classifier"], 6, 2, reg, 1111)
+        clf = SentEvalClassifier(config.classifier.to_record(), 6, 2, reg, 1111)
         clf.fit(xs[train], ys[train], validation_split=0.05)
         test_results.append(round(100 * clf.score(xs[test], ys[test]), 2))
     assert ours["reg"] == chosen and ours["fold_acc"] == test_results
@@ -427,12 +427,12 @@ def test_kfold_equals_sentevals_protocol_written_out(one_thread):
     for reg in regs:
         accs = []
         for a, b in StratifiedKFold(3, shuffle=True, random_state=1111).split(xs, ys):
-            clf = SentEvalClassifier(config["classifier"], 6, 6, reg, 1111)  # TREC's 6 classes
+            clf = SentEvalClassifier(config.classifier.to_record(), 6, 6, reg, 1111)  # TREC's 6 classes
             clf.fit(xs[a], ys[a], validation_data=(xs[b], ys[b]))
             accs.append(clf.score(xs[b], ys[b]))
         scores.append(round(100 * np.mean(accs), 2))
     reg = regs[int(np.argmax(scores))]
-    clf = SentEvalClassifier(config["classifier"], 6, 6, reg, 1111)
+    clf = SentEvalClassifier(config.classifier.to_record(), 6, 6, reg, 1111)
     clf.fit(xs, ys, validation_split=0.05)
     assert ours["reg"] == reg and ours["devacc"] == max(scores)
     assert list(ours["dev_scores"].values()) == scores
@@ -449,9 +449,9 @@ def test_batched_optimizers_equal_torch_optim(name, settings):
 
 def _compare_with_torch_optim(name, settings):
     """Masked, unmasked and frozen steps of the batched optimizer against torch.optim's."""
-    from embeval.run.config import parse_optim
+    from embeval.train.optimizers import parse
 
-    _, params = parse_optim(settings)
+    _, params = parse(settings)
     rng = np.random.default_rng(0)
     start = torch.tensor(rng.standard_normal((4, 3)), dtype=torch.float32)
     grads = [torch.tensor(rng.standard_normal((4, 3)), dtype=torch.float32) for _ in range(5)]

@@ -8,6 +8,7 @@ import h5py
 import numpy as np
 import pytest
 
+from embeval._version import __version__
 from embeval.formats import sentences as export
 from embeval.tasks.registry import TASKS
 
@@ -24,7 +25,7 @@ def one_line_error(result, *fragments):
 
 
 def test_version_and_help(cli):
-    assert cli("--version").stdout.strip() == "embeval, version 0.1.0"
+    assert cli("--version").stdout.strip() == f"embeval, version {__version__}" == "embeval, version 0.2.0"
     for command in ([], ["export-sentences"], ["score"], ["vectors"], ["vectors", "check"]):
         result = cli(*command, "--help")
         assert result.exit_code == 0 and "Usage:" in result.stdout

@@ -148,7 +148,7 @@ def _context(task, splits, dim=6, config=None, seed=0, separation=2.0):
     table = torch.as_tensor(np.concatenate(vectors).astype(np.float32), device=DEVICE)
     config = config or build()
     return Context(
-        TASKS[task], TaskData(task, data_splits, [str(c) for c in classes]), table, rows, DEVICE, config, config["seed"]
+        TASKS[task], TaskData(task, data_splits, [str(c) for c in classes]), table, rows, DEVICE, config, config.seed
     )
 
 

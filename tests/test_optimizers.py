@@ -1,11 +1,15 @@
 """The optimizer string as SentEval reads it, and the batched optimizers step for step against torch.optim."""
 
+import inspect
+import itertools
+
 import numpy as np
 import pytest
 import torch
 
 from embeval.errors import EmbevalError
 from embeval.run.config import build
+from embeval.settings import optimizers as table
 from embeval.train.optimizers import CLASSES, BatchedOptimizer, parse
 
 
@@ -58,6 +62,78 @@ def test_strings_senteval_refuses_are_one_line_errors_naming_the_option(text, me
     with pytest.raises(EmbevalError) as err:
         build(classifier={"optim": text})
     assert "--classifier" in str(err.value) and "\n" not in str(err.value) and message in str(err.value)
+
+
+@pytest.mark.parametrize("name", sorted(table.OPTIMIZERS))
+def test_the_table_declares_torch_optims_keywords_and_defaults(name):
+    """The torch-free table names each optimizer's torch.optim class, and its keywords with torch's
+    defaults (values and types), in the signature's order."""
+    cls = getattr(torch.optim, table.OPTIMIZERS[name].torch_class)
+    assert CLASSES[name] is cls
+    parameters = list(inspect.signature(cls.__init__).parameters.values())[2:]
+    declared = table.OPTIMIZERS[name].defaults
+    assert [p.name for p in parameters] == [key for key, _ in declared]
+    for (key, default), parameter in zip(declared, parameters):
+        assert default == parameter.default and type(default) is type(parameter.default), (name, key)
+
+
+def _torch_reference(text):
+    """(name, settings) as torch.optim itself reads the string, independently of embeval's table: the
+    class built with the string's keywords (SentEval's rules first: sgd needs lr, no pair from one
+    number), its `defaults` without the implementation switches and weight_decay; None when refused."""
+    name, _, rest = text.partition(",")
+    given = {k: float(v) for k, v in (part.split("=") for part in rest.split(","))} if rest else {}
+    if name not in CLASSES or (name == "sgd" and "lr" not in given) or any(k in table.PAIRS for k in given):
+        return None
+    try:
+        defaults = CLASSES[name]([torch.zeros(1, requires_grad=True)], **given).defaults
+    except (ValueError, TypeError, RuntimeError):
+        return None
+    flags = ("amsgrad", "maximize", "centered", "nesterov", "decoupled_weight_decay")
+    return name, {
+        k: bool(v) if k in flags else v
+        for k, v in defaults.items()
+        if k not in ("foreach", "fused", "capturable", "differentiable", "weight_decay")
+    }
+
+
+def _strings():
+    """Every optimizer with every keyword alone at values on both sides of torch's limits, and the
+    combinations torch checks together (Nesterov's momentum and dampening; fused with foreach and
+    differentiable)."""
+    values = ("-1", "-0", "0", "0.5", "1", "1.5", "2")
+    for name, optimizer in table.OPTIMIZERS.items():
+        lr = ["lr=0.1"] if name == "sgd" else []
+        yield ",".join([name] + lr)
+        for key in optimizer.keywords:
+            for value in values:
+                yield ",".join([name] + [p for p in lr if not p.startswith(key + "=")] + [f"{key}={value}"])
+        switches = [k for k in ("fused", "foreach", "differentiable", "capturable") if k in optimizer.keywords]
+        for on in itertools.product(("0", "1"), repeat=len(switches)):
+            yield ",".join([name] + lr + [f"{k}={v}" for k, v in zip(switches, on)])
+    for momentum, dampening, nesterov in itertools.product(("0", "0.5"), ("0", "0.1"), ("0", "1")):
+        yield f"sgd,lr=0.1,momentum={momentum},dampening={dampening},nesterov={nesterov}"
+    yield from ("nadam", "adam,beta1=0.9", "sgd,momentum=0.9")
+
+
+def test_the_table_and_torch_accept_and_refuse_the_same_strings():
+    """Over 500 strings: embeval's torch-free reading (what the command line checks) and the trainer's
+    accept exactly the strings torch.optim accepts, with torch's settings."""
+    strings = list(dict.fromkeys(_strings()))
+    assert len(strings) > 500
+    disagree = []
+    for text in strings:
+        reference = _torch_reference(text)
+        ours = None if table.problem(text) else table.parse(text)
+        try:
+            trainer = parse(text)
+        except ValueError:
+            trainer = None
+        if not (ours == reference == trainer):
+            disagree.append((text, reference, ours, trainer))
+    assert disagree == []
+    accepted = sum(table.problem(text) is None for text in strings)
+    assert 0.3 * len(strings) < accepted < 0.9 * len(strings)  # both outcomes are well represented
 
 
 CASES = [

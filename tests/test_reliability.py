@@ -321,10 +321,7 @@ def test_external_targets_are_never_opened(cli, data_dir, sts16, tmp_path, monke
 
     for build in (external_link, soft_to_external, virtual):
         build(tmp_path / "v.h5", texts, values, sha)
-        monkeypatch.setattr(h5py, "File", watch)
-        from embeval.formats import vectors
-
-        monkeypatch.setattr(vectors.h5py, "File", watch)
+        monkeypatch.setattr(h5py, "File", watch)  # embeval imports h5py where it opens a file: this is its File
         refused(cli("score", tmp_path / "v.h5", "--data", data_dir, "--tasks", "STS16", "--out", tmp_path / "r.json"))
         monkeypatch.undo()
         assert set(opened) == {"v.h5"}, opened

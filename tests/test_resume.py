@@ -1,5 +1,6 @@
 """Resume: Ctrl-C keeps what finished and says how to finish; --resume reuses a task's result only
-when its vectors, its data, the configuration and the embeval version are all unchanged."""
+when its vectors, its data, the configuration and the embeval code (version and fingerprint) are all
+unchanged."""
 
 import json
 import shlex
@@ -17,6 +18,7 @@ from reliability_helpers import (
     untouched,
 )
 
+from embeval._version import __version__, code_fingerprint
 from embeval.run import execute as execute_module
 from embeval.run import score as score_module
 
@@ -148,10 +150,27 @@ def test_resume_recomputes_exactly_what_changed(cli, data_dir, tmp_path, monkeyp
     calls, said = resumed("--seed", "3")
     assert calls == names and "recomputing STS12, STS13, STS16 (configuration changed)" in said
 
-    monkeypatch.setattr(score_module, "__version__", "9.9.9")
+    calls, said = resumed("--seed", "3")
+    assert calls == [] and "reused STS12, STS13, STS16" in said  # the same code: reused
+
+    ours = code_fingerprint()
+    assert json.loads(out.read_text())["embeval_code"] == ours
+    monkeypatch.setattr(score_module, "code_fingerprint", lambda: "f" * 64)  # other code, the same version
     calls = counting(monkeypatch)
     result = cli(*args, "--out", out, "--resume", "--seed", "3")
-    assert calls == names and "(computed by embeval 0.1.0)" in result.stderr
+    assert calls == names, result.stderr
+    assert (
+        f"recomputing STS12, STS13, STS16 (computed by other embeval code ({__version__} {ours[:12]}…, "
+        f"this is {__version__} ffffffffffff…))" in result.stderr
+    )
+    assert json.loads(out.read_text())["embeval_code"] == "f" * 64
+
+    monkeypatch.setattr(score_module, "__version__", "9.9.9")  # another version
+    calls = counting(monkeypatch)
+    result = cli(*args, "--out", out, "--resume", "--seed", "3")
+    assert calls == names and f"(computed by other embeval code ({__version__} ffffffffffff…, this is 9.9.9" in (
+        result.stderr
+    )
     assert json.loads(out.read_text())["embeval"] == "9.9.9"
 
 
@@ -214,3 +233,35 @@ def test_an_unfinished_runs_partial_is_kept_unless_told(cli, data_dir, tmp_path,
     result = cli("score", path, "--data", data_dir, "--out", out, "--bootstrap", "0", "--restart")
     assert result.exit_code == 0, result.stderr
     assert not progress_file(out).exists() and json.loads(out.read_text())["tasks"].keys() == {"STS15", "STS16"}
+
+
+def test_the_code_fingerprint_covers_every_source_and_data_file(tmp_path, monkeypatch):
+    """A copy of the package has the package's fingerprint; changing a .py, a task declaration or the
+    published baselines changes it, a compiled file or another file does not."""
+    from embeval import _version
+
+    copy = tmp_path / "embeval"
+    shutil.copytree(_version.PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+
+    def fingerprint():
+        _version.code_fingerprint.cache_clear()
+        monkeypatch.setattr(_version, "PACKAGE", copy)
+        try:
+            return _version.code_fingerprint()
+        finally:
+            monkeypatch.undo()
+            _version.code_fingerprint.cache_clear()
+
+    _version.code_fingerprint.cache_clear()
+    original = code_fingerprint()
+    assert fingerprint() == original
+    (copy / "__pycache__").mkdir(exist_ok=True)
+    (copy / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"compiled")
+    (copy / "notes.txt").write_text("not code")
+    assert fingerprint() == original
+    seen = {original}
+    for changed in ("run/resume.py", "tasks/senteval.toml", "reports/baselines.json"):
+        path = copy / changed
+        path.write_bytes(path.read_bytes() + b"\n")
+        seen.add(fingerprint())
+    assert len(seen) == 4

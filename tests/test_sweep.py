@@ -392,14 +392,15 @@ def test_stacked_features_are_each_part_at_its_offset():
 
 def test_files_beyond_the_memory_budget_go_in_further_groups(tmp_path, data_dir, monkeypatch):
     from embeval.run import sweep as sweep_module
+    from embeval.run.execute import Workspace
 
     paths = [str(p) for p in files(tmp_path, data_dir, ["TREC"], count=3)]
     sweep(paths, data_dir, ["TREC"], tmp_path / "one", "cpu", config(), log=quiet)
     ran = []
     monkeypatch.setattr(sweep_module, "memory_budget", lambda device: 2 * sweep_module.unit_bytes(probe[0]))
-    probe = sweep_module.plan_sources(
-        paths[:1], data_dir, ["TREC"], config(), None, tmp_path / "x", sweep_module.Workspace()
-    )[0][0].units
+    probe = sweep_module.plan_sources(paths[:1], data_dir, ["TREC"], config(), None, tmp_path / "x", Workspace())[0][
+        0
+    ].units
     sweep(paths, data_dir, ["TREC"], tmp_path / "two", "cpu", config(), log=quiet, runner=Interrupting("cpu", ran))
     assert [len(group) for group in ran] == [2, 1]
     for p in paths:

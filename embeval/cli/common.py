@@ -10,7 +10,6 @@ import threading
 import click
 
 from embeval.errors import EXIT_BAD_INPUT, EmbevalError, Terminated
-from embeval.run.config import NORMALIZATIONS
 
 
 class _StderrHandler(logging.Handler):
@@ -135,51 +134,3 @@ class OneLineErrorsGroup(click.Group):
         if not standalone_mode:
             return rv
         sys.exit(rv if isinstance(rv, int) else 0)
-
-
-def comparison_options(command):
-    """The options of a fair comparison (README "Fair comparison"), shared by score and quickstart."""
-    options = [
-        click.option(
-            "--classifiers",
-            metavar="logreg,mlp",
-            default=None,
-            help="Classification tasks: run each classifier and report both (the Pitfalls paper's advice): "
-            "logreg (nhid 0) and mlp (the configured nhid, 50 when it is 0), each tuned by the "
-            "task's protocol. SentEval's top-level keys stay logistic regression's.",
-        ),
-        click.option(
-            "--normalize",
-            type=click.Choice(NORMALIZATIONS),
-            default="none",
-            show_default=True,
-            help="Normalize the sentence vectors first (statistics from training sentences only); tune "
-            "picks per task on dev. Cosine STS reports raw and normalized side by side.",
-        ),
-        click.option(
-            "--bootstrap",
-            type=int,
-            default=1000,
-            show_default=True,
-            metavar="N",
-            help="Bootstrap resamples of the 95% confidence intervals of every figure (0: none).",
-        ),
-        click.option(
-            "--baseline-bow-dim",
-            type=int,
-            default=None,
-            metavar="D",
-            help="Also score a hashing bag of words of dimension D (exporters/bow_numpy.py's rule, "
-            "computed by embeval) for context.",
-        ),
-        click.option(
-            "--save-predictions/--no-save-predictions",
-            default=True,
-            show_default=True,
-            help="Write every task's per-test-item predictions to OUT.predictions.npz beside the results "
-            "(what `embeval compare` and --resume read; well under a MB for a dozen tasks).",
-        ),
-    ]
-    for option in reversed(options):
-        command = option(command)
-    return command

@@ -8,7 +8,6 @@ from embeval._version import __version__
 from embeval.cli.common import (
     EXIT_TERMINATED,
     OneLineErrorsGroup,
-    comparison_options,
     data_option,
     fails_cleanly,
     say,
@@ -19,13 +18,12 @@ from embeval.cli.common import (
     tasks_option,
 )
 from embeval.cli.data import data as data_commands
+from embeval.cli.options import comparison_options, config_option, device_option, options
 from embeval.cli.sweep import sweep as sweep_command
 from embeval.cli.tasks import tasks as tasks_command
 from embeval.errors import EmbevalError
-from embeval.reports.compare import FORMATS as COMPARE_FORMATS
-from embeval.reports.tables import FORMATS as REPORT_FORMATS
-from embeval.run.config import DEVICES, PRESETS, PROBING_CLASSIFIERS, SOLVERS
-from embeval.run.quickstart import ENCODERS
+from embeval.reports.cells import COMPARE_FORMATS, TABLE_FORMATS
+from embeval.run.quickstart import DEFAULT_WORKDIR, ENCODERS
 
 ENCODER_NAMES = tuple(ENCODERS)
 
@@ -114,9 +112,14 @@ def vectors_check(file, export_dir, tasks, task_files, strict):
     named in --tasks or with --strict). Exit code 0 when every dataset checked is usable and at least
     one was checked, 2 otherwise.
     """
+    from embeval.formats.h5guard import check_file
+    from embeval.formats.sentences import load_manifest
+
+    load_manifest(export_dir)  # the export and the file are checked before the task registry and numpy load
+    check_file(file)
+    names = task_registry(task_files).parse(tasks) if tasks is not None else None
     from embeval.formats.vectors import check_against_manifest
 
-    names = task_registry(task_files).parse(tasks) if tasks is not None else None
     report = check_against_manifest(file, export_dir, names)
     absent = [name for name, problem in report if problem == "absent"]
     checked = [(name, problem) for name, problem in report if problem != "absent"]
@@ -148,58 +151,16 @@ def vectors_check(file, export_dir, tasks, task_files, strict):
     "far go to PATH.partial, for --resume). Default: FILE's name with .results.json, in the "
     "current folder.",
 )
-@click.option(
-    "--device",
-    type=click.Choice(DEVICES),
-    default="auto",
-    show_default=True,
-    help="Where to train and score: the GPU when there is one (auto), or force one.",
-)
-@click.option(
-    "--config",
-    "preset",
-    type=click.Choice(list(PRESETS)),
-    default="literature",
-    show_default=True,
-    help="literature: kfold 10, logistic regression, adam, batch 64, tenacity 5, epoch_size 4 "
-    "(comparable to papers). prototype: kfold 5, rmsprop, batch 128, tenacity 3, "
-    "epoch_size 2 (about 5x faster).",
-)
-@click.option("--kfold", type=int, default=None, metavar="N", help="Folds for cross-validation (overrides --config).")
-@click.option(
-    "--classifier",
-    metavar="JSON",
-    default=None,
-    help='Classifier settings overriding --config, e.g. \'{"nhid": 50, "dropout": 0.1}\'. Keys: nhid '
-    "(0 = logistic regression), optim ('adam', 'rmsprop', 'sgd,lr=0.1', ...), batch_size, "
-    "tenacity, epoch_size, max_epoch, dropout.",
-)
-@click.option(
-    "--solver",
-    type=click.Choice(SOLVERS),
-    default="senteval",
-    show_default=True,
-    help="senteval: SentEval's PyTorch protocol (Adam or RMSprop, early stopping), trained in "
-    "batches of problems. lbfgs: the exact optimum of scikit-learn's LogisticRegression "
-    "objective for every C of SentEval's grid (deterministic).",
-)
-@click.option(
-    "--probing-classifier",
-    type=click.Choice(PROBING_CLASSIFIERS),
-    default=None,
-    help="Probing tasks: the configured classifier (--classifier, as SentEval's probing code), "
-    "logistic regression, the MLP grid the probing paper reports (nhid 50/100/200 x dropout "
-    "0/0.1/0.2, tuned on dev), or logreg and mlp both. WordContent is always logistic "
-    "regression. Default: as --classifiers, else configured.",
+@options(
+    device_option(),
+    config_option("preset"),
+    config_option("kfold"),
+    config_option("classifier"),
+    config_option("solver"),
+    config_option("probing_classifier"),
 )
 @comparison_options
-@click.option(
-    "--seed",
-    type=int,
-    default=1111,
-    show_default=True,
-    help="Seed of every classifier and fold, and of the bootstrap resamples.",
-)
+@config_option("seed")
 @click.option(
     "--resume",
     is_flag=True,
@@ -269,15 +230,9 @@ def score(
     import shlex
     import sys
 
-    from embeval.formats.results import table
-    from embeval.run.config import build
-    from embeval.run.score import Interrupted
-    from embeval.run.score import score as run
-    from embeval.tasks.files import resolve_data_dir
+    from embeval.formats.h5guard import check_file
+    from embeval.settings import build
 
-    registry = task_registry(task_files)
-    names = registry.parse(tasks) if tasks is not None else None
-    log = (lambda m: None) if quiet else say
     config = build(
         preset,
         kfold=kfold,
@@ -290,6 +245,15 @@ def score(
         bootstrap=bootstrap,
         baseline_bow_dim=baseline_bow_dim,
     )
+    check_file(file)  # a wrong path is answered before the task registry and numpy load
+    registry = task_registry(task_files)
+    names = registry.parse(tasks) if tasks is not None else None
+    from embeval.formats.results import table
+    from embeval.run.score import Interrupted
+    from embeval.run.score import score as run
+    from embeval.tasks.files import resolve_data_dir
+
+    log = (lambda m: None) if quiet else say
     out = out or f"{Path(file).name.rsplit('.', 1)[0]}.results.json"
     root = resolve_data_dir(data)
     try:
@@ -351,7 +315,7 @@ def score(
 @click.option(
     "--workdir",
     metavar="DIR",
-    default="embeval-quickstart",
+    default=DEFAULT_WORKDIR,
     show_default=True,
     help="Folder for the export, the vectors and the results. An existing folder is reused only "
     "if an earlier quickstart made it.",
@@ -376,16 +340,9 @@ def score(
     help="Where to fetch absent data from (as `embeval data fetch --mirror`). Default: "
     "$EMBEVAL_MIRROR, else the upstream hosts.",
 )
-@click.option(
-    "--device", type=click.Choice(DEVICES), default="auto", show_default=True, help="Where to embed (minilm) and score."
-)
-@click.option(
-    "--config",
-    "preset",
-    type=click.Choice(list(PRESETS)),
-    default="literature",
-    show_default=True,
-    help="Classifier configuration of MR and CR (prototype: about 5x faster, not comparable to papers).",
+@device_option(help="Where to embed (minilm) and score.")
+@config_option(
+    "preset", help="Classifier configuration of MR and CR (prototype: about 5x faster, not comparable to papers)."
 )
 @comparison_options
 @fails_cleanly
@@ -413,9 +370,13 @@ def quickstart(
     3. scores the vectors -> WORKDIR/results-ENCODER.json, and prints the table
     A second run reuses the vectors when the export has not changed.
     """
+    from embeval.settings import build
+
+    config = build(
+        preset, classifiers=classifiers, normalize=normalize, bootstrap=bootstrap, baseline_bow_dim=baseline_bow_dim
+    )
     from embeval.formats.results import table
     from embeval.run import quickstart as qs
-    from embeval.run.config import build
     from embeval.tasks.files import resolve_data_dir
     from embeval.tasks.registry import parse_task_list
 
@@ -428,9 +389,7 @@ def quickstart(
         device,
         log=status,
         say=lambda message: click.echo(message, err=True),
-        config=build(
-            preset, classifiers=classifiers, normalize=normalize, bootstrap=bootstrap, baseline_bow_dim=baseline_bow_dim
-        ),
+        config=config,
         save_predictions=save_predictions,
         fetch_missing=data is None,
         mirror=mirror,
@@ -496,7 +455,7 @@ def compare(results, labels, tasks, task_files, resamples, seed, fmt, out, json_
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(REPORT_FORMATS + ("html",)),
+    type=click.Choice(TABLE_FORMATS + ("html",)),
     default="markdown",
     show_default=True,
     help="Output format. html: one self-contained page with the tables, figures with error bars, the "

@@ -5,8 +5,8 @@ import sys
 import click
 
 from embeval.cli.common import data_option, fails_cleanly, say, task_file_option, task_registry, tasks_option
+from embeval.cli.options import config_option, device_option, options
 from embeval.errors import EXIT_BAD_INPUT, EmbevalError
-from embeval.run.config import NORMALIZATIONS
 
 
 def parse_dims(text):
@@ -67,47 +67,20 @@ def parse_dims(text):
     "paths). Needs "
     "pip install 'embeval[ray]'.",
 )
-@click.option(
-    "--device",
-    type=click.Choice(["auto", "cpu", "cuda"]),
-    default="auto",
-    show_default=True,
-    help="Where to train and score.",
+@options(
+    device_option(),
+    config_option("preset"),
+    config_option("kfold"),
+    config_option("classifier"),
+    config_option("solver"),
+    config_option("classifiers"),
+    config_option(
+        "normalize",
+        help="Normalize the sentence vectors first (after truncation, with --dims); tune picks per task on dev.",
+    ),
+    config_option("bootstrap"),
+    config_option("seed"),
 )
-@click.option(
-    "--config",
-    "preset",
-    type=click.Choice(["literature", "prototype"]),
-    default="literature",
-    show_default=True,
-    help="As for `embeval score`.",
-)
-@click.option("--kfold", type=int, default=None, metavar="N", help="Folds for cross-validation (overrides --config).")
-@click.option("--classifier", metavar="JSON", default=None, help="Classifier settings overriding --config.")
-@click.option(
-    "--solver",
-    type=click.Choice(["senteval", "lbfgs"]),
-    default="senteval",
-    show_default=True,
-    help="As for `embeval score`.",
-)
-@click.option("--classifiers", metavar="logreg,mlp", default=None, help="As for `embeval score`.")
-@click.option(
-    "--normalize",
-    type=click.Choice(NORMALIZATIONS),
-    default="none",
-    show_default=True,
-    help="Normalize the sentence vectors first (after truncation, with --dims).",
-)
-@click.option(
-    "--bootstrap",
-    type=int,
-    default=1000,
-    show_default=True,
-    metavar="N",
-    help="Bootstrap resamples of the 95% confidence intervals (0: none).",
-)
-@click.option("--seed", type=int, default=1111, show_default=True, help="Seed of every classifier and fold.")
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
 @fails_cleanly
 def sweep(
@@ -139,13 +112,8 @@ def sweep(
     per file, DIR/sweep.json and prints files x tasks with the best file per task chosen on the dev
     figure; files with a root attribute `step` also get DIR/plots/TASK.png. Globs are expanded.
     """
-    from embeval.run import sweep_report
-    from embeval.run.config import build
-    from embeval.run.sweep import sweep as run
-    from embeval.tasks.files import resolve_data_dir
+    from embeval.settings import build
 
-    registry = task_registry(task_files)
-    names = registry.parse(tasks) if tasks is not None else None
     config = build(
         preset,
         kfold=kfold,
@@ -156,6 +124,12 @@ def sweep(
         normalize=normalize,
         bootstrap=bootstrap,
     )
+    registry = task_registry(task_files)
+    names = registry.parse(tasks) if tasks is not None else None
+    from embeval.run import sweep_report
+    from embeval.run.sweep import sweep as run
+    from embeval.tasks.files import resolve_data_dir
+
     runner = None
     if ray is not None:
         from embeval.run.sweep_ray import RayRunner

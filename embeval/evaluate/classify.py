@@ -7,7 +7,7 @@ accuracies in percent rounded to 2 decimals, the first best regularization wins.
 """
 
 from collections.abc import Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -17,7 +17,7 @@ from sklearn.model_selection import StratifiedKFold
 from embeval.evaluate import normalize
 from embeval.evaluate.context import QUIET
 from embeval.formats import predictions
-from embeval.settings import MLP_NHID
+from embeval.settings import MLP_NHID, ClassifierSettings, RunConfig
 from embeval.tasks.samples import senteval_order
 from embeval.train import batched, lbfgs
 from embeval.train.features import Features
@@ -39,8 +39,10 @@ class Samples:
     features: object
     labels: torch.Tensor
     ranges: dict
-    orders: dict = None  # split -> SentEval's permutation: sample i of the split is file position orders[split][i]
-    a_rows: np.ndarray = None
+    orders: dict | None = (
+        None  # split -> SentEval's permutation: sample i of the split is file position orders[split][i]
+    )
+    a_rows: np.ndarray | None = None
     b_rows: np.ndarray | None = None
 
     def idx(self, split):
@@ -98,7 +100,7 @@ class FitRequest:
     train_sets: list
     valid_sets: list
     regs: list
-    classifier: dict
+    classifier: ClassifierSettings
     seed: int
     device: torch.device
     label: str = "training"
@@ -143,7 +145,7 @@ def fit(
     """
     regs = np.asarray(regs, dtype=np.float64)
     if solver == "senteval":
-        progress.stage(f"{label}, {regs.size} fits at once", total=classifier["max_epoch"], unit="pass")
+        progress.stage(f"{label}, {regs.size} fits at once", total=classifier.max_epoch, unit="pass")
         groups = [batched.Group(t, v) for t, v in zip(train_sets, valid_sets)]
         trained = batched.train(
             samples.features,
@@ -197,16 +199,15 @@ def class_count(ctx):
     return len(ctx.data.classes or ctx.task.params.labels)
 
 
-def task_classifier(task, config, base=None):
+def task_classifier(task, config: RunConfig, base: ClassifierSettings | None = None) -> ClassifierSettings:
     """The classifier a task trains: `base` (the configured one by default) with the task's own
     max_epoch and epoch_size, and nhid 0 where the task allows only logistic regression."""
-    classifier = dict(config["classifier"] if base is None else base)
-    for key in ("max_epoch", "epoch_size"):
-        if getattr(task.params, key) is not None:
-            classifier[key] = getattr(task.params, key)
+    changes = {
+        key: getattr(task.params, key) for key in ("max_epoch", "epoch_size") if getattr(task.params, key) is not None
+    }
     if task.params.logreg_only:
-        classifier["nhid"] = 0
-    return classifier
+        changes["nhid"] = 0
+    return replace(config.classifier if base is None else base, **changes)
 
 
 def inner_kfold_folds(y, k):
@@ -244,7 +245,7 @@ def inner_kfold(ctx, classifier=None, prefix=""):
     fold o's statistics), so the folds still train in one batched call."""
     per_fold = ctx.normalize.startswith("zscore")
     samples = prepare(ctx, None if per_fold else normalize.table(ctx))
-    solver, k, seed = ctx.config["solver"], ctx.config["kfold"], ctx.seed
+    solver, k, seed = ctx.config.solver, ctx.config.kfold, ctx.seed
     classifier = task_classifier(ctx.task, ctx.config, classifier)
     regs = regularization_grid(solver, "inner_kfold", ctx.task)
     y = samples.y("all")
@@ -311,7 +312,7 @@ def inner_kfold(ctx, classifier=None, prefix=""):
 def kfold(ctx, classifier=None, prefix=""):
     """TREC, MRPC: reg chosen by k-fold cross-validation on train, retrained, tested on test."""
     samples = prepare(ctx, normalize.table(ctx))
-    solver, k, seed = ctx.config["solver"], ctx.config["kfold"], ctx.seed
+    solver, k, seed = ctx.config.solver, ctx.config.kfold, ctx.seed
     classifier = task_classifier(ctx.task, ctx.config, classifier)
     regs = regularization_grid(solver, "kfold", ctx.task)
     train_idx, y = samples.idx("train"), samples.y("train")
@@ -366,7 +367,7 @@ def split(ctx, classifier=None, prefix=""):
     same data), so the model trained during selection is the one tested.
     """
     samples = prepare(ctx, normalize.table(ctx))
-    solver, seed = ctx.config["solver"], ctx.seed
+    solver, seed = ctx.config.solver, ctx.seed
     classifier = task_classifier(ctx.task, ctx.config, classifier)
     regs = regularization_grid(solver, "split", ctx.task)
     nclasses = class_count(ctx)
@@ -397,12 +398,12 @@ def split(ctx, classifier=None, prefix=""):
     }
 
 
-def classifier_named(config, name):
+def classifier_named(config: RunConfig, name: str) -> ClassifierSettings:
     """The classifier settings of --classifiers' `logreg` or `mlp` (the configured one otherwise)."""
-    base = dict(config["classifier"])
+    base = config.classifier
     if name == "logreg":
-        return dict(base, nhid=0)
-    return dict(base, nhid=base["nhid"] or MLP_NHID)
+        return replace(base, nhid=0)
+    return replace(base, nhid=base.nhid or MLP_NHID)
 
 
 def with_classifiers(protocol):
@@ -411,7 +412,7 @@ def with_classifiers(protocol):
     logistic regression's (SentEval's transfer protocol), named by `classifier`."""
 
     def evaluate(ctx):
-        names = ctx.config.get("classifiers")
+        names = ctx.config.classifiers
         if not names:
             return (yield from protocol(ctx))
         ran = {}

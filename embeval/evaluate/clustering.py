@@ -155,7 +155,7 @@ def cluster_documents(
         raise EmbevalError("no document to cluster (the split is too small for the fraction embedded)", task=task)
     gold = level_codes(labels)
     depth = len(gold) if max_depth is None else min(max_depth, len(gold))
-    scores = {"v_measure": {}, "ami": {}}
+    scores: dict[str, dict[str, list[float]]] = {"v_measure": {}, "ami": {}}
     golds, counts, predictions = [], [], []
     for level in range(depth):
         members = np.flatnonzero(gold[level] >= 0)
@@ -182,7 +182,7 @@ def cluster_documents(
             golds.append(gold[level])
             counts.append(count)
             predictions.append(pred)
-    figures = {}
+    figures: dict[str, object] = {}
     for name, by_level in scores.items():
         flat = [value for values in by_level.values() for value in values]
         figures[name] = float(np.mean(flat))

@@ -1,12 +1,16 @@
 """What every evaluator receives: the task, its data, the sentence table and the run settings."""
 
+from __future__ import annotations
+
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import torch
-
+from embeval.settings import RunConfig
 from embeval.tasks.spec import TaskSpec
+
+if TYPE_CHECKING:  # the annotations only: the run's progress lines import this module without torch
+    import numpy as np
+    import torch
 
 
 class Progress:
@@ -44,11 +48,11 @@ class Context:
     table: torch.Tensor | None
     rows: dict[str, tuple[np.ndarray, np.ndarray | None]]
     device: torch.device
-    config: dict = field(default_factory=dict)
+    config: RunConfig = field(default_factory=RunConfig)
     seed: int = 1111
     progress: Progress = QUIET
     normalize: str = "none"
-    reference: Optional["Context"] = None
+    reference: Context | None = None
     predictions: dict = field(default_factory=dict)
     sources: dict = field(default_factory=dict)
 

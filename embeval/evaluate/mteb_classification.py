@@ -27,6 +27,7 @@ averaged over experiments as reported (`STATISTICS`).
 """
 
 from collections import defaultdict
+from typing import Any, Protocol
 
 import numpy as np
 from scipy import sparse
@@ -51,7 +52,8 @@ def undersample(labels, order, samples_per_label: int, seed: int = SEED):
     shuffled by RandomState(seed), then up to samples_per_label rows of each label in that order."""
     order = list(order)
     np.random.RandomState(seed).shuffle(order)
-    taken, chosen = defaultdict(int), []
+    taken: defaultdict[object, int] = defaultdict(int)
+    chosen: list[int] = []
     for row in order:
         if taken[labels[row]] < samples_per_label:
             chosen.append(row)
@@ -104,8 +106,14 @@ def average(per_experiment) -> dict:
     return out
 
 
+class Rows(Protocol):
+    """Anything that gives the vectors of some rows: an array, or a view mapping samples to a table's rows."""
+
+    def __getitem__(self, rows: Any) -> np.ndarray: ...
+
+
 def classify(
-    train_vectors: np.ndarray,
+    train_vectors: Rows,
     train_labels,
     test_vectors: np.ndarray,
     test_labels,

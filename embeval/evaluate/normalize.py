@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from embeval.errors import EmbevalError
+from embeval.settings import NORMALIZATION_METHODS
 from embeval.train.features import (
     combine,
     dense_budget,
@@ -30,7 +31,7 @@ from embeval.train.features import (
     shaped_buffer,
 )
 
-METHODS = ("none", "l2", "zscore", "zscore+l2")
+METHODS = NORMALIZATION_METHODS
 
 
 def needs_statistics(method):

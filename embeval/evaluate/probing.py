@@ -9,6 +9,8 @@ on dev (the SentEval solver; every grid point of one nhid is trained in one batc
 WordContent is always logistic regression (nhid 0), as in SentEval.
 """
 
+from dataclasses import replace
+
 import numpy as np
 
 from embeval.evaluate import classify, normalize
@@ -31,7 +33,7 @@ def _mlp(ctx):
     train, dev, test = samples.idx("train"), samples.idx("dev"), samples.idx("test")
     candidates = []
     for nhid in MLP_GRID["nhid"]:
-        classifier = dict(ctx.config["classifier"], nhid=nhid)
+        classifier = replace(ctx.config.classifier, nhid=nhid)
         trained = batched.train(
             samples.features,
             samples.labels,
@@ -64,14 +66,14 @@ def _configured(ctx):
     """The split protocol with the configured classifier, and the settings it trained with."""
     result = yield from classify.split(ctx)
     used = classify.task_classifier(ctx.task, ctx.config)
-    result.update(classifier="configured", nhid=used["nhid"], dropout=used["dropout"], optim=used["optim"])
+    result.update(classifier="configured", nhid=used.nhid, dropout=used.dropout, optim=used.optim)
     return result
 
 
 def evaluate_probing(ctx):
     """SentEval's keys for the headline classifier (the MLP grid when it ran), and each classifier's
     results; with the configured classifier, its results and the nhid, dropout and optim it used."""
-    choice = ctx.config.get("probing_classifier", "configured")
+    choice = ctx.config.probing_classifier
     if choice == "configured":
         return (yield from _configured(ctx))
     ran = {}

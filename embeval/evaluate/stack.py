@@ -17,8 +17,6 @@ Classifiers with dropout draw their masks from one stream for all groups, so the
 by source, as are calls whose settings differ.
 """
 
-import json
-
 import numpy as np
 import torch
 
@@ -68,7 +66,7 @@ def stack_features(parts):
 
 def _stackable(request):
     classifier = request.classifier
-    return request.solver == "lbfgs" or not (classifier["nhid"] and np.any(classifier["dropout"]))
+    return request.solver == "lbfgs" or not (classifier.nhid and classifier.dropout)
 
 
 def _key(request):
@@ -78,7 +76,7 @@ def _key(request):
         request.solver,
         request.nclasses,
         regs.shape[1:],
-        json.dumps(request.classifier, sort_keys=True),
+        request.classifier,
         request.seed,
         str(request.device),
         request.samples.features.dim,

@@ -7,6 +7,9 @@ read (the same code: VectorsFile.dataset and .inspect); when the child dies on a
 not finish in time, the file is refused with a one-line error. Python-level errors are left to
 the scorer, which meets them again and reports them itself. On Linux the child is forked
 (milliseconds); elsewhere it is a fresh interpreter.
+
+Before any of that, `check_file` refuses what cannot be an HDF5 file at all without loading HDF5 (or
+numpy): so a wrong path is answered at once.
 """
 
 import os
@@ -21,6 +24,34 @@ from embeval.errors import VectorsError
 
 SECONDS = 120
 MEMORY_MARGIN = 4 << 30
+
+
+# An HDF5 file starts with this signature at offset 0, 512, 1024, 2048, ... (after a user block).
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
+def check_file(path):
+    """Refuse, without loading HDF5, what cannot be a vectors file: a missing path, a folder, an empty
+    or unreadable file, a file without HDF5's signature. Returns the path."""
+    path = Path(path)
+    if not path.exists():
+        raise VectorsError("vectors file not found", file=path)
+    if not path.is_file():
+        raise VectorsError("not a file", file=path)
+    size = path.stat().st_size
+    if size == 0:
+        raise VectorsError("empty file, not an HDF5 vectors file", file=path)
+    try:
+        with open(path, "rb") as stream:
+            offset = 0
+            while offset + len(HDF5_SIGNATURE) <= size:
+                stream.seek(offset)
+                if stream.read(len(HDF5_SIGNATURE)) == HDF5_SIGNATURE:
+                    return path
+                offset = 512 if offset == 0 else 2 * offset
+    except OSError as err:
+        raise VectorsError(f"cannot read: {err.strerror}", file=path)
+    raise VectorsError("not an HDF5 file", file=path)
 
 
 def check(path, names, inspect, seconds=None):

@@ -13,14 +13,22 @@ line), so every list is exported losslessly. The fingerprint of a list is the sh
 bytes.
 """
 
+from __future__ import annotations
+
 import hashlib
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from embeval._version import __version__
 from embeval.errors import DATA_HINT, DataFileError, EmbevalError
 from embeval.formats import atomic
+
+if TYPE_CHECKING:
+    from embeval.tasks.registry import Registry
+    from embeval.tasks.spec import TaskSpec
 
 FORMAT = "embeval-sentences"
 FORMAT_VERSION = 1
@@ -236,7 +244,14 @@ def read_export_file(export_dir, entry):
     return sentences
 
 
-def export_sentences(data_dir, out_dir, tasks=None, union=False, log=None, registry=None):
+def export_sentences(
+    data_dir: str | Path,
+    out_dir: str | Path,
+    tasks: Sequence[str | TaskSpec] | None = None,
+    union: bool = False,
+    log: Callable[[str], None] | None = None,
+    registry: Registry | None = None,
+) -> tuple[dict[str, Any], list[str]]:
     """Export the sentences of `tasks` (names or TaskSpecs; None: every task of the registry whose
     data is there) to out_dir.
 

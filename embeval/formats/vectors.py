@@ -10,13 +10,15 @@ import hashlib
 import logging
 import os
 import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
-import h5py
 import numpy as np
 
 from embeval.errors import EmbevalError, VectorsError
 from embeval.formats import atomic, h5guard
+from embeval.formats.h5guard import check_file
 from embeval.formats.sentences import (
     TEXT,
     UNION,
@@ -50,6 +52,8 @@ def _attr_text(value):
 
 def describe_dtype(dtype):
     """A dtype in the words of the error messages: float32, int64, strings, compound (a, b), ..."""
+    import h5py
+
     if h5py.check_string_dtype(dtype) is not None or dtype.kind in "SU":
         return "strings"
     if dtype.names:
@@ -83,16 +87,10 @@ class VectorsFile:
     """
 
     def __init__(self, path, names=None, guard=True):
-        self.path = Path(path)
+        import h5py
+
+        self.path = check_file(path)
         self.wanted = list(names) if names is not None else list(TASKS) + [UNION]
-        if not self.path.exists():
-            raise VectorsError("vectors file not found", file=self.path)
-        if not self.path.is_file():
-            raise VectorsError("not a file", file=self.path)
-        if self.path.stat().st_size == 0:
-            raise VectorsError("empty file, not an HDF5 vectors file", file=self.path)
-        if not h5py.is_hdf5(self.path):
-            raise VectorsError("not an HDF5 file", file=self.path)
         if guard:
             h5guard.check(self.path, self.wanted, inspect_metadata)
         try:
@@ -124,6 +122,8 @@ class VectorsFile:
 
     def root_groups(self):
         """Names of the groups at the root (hard links only; links are not followed)."""
+        import h5py
+
         found = []
         for name in self.names():
             try:
@@ -140,6 +140,8 @@ class VectorsFile:
         """Paths of datasets named like a wanted task (a declared one too) or the union inside groups,
         where embeval does not look (it reads /TASK at the root): for an error that says where they
         are. Links are not followed; at most `limit` entries are visited."""
+        import h5py
+
         found, stack, visited = [], [(self.h5, "")], 0
         names = set(self.wanted) | {UNION}
         while stack and visited < limit:
@@ -202,6 +204,8 @@ class VectorsFile:
 
     def _resolve(self, name, task):
         """The object at /name, following soft links inside the file; links out of it are refused."""
+        import h5py
+
         parts, group, hops, i = [p for p in name.split("/") if p], self.h5, 0, 0
         obj = group
         while i < len(parts):
@@ -237,6 +241,8 @@ class VectorsFile:
 
     def dataset(self, name, task):
         """The dataset at /name after structural checks: in this file, 2-D, float, built-in filters."""
+        import h5py
+
         try:
             ds = self._resolve(name, task)
             if not isinstance(ds, h5py.Dataset):
@@ -579,16 +585,16 @@ def _role_encoder(encode, prompts, role):
 
 
 def write(
-    path,
-    export_dir,
-    encode,
-    batch_size=256,
-    dtype="float32",
-    compression=None,
-    overwrite=False,
-    progress=True,
-    prompts=None,
-):
+    path: str | Path,
+    export_dir: str | Path,
+    encode: Callable[[list[str]], Any] | Mapping[str, Callable[[list[str]], Any]],
+    batch_size: int = 256,
+    dtype: str = "float32",
+    compression: str | None = None,
+    overwrite: bool = False,
+    progress: bool = True,
+    prompts: Mapping[str, str] | None = None,
+) -> Path:
     """Embed an export folder and write the vectors file.
 
     encode: a function list[str] -> array (n, dim), or {role: function} for exports whose tasks have
@@ -599,6 +605,7 @@ def write(
     never leaves a half-written vectors file behind. compression: None (contiguous,
     memory-mappable) or "gzip" (chunked).
     """
+    import h5py
     from tqdm import tqdm
 
     path = Path(path)

@@ -94,7 +94,8 @@ def read_pairs(spec: TaskSpec, path: Path) -> Any:
 
     names = dict(spec.column_names)
     tokenize = join_tokens if spec.tokenization == "whitespace" else (lambda text: text)
-    first, second = [], []
+    first: list[str] = []
+    second: list[str] = []
     for line, row in tabular.read_rows(path, spec.format, ("sentence1", "sentence2"), names, spec.name):
         for column, out in (("sentence1", first), ("sentence2", second)):
             out.append(tokenize(tabular.text_field(row[column], names.get(column, column), path, spec.name, line)))

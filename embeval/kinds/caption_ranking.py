@@ -70,7 +70,7 @@ class CaptionRanking(Kind):
         return "devacc"
 
     def lines(self, spec: TaskSpec, results: Mapping[str, Any], ci: Mapping[str, Any] | None) -> list[Line]:
-        lines = []
+        lines: list[Line] = []
         acc = results.get("acc")
         if not isinstance(acc, Mapping):
             return lines

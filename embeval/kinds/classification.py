@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from embeval.kinds.mteb_shared import figures_of, fractions_line, headline_column, lazy_statistic
 from embeval.kinds.mteb_shared import score_fields as mteb_fields
@@ -103,7 +103,7 @@ def accuracy_lines(results: Mapping[str, Any], ci: Mapping[str, Any] | None) -> 
 class SentEvalClassifierKind(Kind):
     """What the kinds scored by SentEval's classifier share: protocols, figures, evaluation, lines."""
 
-    protocols = ("split", "kfold", "nested-kfold")
+    protocols: ClassVar[tuple[str, ...]] = ("split", "kfold", "nested-kfold")
     stacks = True
 
     def file_keys(self, protocol: str | None) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
@@ -158,8 +158,8 @@ class SentEvalClassifierKind(Kind):
         from embeval.train.features import feature_dim
 
         copies = 1
-        if spec.protocol == "nested-kfold" and config.get("normalize", "none").startswith("zscore"):
-            copies = config.get("kfold", 1)
+        if spec.protocol == "nested-kfold" and config.normalize.startswith("zscore"):
+            copies = config.kfold
         return 4 * count * (dim + 2 * copies * feature_dim(dim, spec.params.features))
 
 

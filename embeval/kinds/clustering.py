@@ -104,11 +104,16 @@ class Documents:
         return self.texts
 
 
-def _int(decl: Declaration, key: str, default: int | None, least: int) -> int | None:
-    value = decl.take(key, (int,), default)
+def _optional_int(decl: Declaration, key: str, least: int) -> int | None:
+    value = decl.take(key, (int,), None)
     if value is not None and value < least:
         raise decl.error(f"must be an integer >= {least}, got {value}", key)
     return value
+
+
+def _int(decl: Declaration, key: str, default: int, least: int) -> int:
+    value = _optional_int(decl, key, least)
+    return default if value is None else value
 
 
 def read_bootstrap_keys(decl: Declaration) -> BootstrapParams:
@@ -118,7 +123,7 @@ def read_bootstrap_keys(decl: Declaration) -> BootstrapParams:
     max_fraction = decl.take("max_fraction", (float,), 0.04)
     if not 0 < max_fraction <= 1:
         raise decl.error(f"must be a fraction in (0, 1], got {max_fraction}", "max_fraction")
-    max_documents = _int(decl, "max_documents", None, 1)
+    max_documents = _optional_int(decl, "max_documents", 1)
     embed_all = decl.take("embed_all", (bool,), False)
     if max_documents is not None or embed_all:
         max_fraction = None
@@ -128,7 +133,7 @@ def read_bootstrap_keys(decl: Declaration) -> BootstrapParams:
         documents_per_experiment=_int(decl, "documents_per_experiment", 16_384, 1),
         n_experiments=_int(decl, "n_experiments", 10, 1),
         batch_size=_int(decl, "batch_size", 512, 1),
-        max_depth=_int(decl, "max_depth", None, 1),
+        max_depth=_optional_int(decl, "max_depth", 1),
         seed=_int(decl, "seed", 42, 0),
         levels=decl.strings("levels", None),
     )

@@ -104,7 +104,9 @@ class Sts(Kind):
         if not isinstance(spearman, (int, float)) or not isinstance(pearson, (int, float)):
             return None
         counts = [v.get("nsamples") for k, v in results.items() if isinstance(v, Mapping) and "nsamples" in v]
-        pairs = sum(counts) if counts and all(isinstance(c, int) for c in counts) else None
+        pairs = (
+            sum(c for c in counts if isinstance(c, int)) if counts and all(isinstance(c, int) for c in counts) else None
+        )
         return {"cosine_spearman": spearman, "cosine_pearson": pearson, "main_score": spearman, "pairs": pairs}
 
 

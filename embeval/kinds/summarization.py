@@ -147,31 +147,37 @@ def read_summaries(spec: TaskSpec, path: Path) -> Summaries:
 
     names = dict(spec.column_names)
     tokenize = join_tokens if spec.tokenization == "whitespace" else (lambda text: text)
-    human, machine, human_text, machine_text, relevance = [], [], [], [], []
+    human: list[str] = []
+    machine: list[str] = []
+    relevance: list[float] = []
+    human_text: list[int] = []
+    machine_text: list[int] = []
     columns = ("human_summaries", "machine_summaries", "relevance")
     rows = tabular.read_rows(path, spec.format, columns, names, spec.name)
     for index, (line, row) in enumerate(rows):
-        parsed = {}
         for column in columns:
-            value, name = row[column], names.get(column, column)
-            if not isinstance(value, list) or not value:
-                raise DataFileError(f"{name} must be a non-empty list", file=path, task=spec.name, line=line)
-            if column == "relevance":
-                parsed[column] = [tabular.number_field(v, name, path, spec.name, line) for v in value]
-            else:
-                parsed[column] = [tokenize(tabular.text_field(v, name, path, spec.name, line)) for v in value]
-        if len(parsed["relevance"]) != len(parsed["machine_summaries"]):
+            if not isinstance(row[column], list) or not row[column]:
+                raise DataFileError(
+                    f"{names.get(column, column)} must be a non-empty list", file=path, task=spec.name, line=line
+                )
+        line_human, line_machine = (
+            [tokenize(tabular.text_field(v, names.get(c, c), path, spec.name, line)) for v in row[c]]
+            for c in ("human_summaries", "machine_summaries")
+        )
+        grade_name = names.get("relevance", "relevance")
+        grades = [tabular.number_field(v, grade_name, path, spec.name, line) for v in row["relevance"]]
+        if len(grades) != len(line_machine):
             raise DataFileError(
-                f"{len(parsed['relevance'])} relevance grades for {len(parsed['machine_summaries'])} machine summaries",
+                f"{len(grades)} relevance grades for {len(line_machine)} machine summaries",
                 file=path,
                 task=spec.name,
                 line=line,
             )
-        human += parsed["human_summaries"]
-        machine += parsed["machine_summaries"]
-        relevance += parsed["relevance"]
-        human_text += [index] * len(parsed["human_summaries"])
-        machine_text += [index] * len(parsed["machine_summaries"])
+        human += line_human
+        machine += line_machine
+        relevance += grades
+        human_text += [index] * len(line_human)
+        machine_text += [index] * len(line_machine)
     return Summaries(
         human,
         machine,

@@ -2,6 +2,9 @@
 
 from dataclasses import dataclass, field
 
+TABLE_FORMATS = ("markdown", "latex", "csv")  # embeval report's text formats
+COMPARE_FORMATS = ("text",) + TABLE_FORMATS  # embeval compare's
+
 
 @dataclass
 class Cell:

@@ -10,17 +10,19 @@ same task data (sha256), same item count, same gold values.
 """
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from embeval import stats
 from embeval.errors import EmbevalError
 from embeval.formats import predictions
-from embeval.reports.tables import FORMATS as TABLE_FORMATS
-from embeval.reports.tables import Cell, Table, default_labels, load, render, task_specs
+from embeval.reports.cells import COMPARE_FORMATS
+from embeval.reports.tables import Cell, Table, default_labels, load, recorded_config, render, task_specs
 from embeval.tasks.figures import variants
-from embeval.tasks.registry import statistic
+from embeval.tasks.registry import Registry, statistic
 
 logger = logging.getLogger("embeval")
 
@@ -85,7 +87,16 @@ def _figure_paths(spec, results_a, results_b):
     return out
 
 
-def compare(paths, labels=None, tasks=None, resamples=None, seed=None, level=stats.LEVEL, alpha=ALPHA, registry=None):
+def compare(
+    paths: Sequence[str | Path],
+    labels: Sequence[str] | None = None,
+    tasks: Sequence[str] | None = None,
+    resamples: int | None = None,
+    seed: int | None = None,
+    level: float = stats.LEVEL,
+    alpha: float = ALPHA,
+    registry: Registry | None = None,
+) -> dict[str, Any]:
     """The comparison as a dict: encoders, and one row per (other encoder, task, figure)."""
     if len(paths) < 2:
         raise EmbevalError("give at least two results files to compare", file="compare")
@@ -95,16 +106,17 @@ def compare(paths, labels=None, tasks=None, resamples=None, seed=None, level=sta
         )
     loaded = [load_run(p) for p in paths]
     reference, ref_runs = loaded[0]
-    seed = reference.get("config", {}).get("seed", 1111) if seed is None else seed
+    configured = recorded_config(reference)
+    seed = configured.seed if seed is None else seed
     wanted_resamples = resamples
-    resamples = resamples or reference.get("config", {}).get("bootstrap") or stats.RESAMPLES
+    resamples = resamples or configured.bootstrap or stats.RESAMPLES
     names = labels or default_labels([r for r, _ in loaded], paths)
     encoders = [
         {"label": n, "file": str(p), "dim": r.get("vectors", {}).get("dim")}
         for n, (r, _), p in zip(names, loaded, paths)
     ]
     specs, not_compared = [], []
-    without_value = {}  # (task, B, whose) -> labels of the figures undefined for that run or both
+    without_value: dict[tuple, list] = {}  # (task, B, whose) -> labels of the figures undefined for that run or both
     known, unknown = task_specs([r for r, _ in loaded], paths, registry)
     for line in unknown:
         logger.warning(line)
@@ -291,7 +303,7 @@ def _cell_text(c):
     return out
 
 
-FORMATS = ("text",) + TABLE_FORMATS
+FORMATS = COMPARE_FORMATS
 
 
 def formatted(result, fmt):

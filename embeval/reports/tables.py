@@ -16,21 +16,23 @@ import json
 import logging
 import math
 import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from embeval.errors import EmbevalError
 from embeval.formats import atomic
 from embeval.formats.results import FORMAT, FORMAT_VERSION, UNDEFINED, UNDEFINED_NOTE
-from embeval.reports.cells import Cell, Table
-from embeval.settings import MLP_NHID
+from embeval.reports.cells import TABLE_FORMATS, Cell, Table
+from embeval.settings import MLP_NHID, RunConfig
 from embeval.tasks.figures import CLASSIFIER_SETS, lookup
 from embeval.tasks.groups import CLASSIFIER_WORDS, GROUPS, group
-from embeval.tasks.registry import builtin, recorded_spec
+from embeval.tasks.registry import Registry, builtin, recorded_spec
 
 logger = logging.getLogger("embeval")
 
-FORMATS = ("markdown", "latex", "csv")
+FORMATS = TABLE_FORMATS
 
 
 @dataclass
@@ -63,7 +65,15 @@ def load(path):
             file=path,
         )
     check_structure(record, path)
+    recorded_config(record, path)
     return record
+
+
+def recorded_config(record: Mapping[str, Any], path: str | Path | None = None) -> RunConfig:
+    """The configuration a results record was scored with (its `config` object: absent keys at their
+    defaults, keys of another embeval version ignored); a value no configuration can have is a
+    one-line error naming the file."""
+    return RunConfig.from_record(record.get("config") or {}, source=path, partial=True)
 
 
 GEOMETRY_NUMBERS = (
@@ -309,31 +319,31 @@ def _settings(records, ci=True):
             f"The results files were scored with different settings ({', '.join(differ)}; see each file's "
             "config): their rows are not directly comparable."
         )
-    config = records[0].get("config", {})
-    classifier = config.get("classifier", {})
+    config = recorded_config(records[0])
+    classifier = config.classifier
     text = (
-        f"Configuration {config.get('preset', '?')} (kfold {config.get('kfold')}, {config.get('solver')} solver, "
-        f"optim {classifier.get('optim')}, batch {classifier.get('batch_size')}, tenacity "
-        f"{classifier.get('tenacity')}, epoch_size {classifier.get('epoch_size')}), seed {config.get('seed')}"
+        f"Configuration {config.preset} (kfold {config.kfold}, {config.solver} solver, "
+        f"optim {classifier.optim}, batch {classifier.batch_size}, tenacity "
+        f"{classifier.tenacity}, epoch_size {classifier.epoch_size}), seed {config.seed}"
     )
-    text += f"; normalization {config.get('normalize', 'none')}"
-    if config.get("bootstrap") and ci:
+    text += f"; normalization {config.normalize}"
+    if config.bootstrap and ci:
         text += (
             f"; [low, high]: 95% percentile bootstrap interval over the test items "
-            f"({config['bootstrap']} resamples, seed {config.get('seed')}; test-set sampling only, "
+            f"({config.bootstrap} resamples, seed {config.seed}; test-set sampling only, "
             "not classifier training randomness)"
         )
     return text + "."
 
 
 def _mlp_nhid(rows):
-    nhids = sorted({(enc.record.get("config", {}).get("classifier", {}).get("nhid") or MLP_NHID) for enc in rows})
+    nhids = sorted({recorded_config(enc.record).classifier.nhid or MLP_NHID for enc in rows})
     return "/".join(map(str, nhids))
 
 
 def _configured_classifier(rows):
     """The classifier of the top-level figures: logistic regression unless the configuration has hidden units."""
-    nhids = {(enc.record.get("config", {}).get("classifier") or {}).get("nhid") or 0 for enc in rows}
+    nhids = {recorded_config(enc.record).classifier.nhid for enc in rows}
     return "logreg" if nhids == {0} else ("mlp" if 0 not in nhids else "mixed")
 
 
@@ -503,7 +513,15 @@ def task_specs(records, paths, registry=None):
     return ordered, list(dict.fromkeys(unknown))
 
 
-def build(paths, labels=None, baselines=True, ci=True, published=None, warn=None, registry=None):
+def build(
+    paths: Sequence[str | Path],
+    labels: Sequence[str] | None = None,
+    baselines: bool = True,
+    ci: bool = True,
+    published: Sequence[Any] | None = None,
+    warn: Callable[[str], None] | None = None,
+    registry: Registry | None = None,
+) -> tuple[list[Table], list[Encoder]]:
     """Every table of the report, in order, and the encoders (rows); ci: the captions explain the intervals;
     published: names of published baselines (embeval.reports.baselines) to add as rows; warn(line): told
     each task of the files this version cannot show (default: the embeval logger)."""
@@ -655,7 +673,8 @@ def csv_text(tables, ci=True, figures=None):
 RENDERERS = {"markdown": markdown, "latex": latex, "csv": csv_text}
 
 
-def render(tables, fmt, ci=True, figures=None):
+def render(tables: Sequence[Table], fmt: str, ci: bool = True, figures: Mapping[str, Any] | None = None) -> str:
+    """The tables as text in `fmt` (markdown, latex, csv); figures: the --plots figures a markdown report links."""
     return RENDERERS[fmt](tables, ci, figures)
 
 

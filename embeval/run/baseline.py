@@ -9,8 +9,6 @@ import importlib.util
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from embeval.errors import EmbevalError
 
 NAME = "hashing bag of words"
@@ -47,6 +45,8 @@ def _bow_module():
 
 def encode(sentences, dim, batch=65536):
     """float32 (len(sentences), dim): the hashing bag of words of every sentence."""
+    import numpy as np
+
     encoder = _bow_module().HashingBagOfWords(dim)
     if not sentences:
         return np.zeros((0, dim), dtype=np.float32)

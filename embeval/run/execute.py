@@ -188,9 +188,9 @@ def make_context(unit, located, workspace, device, progress=QUIET, reference=Non
         rows=kind.rows(spec, located.data, row_of),
         device=device,
         config=config,
-        seed=config["seed"],
+        seed=config.seed,
         progress=progress,
-        normalize=config.get("normalize", "none") if kind.normalizes(spec) else "none",
+        normalize=config.normalize if kind.normalizes(spec) else "none",
         reference=reference,
         sources=sources,
     )
@@ -262,12 +262,12 @@ def execute_steps(unit, device="cpu", workspace=None, progress=QUIET):
         entry = {"kind": ctx.task.kind, "results": results}
         if ctx.normalize != "none":
             entry["normalize"] = _normalize_record(ctx, results, tuned)
-            if config["normalize"] == "tune":
+            if config.normalize == "tune":
                 entry["normalize"]["requested"] = "tune"
-        if config.get("bootstrap"):
-            entry["ci"] = predictions.intervals(unit.task, sets, config["seed"], config["bootstrap"])
+        if config.bootstrap:
+            entry["ci"] = predictions.intervals(unit.task, sets, config.seed, config.bootstrap)
         if ctx.task.geometry and ctx.table is not None:
-            entry["geometry"] = geometry.diagnostics(ctx.table, ctx.data, ctx.rows, config["seed"])
+            entry["geometry"] = geometry.diagnostics(ctx.table, ctx.data, ctx.rows, config.seed)
         vectors = dict(unit.vectors)
         if unit.source.bow_dim is not None:
             vectors = {

@@ -22,6 +22,7 @@ from embeval.evaluate import normalize
 from embeval.formats.sentences import UNION, dataset_name, fingerprint, union_sentences
 from embeval.formats.vectors import VectorsFile, union_rows, warn_unverified
 from embeval.run import baseline
+from embeval.settings import RunConfig, as_config
 from embeval.tasks.files import file_digest
 from embeval.tasks.kind import TEXT
 from embeval.tasks.registry import Registry, builtin
@@ -60,7 +61,7 @@ class Unit:
     spec: TaskSpec
     source: Source
     data_dir: str
-    config: dict = field(hash=False)
+    config: RunConfig = field(hash=False)
     vectors: dict = field(hash=False)
     data_sha256: str = ""
     reference: "Unit | None" = None
@@ -237,7 +238,7 @@ def wanted_datasets(specs, config, registry):
     """The datasets a run may read: the requested tasks', a union, and the tasks lending statistics."""
     lenders = (
         [registry[s.reference] for s in specs if s.reference and s.reference in registry]
-        if normalize.needs_statistics(config.get("normalize", "none"))
+        if normalize.needs_statistics(config.normalize)
         else []
     )
     names = []
@@ -407,7 +408,7 @@ def plan(vectors, data_dir, tasks=None, config=None, strict=False, check_memory=
     check_memory(count, dim, task): an extra memory check of each table (the device's), or None.
     cache: a TaskDataCache of data_dir to reuse (a sweep plans many files on the same data).
     registry: the tasks known to this run (default: the built-ins)."""
-    config = config or {}
+    config = as_config(config)
     registry = registry if registry is not None else builtin()
     root = Path(data_dir)
     explicit = tasks is not None
@@ -422,7 +423,7 @@ def plan(vectors, data_dir, tasks=None, config=None, strict=False, check_memory=
         warn_unmatched(vf, registry)
         model = vf.root_text("model")
         located = {spec.name: Located(spec, vf, union, cache) for spec in todo}
-        method = config.get("normalize", "none")
+        method = config.normalize
         if normalize.needs_statistics(method):
             borrowers = {}
             for spec in todo:
@@ -431,7 +432,7 @@ def plan(vectors, data_dir, tasks=None, config=None, strict=False, check_memory=
             for lender, names in borrowers.items():
                 if lender not in located:
                     located[lender] = _locate_lender(registry[lender], vf, union, cache, names, method)
-        bow_dim = config.get("baseline_bow_dim")
+        bow_dim = config.baseline_bow_dim
         for loc in located.values():
             for role in loc.roles:
                 vf.check_memory(*loc.shape(role), loc.name)
@@ -514,7 +515,7 @@ def _unit(spec, source, located, described, root, config):
             "dtype": "float32",
         }
     reference = None
-    if spec.reference and spec.reference in located and normalize.needs_statistics(config.get("normalize", "none")):
+    if spec.reference and spec.reference in located and normalize.needs_statistics(config.normalize):
         reference = _unit(located[spec.reference].spec, source, located, described, root, config)
     return Unit(
         spec=spec,

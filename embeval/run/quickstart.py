@@ -14,16 +14,9 @@ from pathlib import Path
 
 from embeval.errors import DATA_HINT, UNREACHABLE_HINT, DataFileError, EmbevalError
 from embeval.formats import sentences as export
-from embeval.formats.vectors import check_against_manifest
 from embeval.run.baseline import exporters_dir
 from embeval.run.progress import EVERY_S, TaskProgress
-from embeval.tasks.registry import TASKS
 
-# Cosine STS12-16 (the tasks marked quickstart in the registry): about 20,000 distinct sentences,
-# which all-MiniLM-L6-v2 embeds in about four minutes on two CPU cores. STSBenchmark would add a
-# fifth of that; a classification task (10-fold cross-validation over a grid of weight decays) 10
-# minutes or more each. `--tasks` adds them.
-QUICKSTART_TASKS = tuple(name for name, task in TASKS.items() if task.quickstart)
 DEFAULT_WORKDIR = "embeval-quickstart"
 MARKER = ".embeval-quickstart"
 PROGRESS_EVERY_S = EVERY_S  # off a terminal, a line while the exporter runs, as scoring's progress
@@ -31,6 +24,19 @@ ENCODERS = {
     "minilm": ("sentence_transformers_export.py", "all-MiniLM-L6-v2 (sentence-transformers, PyTorch)"),
     "bow": ("bow_numpy.py", "the hashing bag of words (numpy, 1024-d)"),
 }
+
+
+def __getattr__(name):
+    """QUICKSTART_TASKS, read from the task registry on first use (the command's --help never loads it):
+    cosine STS12-16 (the tasks marked quickstart in the registry), about 20,000 distinct sentences,
+    which all-MiniLM-L6-v2 embeds in about four minutes on two CPU cores. STSBenchmark would add a
+    fifth of that; a classification task (10-fold cross-validation over a grid of weight decays) 10
+    minutes or more each. `--tasks` adds them."""
+    if name == "QUICKSTART_TASKS":
+        from embeval.tasks.registry import TASKS
+
+        return tuple(name for name, task in TASKS.items() if task.quickstart)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def minilm_available():
@@ -105,6 +111,8 @@ def run_exporter(command, progress=None):
 
 def vectors_match(vectors, export_dir):
     """True when an earlier run's vectors file holds usable vectors of exactly this export."""
+    from embeval.formats.vectors import check_against_manifest
+
     if not Path(vectors).is_file():
         return False
     try:
@@ -119,6 +127,7 @@ def fetch_data(root, tasks, mirror, say):
     naming the ways on (a mirror, data already on disk)."""
     from embeval.datasets.download import ServerUnreachable
     from embeval.datasets.fetch import fetch
+    from embeval.tasks.registry import TASKS
 
     absent = [name for name in tasks if TASKS[name].missing_files(root)]
     if not absent:
@@ -152,6 +161,7 @@ def run(
     (fetching, the encoder fallback, the exporter's command line, reuse of earlier vectors).
     """
     from embeval.run.score import score
+    from embeval.tasks.registry import TASKS
 
     say = say or log
     root = Path(data_dir)

@@ -1,4 +1,7 @@
-"""--resume: which units of a run can reuse an earlier record, and why the others are recomputed."""
+"""--resume: which units of a run can reuse an earlier record, and why the others are recomputed.
+
+A result is reused only when it was computed by the same code (the record's embeval version and
+code fingerprint, embeval._version.code_fingerprint), with the same configuration, vectors and data."""
 
 import logging
 
@@ -27,8 +30,8 @@ def reuse_decision(previous, record, unit, has_predictions=None):
 
 def _reusable(previous, record, unit):
     run = unit.source.run
-    if previous.get("embeval") != record["embeval"]:
-        return None, f"computed by embeval {previous.get('embeval')}"
+    if (previous.get("embeval"), previous.get("embeval_code")) != (record["embeval"], record["embeval_code"]):
+        return None, f"computed by other embeval code ({_code(previous)}, this is {_code(record)})"
     if previous.get("config") != record["config"]:
         return None, "configuration changed"
     tasks = previous["tasks"] if run == "encoder" else (previous.get(run) or {}).get("tasks", {})
@@ -52,6 +55,12 @@ def _declaration(entry):
     """The declaration a result of a declared task records (None: a built-in task's result)."""
     recorded = entry.get("declaration")
     return recorded.get("declaration") if isinstance(recorded, dict) else None
+
+
+def _code(record):
+    """A record's embeval version and code fingerprint, in short: '0.2.0 53ce1b36db86…'."""
+    code = record.get("embeval_code")
+    return f"{record.get('embeval')} {code[:12] + '…' if isinstance(code, str) else '(code not recorded)'}"
 
 
 def describe_resume(sources, decisions, previous):

@@ -7,38 +7,40 @@ when the run is complete, so an interrupted run keeps what finished and `resume=
 Only data and vectors are read: no user code runs in this process.
 """
 
+from __future__ import annotations
+
 import hashlib
 import logging
 import platform
 import sys
 import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-import numpy as np
-import torch
-
-from embeval._version import __version__
+from embeval._version import __version__, code_fingerprint
 from embeval.errors import EmbevalError, Terminated
-from embeval.evaluate.context import QUIET
+from embeval.formats.h5guard import check_file
 from embeval.formats.results import FORMAT, FORMAT_VERSION
 from embeval.formats.vectors import VectorsFile  # noqa: F401  (tests patch reads through this module)
 from embeval.memory import check_device_tables
 from embeval.run import baseline
-from embeval.run.config import build as build_config
-from embeval.run.execute import Workspace, describe_device, execute, resolve_device
 from embeval.run.outputs import ResultsFiles
-from embeval.run.plan import plan
-from embeval.run.progress import TaskProgress
 from embeval.run.resume import reusable_units
+from embeval.settings import RunConfig, as_config
+from embeval.tasks.registry import Registry
 from embeval.tasks.registry import registry as task_registry
+from embeval.tasks.spec import TaskSpec
 
 logger = logging.getLogger("embeval")
 
 
 def versions():
     import h5py
+    import numpy as np
     import scipy
     import sklearn
+    import torch
 
     return {
         "python": platform.python_version(),
@@ -59,17 +61,20 @@ class Interrupted(KeyboardInterrupt):
         self.saved, self.kept_in, self.terminated = saved, kept_in, terminated
 
 
-def new_record(vectors, root, config, device, model=None):
+def new_record(vectors, root, config: RunConfig, device, model=None):
     """A results record before any task is scored; model: the vectors file's `model` attribute (the
     name tables give the vectors), recorded under vectors.model when present."""
+    from embeval.run.execute import describe_device
+
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "embeval": __version__,
+        "embeval_code": code_fingerprint(),
         "vectors": {"file": str(vectors), **({"model": model} if model else {})},
         "data": {"path": str(root)},
-        "config": config,
-        "seed": config["seed"],
+        "config": config.to_record(),
+        "seed": config.seed,
         "device": describe_device(device),
         "versions": versions(),
         "tasks": {},
@@ -103,22 +108,22 @@ def device_tables(units):
 
 
 def score(
-    vectors,
-    data_dir,
-    tasks=None,
-    out=None,
-    device="auto",
-    config=None,
-    progress=True,
-    log=None,
-    strict=False,
-    resume=False,
-    save_predictions=None,
-    restart=False,
-    task_files=(),
-    registry=None,
-    ray=None,
-):
+    vectors: str | Path,
+    data_dir: str | Path,
+    tasks: Sequence[str | TaskSpec] | None = None,
+    out: str | Path | None = None,
+    device: str = "auto",
+    config: RunConfig | Mapping[str, Any] | None = None,
+    progress: bool = True,
+    log: Callable[[str], None] | None = None,
+    strict: bool = False,
+    resume: bool = False,
+    save_predictions: bool | None = None,
+    restart: bool = False,
+    task_files: Sequence[str | Path] = (),
+    registry: Registry | None = None,
+    ray: str | None = None,
+) -> dict[str, Any]:
     """Score every requested task present in the vectors file; write the results to `out`.
 
     tasks: names in the order to score them (None: every task the file and data hold). Every task
@@ -132,13 +137,16 @@ def score(
     per-test-item predictions to OUT.predictions.npz (default: whenever `out` is given). progress:
     show the stages of long tasks on stderr. Ctrl-C raises Interrupted, naming what was kept.
     task_files: task files (or folders of them) declaring tasks beyond the built-ins; registry: the
-    tasks known to the run (default: the built-ins, those of EMBEVAL_TASKS and of task_files).
-    ray: search retrieval corpora in shards as Ray tasks: "local" (a Ray started here) or a cluster's
-    address (the figures are those of a search in this process).
+    tasks known to the run (default: the built-ins, those of EMBEVAL_TASKS and of task_files). config: a
+    RunConfig (embeval.run.config.build), a results file's `config` object, or None (the literature
+    preset). ray: search retrieval corpora in shards as Ray tasks: "local" (a Ray started here) or a
+    cluster's address (the figures are those of a search in this process).
+
+    What can be checked without torch is checked before it is imported: the configuration, the
+    options, the vectors file's presence and HDF5 signature, the results files.
     """
     log = log or (lambda msg: print(msg, file=sys.stderr))
-    config = dict(config) if config else build_config()
-    device = resolve_device(device)
+    config = as_config(config)
     root = Path(data_dir)
     if save_predictions is None:
         save_predictions = out is not None
@@ -146,16 +154,21 @@ def score(
         raise EmbevalError("needs a results file to write the predictions beside (--out)", file="--save-predictions")
     if resume and not out:
         raise EmbevalError("needs the results file to resume from (--out)", file="--resume")
+    check_file(vectors)
     files = ResultsFiles(out, save_predictions) if out else None
-    shards = None
-    if ray is not None:
-        from embeval.run.shards import RayShards
-
-        shards = RayShards(None if ray == "local" else ray)
-    workspace = Workspace(shards)  # the task data plan() loads and fingerprints is reused by execute()
+    workspace = shards = None
     try:
         previous = files.check(resume, restart) if files else []
         registry = registry if registry is not None else task_registry(task_files)
+        from embeval.run.execute import Workspace, resolve_device
+        from embeval.run.plan import plan
+
+        device = resolve_device(device)
+        if ray is not None:
+            from embeval.run.shards import RayShards
+
+            shards = RayShards(None if ray == "local" else ray)
+        workspace = Workspace(shards)  # the task data plan() loads and fingerprints is reused by execute()
         work = plan(vectors, root, tasks, config, strict, cache=workspace.data_cache(str(root)), registry=registry)
         check_device_tables(device_tables(work.units), device)
         record = new_record(vectors, root, config, device, work.model)
@@ -171,7 +184,8 @@ def score(
             logger.info(files.kept())
         raise
     finally:
-        workspace.close()
+        if workspace is not None:
+            workspace.close()
         if shards is not None:
             shards.close()
         if files:
@@ -180,6 +194,10 @@ def score(
 
 
 def _run(units, decisions, record, files, device, progress, log, workspace):
+    from embeval.evaluate.context import QUIET
+    from embeval.run.execute import execute
+    from embeval.run.progress import TaskProgress
+
     kept = {}  # run -> task -> {"data_sha256", "vectors_sha256", "sets"}
     started = time.perf_counter()
     for i, unit in enumerate(units):

@@ -17,18 +17,13 @@ import traceback
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import h5py
-import torch
-
 from embeval.errors import EmbevalError
-from embeval.evaluate.stack import run_together
+from embeval.formats.h5guard import check_file
 from embeval.memory import available_memory, dense_budget, device_memory
-from embeval.run.config import build as build_config
-from embeval.run.execute import Workspace, execute_steps, resolve_device, truncate
 from embeval.run.outputs import ResultsFiles
-from embeval.run.plan import plan, table_fingerprint
 from embeval.run.resume import reusable_units
 from embeval.run.score import finish, new_record, place
+from embeval.settings import as_config
 from embeval.tasks.registry import registry as task_registry
 
 logger = logging.getLogger("embeval")
@@ -84,6 +79,8 @@ def output_name(path, dims):
 
 def read_step(path):
     """The file's root attribute `step` (a number), or None."""
+    import h5py
+
     try:
         with h5py.File(path, "r") as f:
             value = f.attrs.get("step")
@@ -98,6 +95,9 @@ def read_step(path):
 def truncated_units(units, dims, workspace):
     """The units of scoring the first `dims` columns: their source says so, and their description of
     the vectors (dimension, fingerprint) is the truncated table's."""
+    from embeval.run.execute import truncate
+    from embeval.run.plan import table_fingerprint
+
     out = []
     for unit in units:
         if dims > unit.vectors["dim"]:
@@ -118,6 +118,8 @@ def truncated_units(units, dims, workspace):
 def plan_sources(paths, data_dir, tasks, config, dims_list, out_dir, workspace, registry=None):
     """Pre-flight of every file: ([SweepSource], [LeftOut]). workspace: where the task data is
     loaded (once) and the files are read from; registry: the tasks known to the sweep."""
+    from embeval.run.plan import plan
+
     sources, left_out, names = [], [], {}
     for path in paths:
         try:
@@ -216,6 +218,11 @@ def failure(unit, err):
 def execute_group(units, device="cpu", workspace=None):
     """Score a group of units of one task, their classifiers trained together: [(entry, sets) or
     (None, Failure)] in the units' order."""
+    import torch
+
+    from embeval.evaluate.stack import run_together
+    from embeval.run.execute import Workspace, execute_steps
+
     own = workspace is None
     workspace = workspace or Workspace()
     device = torch.device(device)
@@ -239,6 +246,8 @@ class LocalRunner:
     """Executes groups in this process, one after the other, in one Workspace (default: a new one)."""
 
     def __init__(self, device, workspace=None):
+        from embeval.run.execute import Workspace
+
         self.device = device
         self.workspace = workspace or Workspace()
 
@@ -273,11 +282,25 @@ def sweep(
     from embeval.run import sweep_report
 
     log = log or (lambda msg: print(msg, file=sys.stderr))
-    config = dict(config) if config else build_config()
-    device = resolve_device(device)
+    config = as_config(config)
     out_dir = Path(out_dir)
     started = time.perf_counter()
     paths, left_out = expand(patterns)
+    for path in list(paths):
+        try:
+            check_file(path)
+        except EmbevalError as err:
+            paths.remove(path)
+            left_out.append(LeftOut(path, str(err)))
+    if not paths:  # nothing to score: said without loading torch
+        for item in left_out:
+            logger.error(f"{item.error} (left out of the sweep)")
+        if runner is not None:
+            runner.close()
+        return sweep_report.summary([], left_out, out_dir, round(time.perf_counter() - started, 3))
+    from embeval.run.execute import Workspace, resolve_device
+
+    device = resolve_device(device)
     workspace = Workspace()
     try:
         known = registry if registry is not None else task_registry(task_files)

@@ -114,7 +114,9 @@ def _identifier(value, what, path, number, task):
 
 def read_jsonl(path: str | Path, task: str, *, with_title: bool) -> tuple[list[str], list[str]]:
     """(ids, texts) of a BEIR corpus.jsonl (with_title: texts as mteb joins them) or queries.jsonl."""
-    ids, texts, first_line = [], [], {}
+    ids: list[str] = []
+    texts: list[str] = []
+    first_line: dict[str, int] = {}
     for number, line in _lines(path, task):
         try:
             record = json.loads(line)

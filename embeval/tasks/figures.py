@@ -31,13 +31,13 @@ class Column:
     path: str
     metric: str
     scale: float = 1.0
-    header: str = None
+    header: str | None = None
     per_classifier: bool = False
     order: int = 0  # columns of a table are sorted by it, registry order breaking ties
-    measure: str = None  # accuracy | f1 | pearson | spearman: what a published baseline must report here
-    protocol: str = None  # classifier | regressor | cosine
-    aggregation: str = None  # STS12-16: pooled | mean | wmean
-    split: str = None  # the split a correlation is computed on
+    measure: str | None = None  # accuracy | f1 | pearson | spearman: what a published baseline must report here
+    protocol: str | None = None  # classifier | regressor | cosine
+    aggregation: str | None = None  # STS12-16: pooled | mean | wmean
+    split: str | None = None  # the split a correlation is computed on
     note: str = ""
 
     def spec(self, task, classifier=None, vectors=None):

@@ -1,6 +1,8 @@
 """Loaded task data: splits of samples (sentence texts, labels or scores) in file order."""
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -39,7 +41,7 @@ class TaskData:
     name: str
     splits: dict[str, Split]
     classes: list[str] | None = None
-    files: list[str] = field(default_factory=list)
+    files: Sequence[str | Path] = field(default_factory=list)
     spaced: bool = True
 
     def sentences(self):

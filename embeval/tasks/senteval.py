@@ -41,7 +41,8 @@ def _malformed(path: Path, task: str, lineno: int, what: str) -> DataFileError:
 def load_binary(spec: TaskSpec, paths: Paths) -> TaskData:
     """MR, CR, SUBJ, MPQA: one sentence a line (latin-1); file label1 is class 1, label0 class 0."""
     files = _files(spec, paths, ("label1", "label0"))
-    texts, labels = [], []
+    texts: list[str] = []
+    labels: list[int] = []
     for path, label in zip(files, (1, 0)):
         lines = read_text(path, "latin-1", spec.name).splitlines()
         texts.extend(join_tokens(line) for line in lines)

@@ -162,6 +162,8 @@ def _files(decl: Declaration, kind: Kind, protocol: str | None, spec_format: str
 
     table = decl.sub("files")
     assert table is not None
+    required: tuple[str, ...]
+    optional: tuple[str, ...]
     if spec_format in SENTEVAL_FORMATS:
         keys = SENTEVAL_FORMATS[spec_format][1]
         required, optional, free = (keys or (), (), keys is None)

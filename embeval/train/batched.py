@@ -26,7 +26,7 @@ import torch
 
 from embeval.train import rounds
 from embeval.train.features import to_device
-from embeval.train.optimizers import BatchedOptimizer, spec
+from embeval.train.optimizers import BatchedOptimizer, parse
 
 VALIDATION_SPLIT = 0.05
 EVAL_CHUNK_BYTES = 8 << 20
@@ -198,16 +198,15 @@ def train(features, labels, nclasses, groups, regs, classifier, seed, device, dr
     """Train every (group, reg) problem with SentEval's protocol; return their best models.
 
     features: callable idx -> (..., D) float32 on device; labels: int64 tensor (N,) on device;
-    groups: list of Group; regs: weight decays, (R,) for every group or (G, R); classifier: the
-    validated classifier dict (its optim: a spec (name, settings) or a validated optimizer
-    string); dropouts: a dropout rate per column r (default: the classifier's).
+    groups: list of Group; regs: weight decays, (R,) for every group or (G, R); classifier: its
+    embeval.settings.ClassifierSettings; dropouts: a dropout rate per column r (default: the classifier's).
     """
-    nhid, batch = classifier["nhid"], classifier["batch_size"]
-    tenacity, epoch_size, max_epoch = classifier["tenacity"], classifier["epoch_size"], classifier["max_epoch"]
-    optim_name, optim_settings = spec(classifier["optim"])
+    nhid, batch = classifier.nhid, classifier.batch_size
+    tenacity, epoch_size, max_epoch = classifier.tenacity, classifier.epoch_size, classifier.max_epoch
+    optim_name, optim_settings = parse(classifier.optim)
     regs = np.array(np.broadcast_to(np.asarray(regs, dtype=np.float64), (len(groups), np.shape(regs)[-1])))
     G, R = regs.shape
-    rates = classifier["dropout"] if dropouts is None else dropouts
+    rates = classifier.dropout if dropouts is None else dropouts
     dropout = np.array(np.broadcast_to(np.asarray(rates, dtype=np.float64), (R,)))
 
     streams, stream_of, train_sets, eval_sets = {}, [], [], []

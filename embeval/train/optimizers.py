@@ -1,9 +1,9 @@
 """torch.optim's optimizers applied to many independent problems at once, and the optimizer string.
 
-The optimizer string is SentEval's (`get_optimizer`): `name` or `name,key=value,...` with one of
-adadelta, adagrad, adam, adamax, asgd, rmsprop, rprop, sgd (sgd needs lr), torch.optim's keyword
-names, plain decimal values (no exponent) and torch's defaults for the rest. `parse` turns it into
-a spec (name, settings); it raises ValueError with a one-line message where SentEval fails.
+The optimizer string is SentEval's; embeval.settings.optimizers declares the optimizers (torch.optim
+class, keywords, defaults, the values each refuses) and reads the string without torch. `parse`
+reads it with that table, then has torch.optim build the optimizer once to confirm (a torch whose
+checks drifted from the table refuses here, never silently).
 
 Every parameter tensor holds a (G, R) grid of problems; `shapes` says how a per-problem value
 (G, R) broadcasts over each tensor. Each problem has its own weight decay (the regularization
@@ -13,77 +13,32 @@ The arithmetic is torch.optim's single-tensor implementation, operation by opera
 with public device-agnostic torch operations (torch._foreach_* for the in-place Adam step).
 """
 
-import inspect
-import re
+from functools import cache
 
 import numpy as np
 import torch
 
-CLASSES = {
-    "adadelta": torch.optim.Adadelta,
-    "adagrad": torch.optim.Adagrad,
-    "adam": torch.optim.Adam,
-    "adamax": torch.optim.Adamax,
-    "asgd": torch.optim.ASGD,
-    "rmsprop": torch.optim.RMSprop,
-    "rprop": torch.optim.Rprop,
-    "sgd": torch.optim.SGD,
-}
-PAIRS = ("betas", "etas", "step_sizes")  # torch takes a pair; the string gives one number
-IMPLEMENTATION = ("foreach", "fused", "capturable", "differentiable")  # torch's code path, not its arithmetic
-_NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)$")  # SentEval's
+from embeval.settings import optimizers as table
+
+CLASSES = {name: getattr(torch.optim, optimizer.torch_class) for name, optimizer in table.OPTIMIZERS.items()}
 
 
 def parse(text):
-    """'adam' or 'sgd,lr=0.1,momentum=0.9' -> (name, settings): every keyword of the torch.optim
-    class that shapes the arithmetic, at the string's value or torch's default.
-
-    Refused, as SentEval refuses them: an unknown name, a part that is not key=value, a value that
-    is not a plain decimal, a keyword the torch.optim class does not take, sgd without lr, and
-    values torch.optim rejects (negative lr...); a pair-valued keyword (betas, etas, step_sizes)
-    cannot be given as one number."""
-    text = str(text)
-    name, _, rest = text.partition(",")
-    given = {}
-    if rest or text.endswith(","):
-        for part in rest.split(","):
-            pieces = part.split("=")
-            if len(pieces) != 2:
-                raise ValueError(f"optimizer setting {part!r} is not key=value (in {text!r})")
-            if not _NUMBER.match(pieces[1]):
-                raise ValueError(
-                    f"value {pieces[1]!r} of {pieces[0]} is not a plain decimal number such as 0.01 (in {text!r})"
-                )
-            given[pieces[0]] = float(pieces[1])
-    if name not in CLASSES:
-        raise ValueError(f"unknown optimizer {name!r}; use one of {', '.join(CLASSES)}")
-    if name == "sgd" and "lr" not in given:
-        raise ValueError("optimizer sgd needs a learning rate, e.g. sgd,lr=0.1")
-    cls = CLASSES[name]
-    keywords = list(inspect.signature(cls.__init__).parameters)[2:]
-    unexpected = [k for k in given if k not in keywords]
-    if unexpected:
-        raise ValueError(
-            f"torch.optim.{cls.__name__} takes no {', '.join(map(repr, unexpected))}; its settings are "
-            f"{', '.join(keywords)}"
-        )
-    pairs = [k for k in given if k in PAIRS]
-    if pairs:
-        raise ValueError(f"{pairs[0]} of {name} is a pair of numbers, which the optimizer string cannot give")
-    try:
-        defaults = cls([torch.zeros(1, requires_grad=True)], **given).defaults
-    except (ValueError, TypeError, RuntimeError) as err:
-        raise ValueError(f"torch.optim.{cls.__name__} refuses {text!r}: {err}") from None
-    settings = {k: v for k, v in defaults.items() if k not in IMPLEMENTATION and k != "weight_decay"}
-    for key in ("amsgrad", "maximize", "centered", "nesterov", "decoupled_weight_decay"):
-        if key in settings:
-            settings[key] = bool(settings[key])
+    """'adam' or 'sgd,lr=0.1,momentum=0.9' -> (name, settings) as embeval.settings.optimizers.parse
+    reads it (a ValueError with one line where it is refused), once torch.optim's class has accepted
+    the string's keywords too."""
+    name, settings = table.parse(text)
+    _torch_accepts(name, str(text))
     return name, settings
 
 
-def spec(optim):
-    """An optimizer spec from a spec or an optimizer string."""
-    return parse(optim) if isinstance(optim, str) else optim
+@cache
+def _torch_accepts(name, text):
+    _, given = table.given_settings(text)
+    try:
+        CLASSES[name]([torch.zeros(1, requires_grad=True)], **given)
+    except (ValueError, TypeError, RuntimeError) as err:
+        raise ValueError(f"torch.optim.{CLASSES[name].__name__} refuses {text!r}: {err}") from None
 
 
 class BatchedOptimizer:
