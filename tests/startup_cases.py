@@ -45,7 +45,7 @@ def command_paths():
     return paths
 
 
-FILES = ("vectors", "text", "empty", "other_json", "folder", "missing", "missing_json")
+FILES = ("vectors", "text", "empty", "other_json", "folder", "missing", "missing_json", "bad_toml", "bad_kind")
 
 
 def make_files(folder):
@@ -63,6 +63,8 @@ def make_files(folder):
         "folder": folder / "a-folder",
         "missing": folder / "missing.h5",
         "missing_json": folder / "missing.json",
+        "bad_toml": folder / "broken.toml",
+        "bad_kind": folder / "unknown-kind.toml",
     }
     with h5py.File(files["vectors"], "w") as f:
         f["STS16"] = np.zeros((3, 4), dtype=np.float32)
@@ -70,6 +72,8 @@ def make_files(folder):
     files["empty"].write_bytes(b"")
     files["other_json"].write_text(json.dumps({"format": "something-else", "tasks": {}}))
     files["folder"].mkdir(exist_ok=True)
+    files["bad_toml"].write_text('name = "Mine"\nkind = \n')
+    files["bad_kind"].write_text('name = "Mine"\nkind = "regression"\n[files]\ntest = "test.tsv"\n')
     return files
 
 
@@ -103,6 +107,8 @@ def error_cases(files):
         ("compare: other JSON", ["compare", f["other_json"], f["other_json"]]),
         ("export-mteb: other JSON", ["export-mteb", f["other_json"], "--model", "a/b", "--out", f["folder"]]),
         ("tasks: missing task file", ["tasks", "--task-file", f["missing_json"]]),
+        ("tasks: malformed TOML", ["tasks", "--task-file", f["bad_toml"]]),
+        ("score: unknown kind in a task file", ["score", f["vectors"], "--task-file", f["bad_kind"]]),
         ("data verify: unknown task", ["data", "verify", "--tasks", "NOPE", "--data", f["folder"]]),
     ]
 

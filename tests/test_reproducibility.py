@@ -8,6 +8,7 @@ import pytest
 import torch
 from reliability_helpers import comparable, task_file
 
+import embeval
 from embeval.formats.results import TIMING_KEYS, dumps, without_timing
 
 TASKS = "SICKEntailment,STS12,STS16"
@@ -69,7 +70,7 @@ def test_lbfgs_runs_are_byte_identical_apart_from_timing(cli, data_dir, vectors,
 
 def test_the_record_says_how_it_was_computed(prototype_runs):
     record = json.loads(prototype_runs[0].read_text())
-    assert record["embeval"] == "0.1.0" and record["seed"] == 5 and record["config"]["seed"] == 5
+    assert record["embeval"] == embeval.__version__ and record["seed"] == 5 and record["config"]["seed"] == 5
     assert record["config"]["preset"] == "prototype" and record["config"]["classifier"]["optim"] == "rmsprop"
     assert record["device"].startswith("cpu (") and record["tasks"]["STS12"]["device"] == record["device"]
     assert {"python", "numpy", "scipy", "torch", "scikit-learn", "h5py"} <= set(record["versions"])
