@@ -1,0 +1,475 @@
+"""Exact nearest-neighbour search: the k best corpus rows of every query, streamed in blocks.
+
+`top_k` reads the corpus block by block through a callable (the caller owns the file), scores a
+block of queries against a block of corpus rows with one float32 matmul, and merges the block's
+best rows into a running top-k per query held on the device. Neither the whole query x corpus
+score matrix nor the whole corpus is ever in memory; block sizes are planned from a memory budget
+before anything is allocated (`plan_search`).
+
+Order (the tie rule): rows are ranked by score, highest first, and equal scores by corpus row,
+lowest first, everywhere: within a block, across blocks and across shards (`merge_top_k`). Each
+candidate is one int64 key: in the high 32 bits the float32 score as an int32 of the same order
+(-0.0 and 0.0 are one score), in the low 32 bits -1 - row. A larger key is a better row, no two
+keys are equal, and every top-k is a top-k of keys.
+
+Selection. A block's rows are cut into groups of g consecutive rows. The k best rows of a block lie
+in its k best groups, ranked by their best key: a row outside them would come after the best rows
+of k better groups. The corpus block is stored group-major (row j*g+t at t*G+j of the G groups), so
+the groups' maxima are an elementwise max over g contiguous slices of the score block. Then, per
+block of queries, either
+- (every device) the k best groups, by a top-k of the groups' keys; their k*g rows and the running
+  top-k go through one top-k in one buffer; or
+- (on the CPU, once a query's running top-k is full) only the groups whose maximum reaches the
+  query's running k-th score: after the first blocks they are few, so the search costs little more
+  than its matmuls. Their number sizes the buffers, which a GPU would have to wait for; on the CPU
+  the host is the device and reading it costs nothing, so this path is taken only there.
+Both give the same keys.
+
+GPU-ready: on a GPU the loops do not synchronise with the host; the one per-block transfer is the
+corpus block's copy to the device (from pinned memory, non-blocking). Results come back to the
+host once per sweep of the corpus (once, unless the budget splits the queries into several sweeps).
+"""
+
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from embeval.errors import EmbevalError
+
+SIMILARITIES = ("cosine", "dot")
+DEFAULT_BUDGET_BYTES = 1 << 30
+CORPUS_BLOCK_ROWS = 65536  # largest corpus block scored at once
+QUERY_BLOCK_ROWS = 256  # largest query block; the score block is at most QUERY_BLOCK_ROWS x CORPUS_BLOCK_ROWS
+MIN_QUERY_BLOCK = 64  # below this many queries (or corpus rows) a block's matmul runs far below the
+MIN_CORPUS_BLOCK = 4096  # machine's rate: the planner takes more sweeps of the queries first
+READ_BYTES = 32 << 20  # the corpus is read (and copied to the device) in pieces of about this size
+NORM_EPS = 1e-12  # as torch.nn.functional.normalize: a zero vector stays zero and scores 0
+
+_MAX_ROWS = 1 << 31  # a row's low word, -1 - row as an int32, must not wrap
+_SENTINEL = -(1 << 63)  # below every key: an empty slot of a running top-k
+_MAGNITUDE = 0x7FFFFFFF
+_HI = 1 if sys.byteorder == "little" else 0  # which int32 word of an int64 holds its high bits
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Block sizes of a search and the bytes it allocates at most with them."""
+
+    query_pass: int  # queries whose running top-k is held at once (one sweep of the corpus each)
+    query_block: int  # queries scored at once
+    corpus_block: int  # corpus rows scored at once
+    group: int  # rows per group of the selection (1: every row of a block is a candidate)
+    read_rows: int  # corpus rows read at once
+    bytes: int
+
+
+# ---------------------------------------------------------------------------------------------
+# Keys
+
+
+def _halves(keys):
+    """The (high, low) int32 words of int64 keys (..., n), as views: writing them writes the keys."""
+    words = keys.view(torch.int32).view(*keys.shape, 2)
+    return words[..., _HI], words[..., 1 - _HI]
+
+
+def _order_into(bits, out):
+    """out = the int32 of the same order as the float32 scores whose bits are `bits` (the magnitude,
+    negated for negative scores, so that -0.0 and 0.0 are both 0). Overwrites bits."""
+    torch.bitwise_and(bits, _MAGNITUDE, out=out)
+    bits.bitwise_right_shift_(31)  # -1 for a negative score, else 0
+    out.bitwise_xor_(bits).sub_(bits)
+
+
+def _scores_of(high):
+    """The float32 scores of the high words of keys."""
+    magnitude = high.abs().view(torch.float32)
+    return torch.where(high < 0, -magnitude, magnitude)
+
+
+def encode(scores, rows):
+    """int64 keys of float32 scores and int64 rows (0 <= row < 2**31): a larger key is a better row."""
+    scores = torch.as_tensor(scores, dtype=torch.float32)
+    keys = torch.empty(scores.shape, dtype=torch.int64, device=scores.device)
+    high, low = _halves(keys)
+    _order_into(scores.clone().view(torch.int32), high)
+    low.copy_(-1 - torch.as_tensor(rows, dtype=torch.int64, device=scores.device))
+    return keys
+
+
+def decode(keys):
+    """(float32 scores, int64 rows) of int64 keys."""
+    high, low = _halves(keys.contiguous())
+    return _scores_of(high), -1 - low.to(torch.int64)
+
+
+# ---------------------------------------------------------------------------------------------
+# Planning
+
+
+def group_size(width, k):
+    """Rows per group for a block of `width` rows and a top-k: the power of two that sends the fewest
+    elements through a top-k (the group maxima and k groups' rows); 1 when grouping saves nothing."""
+    best, cost = 1, width
+    g = 2
+    while g <= width:
+        groups = -(-width // g)
+        grouped = groups + g * min(k, groups)
+        if grouped < cost:
+            best, cost = g, grouped
+        g *= 2
+    return best
+
+
+def _sizes(nb, g, k):
+    """(groups, groups chosen, candidate rows) of a corpus block of nb rows in groups of g."""
+    groups = -(-nb // g)
+    chosen = min(k, groups) if g > 1 else 0
+    return groups, chosen, chosen * g if g > 1 else nb
+
+
+def _read_rows(nb, g, d):
+    """Corpus rows read at once: about READ_BYTES, a whole number of groups, at most a block."""
+    return min(nb, max(g, READ_BYTES // (4 * d) // g * g))
+
+
+def _sweep_bytes(qb, nb, g, k, d, cuda):
+    """Bytes a sweep allocates at once for these blocks: its buffers, the corpus pieces read, and
+    the transients of the selection."""
+    groups, chosen, candidates = _sizes(nb, g, k)
+    read = _read_rows(nb, g, d) * (d + 1) * 4 * (4 if cuda else 1)  # the reader's piece, its norms
+    # (CUDA: two pinned buffers and the device's copy)
+    buffers = (
+        g * groups * d * 4  # the corpus block on the device, group-major
+        + nb * 4 * 2  # the rows' and positions' low words
+        + qb * g * groups * 4  # the score block
+        + (qb * groups * (4 + 8 + 1) if g > 1 else 0)  # group maxima, their keys (and the CPU's hits)
+        + qb * chosen * (8 + 8 + 8 + 4)  # the chosen groups' keys and positions, their first rows
+        + qb * candidates * (4 + 8 + 8 + 8)  # the chosen rows' scores (the CPU's: positions, keys)
+        + qb * (k + candidates) * 8 * (2 if cuda else 1)  # the merge buffer (CUDA: top-k's workspace)
+        + qb * k * (8 + 8)  # the merged top-k's positions, the running k-th keys
+    )
+    return read + buffers
+
+
+def _pass_bytes(qp, q, k, d, cuda):
+    """Bytes of a sweep's queries and running top-k, and of the results of all queries."""
+    return qp * d * 4 * (2 if cuda else 1) + qp * k * 8 + q * k * 12
+
+
+def _end_bytes(qp, k):
+    """Bytes of sorting and decoding a sweep's running top-k (after the sweep's buffers are freed)."""
+    return qp * k * (16 + 4 * 4 + 8 + 12)
+
+
+def _descending(n):
+    """n, then the powers of two below it, down to 1."""
+    sizes = [n]
+    p = 1 << max(0, (n - 1).bit_length() - 1)
+    while p >= 1:
+        if p < n:
+            sizes.append(p)
+        p //= 2
+    return sizes
+
+
+def plan_search(q: int, d: int, k: int, rows: int, budget_bytes: int, device="cpu") -> Plan:
+    """The blocks whose allocations fit `budget_bytes`, by preference: all queries in one sweep, with
+    blocks of at least MIN_QUERY_BLOCK queries and MIN_CORPUS_BLOCK rows (or all there are); then
+    several sweeps with such blocks; then anything, down to one query against one row. Within each,
+    the largest sweep, then corpus block, then query block. EmbevalError when not even one query
+    against one row fits."""
+    cuda = torch.device(device).type == "cuda"
+    k = min(k, rows)
+
+    def need(qp, qb, nb):
+        g = group_size(nb, k)
+        return _pass_bytes(qp, q, k, d, cuda) + max(_sweep_bytes(qb, nb, g, k, d, cuda), _end_bytes(qp, k))
+
+    rounds = [
+        (1, min(q, MIN_QUERY_BLOCK), min(rows, MIN_CORPUS_BLOCK)),
+        (q, min(q, MIN_QUERY_BLOCK), min(rows, MIN_CORPUS_BLOCK)),
+        (q, 1, 1),
+    ]
+    for sweeps, least_qb, least_nb in rounds:
+        for qp in _descending(q):
+            if -(-q // qp) > sweeps:
+                break
+            for nb in _descending(min(rows, CORPUS_BLOCK_ROWS)):
+                for qb in _descending(min(qp, QUERY_BLOCK_ROWS)):
+                    if nb < least_nb or qb < least_qb:
+                        continue
+                    bytes_ = need(qp, qb, nb)
+                    if bytes_ <= budget_bytes:
+                        g = group_size(nb, k)
+                        return Plan(qp, qb, nb, g, _read_rows(nb, g, d), bytes_)
+    least = need(1, 1, 1)
+    raise EmbevalError(
+        f"the exact search of {q} queries in {rows} rows of {d} dimensions (top {k}) needs at least "
+        f"{least / 2**20:.2f} MiB, one query against one row at a time, but its memory budget is "
+        f"{budget_bytes / 2**20:.2f} MiB: search on a device with more free memory or on the CPU, "
+        f"or with fewer queries, dimensions or a smaller k"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The corpus on the device
+
+
+def _prepare(vectors, similarity, out):
+    """Write vectors (..., d) into out (same shape), each L2-normalized for cosine."""
+    if similarity == "cosine":
+        norms = torch.linalg.vector_norm(vectors, dim=-1, keepdim=True).clamp_min_(NORM_EPS)
+        torch.div(vectors, norms, out=out)
+    else:
+        out.copy_(vectors)
+
+
+class _Upload:
+    """Corpus pieces onto the device: as they are on the CPU; through two pinned buffers on CUDA."""
+
+    def __init__(self, rows, d, device):
+        self.device = device
+        self.cuda = device.type == "cuda"
+        if self.cuda:
+            self.pinned = [torch.empty((rows, d), dtype=torch.float32, pin_memory=True) for _ in range(2)]
+            self.copied = [None, None]
+            self.staging = torch.empty((rows, d), dtype=torch.float32, device=device)
+            self.turn = 0
+
+    def put(self, piece):
+        host = torch.from_numpy(np.ascontiguousarray(piece, dtype=np.float32))
+        if not self.cuda:
+            return host.to(self.device)
+        turn, self.turn = self.turn, 1 - self.turn
+        if self.copied[turn] is not None:
+            self.copied[turn].synchronize()  # the copy out of this buffer, two pieces ago, is done
+        pinned = self.pinned[turn][: len(host)]
+        pinned.copy_(host)
+        staged = self.staging[: len(host)]
+        staged.copy_(pinned, non_blocking=True)
+        self.copied[turn] = torch.cuda.Event()
+        self.copied[turn].record()
+        return staged
+
+
+def _load(read_corpus, b0, b1, plan, similarity, upload, out):
+    """Read corpus rows [b0, b1) piece by piece into out (g, G, d), group-major: row b0 + j*g + t at
+    [t, j]; the rows after b1 in the last group are zero."""
+    g, d = out.shape[0], out.shape[2]
+    step = max(g, plan.read_rows // g * g)
+    for c0 in range(b0, b1, step):
+        c1 = min(c0 + step, b1)
+        piece = read_corpus(c0, c1)
+        if piece.shape != (c1 - c0, d):
+            raise ValueError(f"read_corpus({c0}, {c1}) returned shape {piece.shape}, expected {(c1 - c0, d)}")
+        piece = upload.put(piece)
+        j0, full = (c0 - b0) // g, (c1 - c0) // g
+        if full:
+            _prepare(piece[: full * g].view(full, g, d).transpose(0, 1), similarity, out[:, j0 : j0 + full])
+        rest = c1 - c0 - full * g
+        if rest:
+            _prepare(piece[full * g :], similarity, out[:rest, j0 + full])
+            out[rest:, j0 + full].zero_()
+
+
+# ---------------------------------------------------------------------------------------------
+# The sweep
+
+
+def _flat(storage, *shape):
+    """A view, with `shape`, of the first elements of a flat buffer."""
+    n = 1
+    for s in shape:
+        n *= s
+    return storage[:n].view(shape)
+
+
+class _Buffers:
+    """Every buffer of a sweep, allocated once for the largest blocks; views give each block's shapes."""
+
+    def __init__(self, plan, k, d, device):
+        qb, nb, g = plan.query_block, plan.corpus_block, plan.group
+        groups, chosen, candidates = _sizes(nb, g, k)
+
+        def empty(n, dtype):
+            return torch.empty((n,), dtype=dtype, device=device)
+
+        self.corpus = empty(g * groups * d, torch.float32)
+        self.scores = empty(qb * g * groups, torch.float32)
+        self.maxima = empty(qb * groups if g > 1 else 0, torch.float32)
+        self.group_keys = empty(qb * groups if g > 1 else 0, torch.int64)
+        self.group_top = empty(qb * chosen, torch.int64)
+        self.chosen = empty(qb * chosen, torch.int64)
+        self.picked = empty(qb * candidates if g > 1 else 0, torch.float32)
+        self.merge = empty(qb * (k + candidates), torch.int64)
+        self.merged_at = empty(qb * k, torch.int64)
+        self.row_low = empty(nb, torch.int32)
+        self.offsets = torch.arange(g, dtype=torch.int32, device=device).view(1, g, 1)
+        self.position_low = -1 - torch.arange(nb, dtype=torch.int32, device=device)
+
+
+@dataclass
+class _Block:
+    """A corpus block on the device: its first row, rows, group size and groups."""
+
+    start: int
+    rows: int
+    g: int
+    groups: int
+    table: torch.Tensor  # (g * groups, d), group-major
+
+
+def _merge_grouped(buf, blk, by_group, maxima, running, k):
+    """Merge a block's scores by group (r, g, G), with their maxima (r, G), into running (r, k): the
+    k best groups' rows and the running top-k through one top-k. No data-dependent shape."""
+    r, g, groups = by_group.shape
+    kg = min(k, groups)
+    merge = _flat(buf.merge, r, k + kg * g)
+    merge[:, :k] = running
+    high, low = _halves(merge[:, k:].view(r, g, kg))
+    group_keys = _flat(buf.group_keys, r, groups)
+    _order_into(maxima.view(torch.int32), _halves(group_keys)[0])
+    chosen = _flat(buf.chosen, r, kg)
+    torch.topk(group_keys, kg, dim=1, sorted=False, out=(_flat(buf.group_top, r, kg), chosen))
+    picked = _flat(buf.picked, r, g, kg)
+    torch.gather(by_group, 2, chosen.unsqueeze(1).expand(r, g, kg), out=picked)
+    _order_into(picked.view(torch.int32), high)
+    first = (-1 - blk.start - g * chosen).to(torch.int32).unsqueeze(1)  # -1 - the group's first row
+    torch.sub(first, buf.offsets[:, :g], out=low)
+    torch.topk(merge, k, dim=1, sorted=False, out=(running, _flat(buf.merged_at, r, k)))
+
+
+def _merge_rows(buf, blk, scores, running, k):
+    """Merge a block's scores (r, w) into running (r, k) with every row a candidate (groups of 1)."""
+    r, w = scores.shape
+    merge = _flat(buf.merge, r, k + w)
+    merge[:, :k] = running
+    high, low = _halves(merge[:, k:])
+    _order_into(scores.view(torch.int32), high)
+    low.copy_(buf.row_low[:w].unsqueeze(0))
+    torch.topk(merge, k, dim=1, sorted=False, out=(running, _flat(buf.merged_at, r, k)))
+
+
+def _merge_filtered(buf, blk, by_group, maxima, running, k):
+    """Merge a block's scores by group (r, g, G), with their maxima (r, G), into a full running (r, k)
+    through the groups whose maximum reaches the row's running k-th score; False (nothing done) when
+    a row has more such groups than the grouped merge would take. Reads their count on the host: for
+    the CPU only."""
+    r, g, groups = by_group.shape
+    kth = _scores_of(_halves(running.amin(dim=1, keepdim=True))[0])
+    hits = maxima >= kth
+    counts = hits.sum(dim=1)
+    most = int(counts.max())
+    if most > min(k, groups):
+        return False
+    if most == 0:
+        return True
+    row, group = hits.nonzero(as_tuple=True)
+    picked = by_group[row, :, group]  # (m, g)
+    keys = torch.empty(picked.shape, dtype=torch.int64, device=picked.device)
+    high, low = _halves(keys)
+    _order_into(picked.view(torch.int32), high)
+    torch.sub((-1 - blk.start - g * group).to(torch.int32).unsqueeze(1), buf.offsets[0, :g, 0], out=low)
+    slot = torch.arange(len(row), device=row.device) - (torch.cumsum(counts, 0) - counts)[row]
+    merge = _flat(buf.merge, r, k + most * g)
+    merge[:, :k] = running
+    merge[:, k:] = _SENTINEL
+    merge[:, k:].view(r, most, g)[row, slot] = keys
+    torch.topk(merge, k, dim=1, sorted=False, out=(running, _flat(buf.merged_at, r, k)))
+    return True
+
+
+def _sweep(queries, running, read_corpus, start, stop, plan, similarity, filtered):
+    """Merge corpus rows [start, stop) into the running top-k keys (qp, k) of the prepared queries."""
+    device = queries.device
+    k = running.shape[1]
+    qb, nb, d = plan.query_block, plan.corpus_block, queries.shape[1]
+    upload = _Upload(plan.read_rows, d, device)
+    buf = _Buffers(plan, k, d, device)
+    for b0 in range(start, stop, nb):
+        w = min(nb, stop - b0)
+        g = plan.group if plan.group > 1 and w > plan.group else 1
+        groups = -(-w // g)
+        layout = _flat(buf.corpus, g, groups, d)
+        _load(read_corpus, b0, b0 + w, plan, similarity, upload, layout)
+        blk = _Block(b0, w, g, groups, layout.view(g * groups, d))
+        if g > 1:
+            _halves(_flat(buf.group_keys, qb, groups))[1].copy_(buf.position_low[:groups])
+        else:
+            torch.sub(buf.position_low[:w], b0, out=buf.row_low[:w])
+        full = b0 - start >= k  # every running top-k holds k rows of the corpus
+        for a in range(0, len(queries), qb):
+            b = min(a + qb, len(queries))
+            scores = _flat(buf.scores, b - a, g * groups)
+            torch.mm(queries[a:b], blk.table.T, out=scores)
+            if g == 1:
+                _merge_rows(buf, blk, scores, running[a:b], k)
+                continue
+            by_group = scores.view(b - a, g, groups)
+            if g * groups > w:
+                by_group[:, w - (groups - 1) * g :, groups - 1] = float("-inf")
+            maxima = torch.amax(by_group, dim=1, out=_flat(buf.maxima, b - a, groups))
+            if not (filtered and full and _merge_filtered(buf, blk, by_group, maxima, running[a:b], k)):
+                _merge_grouped(buf, blk, by_group, maxima, running[a:b], k)
+
+
+def top_k(
+    queries,
+    read_corpus,
+    corpus_size: int,
+    k: int,
+    similarity: str = "cosine",
+    budget_bytes: int = DEFAULT_BUDGET_BYTES,
+    device="cpu",
+    rows: tuple[int, int] | None = None,
+    filtered: bool | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The k best corpus rows of every query: (scores float32 (q, k'), rows int64 (q, k')), best first
+    (equal scores: lowest row first), k' = min(k, rows searched).
+
+    queries: float32 (q, d), finite; read_corpus(start, stop): float32 (stop - start, d) corpus rows,
+    finite; similarity "cosine" (L2-normalized; a zero vector scores 0) or "dot"; budget_bytes: what
+    the search may allocate at once; rows: (start, stop), the shard of the corpus to search (default
+    all), results in corpus rows. filtered: the CPU's filter of the groups that can enter (default:
+    on the CPU only; results are the same either way).
+    """
+    if similarity not in SIMILARITIES:
+        raise ValueError(f"similarity must be one of {SIMILARITIES}, not {similarity!r}")
+    if k < 1:
+        raise ValueError(f"k must be at least 1, not {k}")
+    start, stop = (0, corpus_size) if rows is None else rows
+    if not 0 <= start <= stop <= corpus_size:
+        raise ValueError(f"rows {rows} are not a range of the corpus's {corpus_size} rows")
+    if corpus_size > _MAX_ROWS:
+        raise ValueError(f"a corpus of {corpus_size} rows is over the {_MAX_ROWS} rows a key can hold")
+    device = torch.device(device)
+    filtered = device.type == "cpu" if filtered is None else filtered
+    queries = torch.as_tensor(queries, dtype=torch.float32)
+    q, d = queries.shape
+    k = min(k, stop - start)
+    scores = np.empty((q, k), dtype=np.float32)
+    indices = np.empty((q, k), dtype=np.int64)
+    if k == 0 or q == 0:
+        return scores, indices
+    plan = plan_search(q, d, k, stop - start, budget_bytes, device)
+    for p0 in range(0, q, plan.query_pass):
+        p1 = min(p0 + plan.query_pass, q)
+        prepared = torch.empty((p1 - p0, d), dtype=torch.float32, device=device)
+        _prepare(queries[p0:p1].to(device), similarity, prepared)
+        running = torch.full((p1 - p0, k), _SENTINEL, dtype=torch.int64, device=device)
+        _sweep(prepared, running, read_corpus, start, stop, plan, similarity, filtered)
+        best, found = decode(torch.sort(running, dim=1, descending=True).values)
+        scores[p0:p1] = best.cpu().numpy()
+        indices[p0:p1] = found.cpu().numpy()
+    return scores, indices
+
+
+def merge_top_k(parts, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The top-k of shards' results [(scores (q, k_i), rows (q, k_i)), ...] (rows of the whole
+    corpus): what one search of the whole corpus returns, with the same tie rule."""
+    keys = torch.cat([encode(np.asarray(s), np.asarray(r)) for s, r in parts], dim=1)
+    best, rows = decode(torch.topk(keys, min(k, keys.shape[1]), dim=1).values)
+    return best.numpy(), rows.numpy()
