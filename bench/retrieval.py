@@ -10,7 +10,9 @@ searches the top k by cosine similarity:
 
 - embeval: embeval.train.search.top_k under --budget-mib, reading the corpus from the HDF5 file
   piece by piece through h5py (as the scorer will);
-- embeval-grouped: the same with the CPU's filter off (the selection a GPU runs), k=1000 only;
+- embeval-grouped: the same with the CPU's filter off (the selection a GPU runs), largest k only;
+- matmul: embeval's blocks (its plan) without the selection: reading, normalizing and the matmuls
+  only, the floor of its loop, largest k only;
 - mteb: mteb's SearchEncoderWrapper (the search MTEB's retrieval evaluator runs for an encoder: the
   corpus in chunks of 50,000, a torch matmul and torch.topk per chunk, a Python heap per query)
   through index() and search() over datasets.Dataset corpus and queries, with an encoder that returns
@@ -49,7 +51,7 @@ CLUSTERS = 2000
 DUPLICATES = 0.005
 NEAR = 1e-6
 MTEB_CHUNK = 50_000
-ARMS = ("embeval", "embeval-grouped", "faiss", "mteb")
+ARMS = ("embeval", "embeval-grouped", "matmul", "faiss", "mteb")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -130,6 +132,36 @@ def arm_embeval(path, k, budget, out, filtered=True):
         "peak_rss_mib": peak_mib(),
         "plan": {**plan.__dict__, "mib": plan.bytes / 2**20},
     }
+
+
+def arm_matmul(path, k, budget):
+    """embeval's blocks without the selection: read, normalize and multiply only (its loop's floor)."""
+    import h5py
+    import torch
+
+    from embeval.train.search import plan_search
+
+    with h5py.File(path, "r") as f:
+        corpus, queries = f["corpus"], torch.from_numpy(f["queries"][:])
+        n, d = corpus.shape
+        plan = plan_search(len(queries), d, k, n, budget)
+        baseline = rss_mib()
+        start = time.perf_counter()
+        queries = torch.nn.functional.normalize(queries)
+        scores = torch.empty(plan.query_block, plan.corpus_block)
+        for b0 in range(0, n, plan.corpus_block):
+            block = torch.cat(
+                [
+                    torch.from_numpy(corpus[c0 : min(c0 + plan.read_rows, b0 + plan.corpus_block, n)])
+                    for c0 in range(b0, min(b0 + plan.corpus_block, n), plan.read_rows)
+                ]
+            )
+            block = torch.nn.functional.normalize(block)
+            for a in range(0, len(queries), plan.query_block):
+                part = queries[a : a + plan.query_block]
+                torch.mm(part, block.T, out=scores[: len(part), : len(block)])
+        seconds = time.perf_counter() - start
+    return {"seconds": seconds, "baseline_rss_mib": baseline, "peak_rss_mib": peak_mib()}
 
 
 def arm_faiss(path, k, out):
@@ -251,6 +283,8 @@ def child(arm, path, k, budget, out):
         result = arm_embeval(path, k, budget, out)
     elif arm == "embeval-grouped":
         result = arm_embeval(path, k, budget, out, filtered=False)
+    elif arm == "matmul":
+        result = arm_matmul(path, k, budget)
     elif arm == "faiss":
         result = arm_faiss(path, k, out)
     else:
@@ -351,7 +385,7 @@ def main():
                 entry = {"corpus": n, "k": k, "arms": {}}
                 for repeat in range(args.repeats):
                     for arm in arms:
-                        if arm == "mteb" and repeat > 0 or arm == "embeval-grouped" and k != max(ks):
+                        if arm == "mteb" and repeat > 0 or arm in ("embeval-grouped", "matmul") and k != max(ks):
                             continue
                         gemm = run("gemm")
                         best_gflops = max(best_gflops, gemm["gflops"])

@@ -276,3 +276,22 @@ def test_allocations_stay_within_the_plan(order, filtered):
         assert 0 < peak <= plan.bytes <= budget, (plan, peak)
         if order == "rising":
             assert rows[:, 0].min() > 11000
+
+
+@pytest.mark.parametrize("k", [1, 20])
+def test_thousands_of_copies_and_small_k(k):
+    """A run of 3000 copies of one query's best vector (equal scores across many blocks: the lowest
+    rows win), and small k (blocks where nothing can enter): the CPU filter takes its fallbacks and
+    the results equal the brute force's."""
+    rng = np.random.default_rng(9)
+    queries = rng.integers(-3, 4, size=(8, 16)).astype(np.float32)
+    corpus = rng.integers(-3, 4, size=(9000, 16)).astype(np.float32)
+    corpus[4000:7000] = queries[0] * 2
+    scores, order = brute_force(queries, corpus, k, "dot")
+    budget = 150_000
+    plan = search.plan_search(8, 16, k, 9000, budget)
+    assert plan.corpus_block <= 2048 and plan.pending
+    got, rows = search_all(queries, corpus, k, "dot", budget)
+    np.testing.assert_array_equal(rows, order)
+    np.testing.assert_array_equal(got, np.take_along_axis(scores, order, axis=1).astype(np.float32))
+    assert rows[0].tolist() == list(range(4000, 4000 + k))

@@ -152,8 +152,9 @@ def _sweep_bytes(qb, nb, g, k, pending, d, cuda):
     # top-k's workspace), the merged top-k and its positions
     grouped = (groups * 8 + chosen * 28 + candidates * 4) if g > 1 else 0  # groups' keys, chosen groups,
     # their first rows, their rows' scores
-    filtered = (groups * 17 + candidates * 5 + pending * 48) if pending else 0  # groups reached (mask,
-    # positions), their rows' scores and mask, rows reached (positions, keys, slots)
+    filtered = (groups * 17 + candidates * 5 + pending * 2 * 56) if pending else 0  # groups reached
+    # (mask, positions), their rows' scores and mask, rows reached (at most 2 per pending slot:
+    # positions, keys, slots)
     per_query = g * groups * 4 + (groups * 4 if g > 1 else 0) + merge + max(grouped, filtered)
     return read + block + qb * per_query
 
@@ -315,6 +316,7 @@ class _Buffers:
         self.chosen = empty(qb * chosen, torch.int64)
         self.picked = empty(qb * candidates if g > 1 else 0, torch.float32)
         self.merge = empty(qb * (k + pending + candidates), torch.int64)
+        self.room = candidates  # a query's rows the merge buffer holds beyond its top-k and pending slots
         self.merged = empty(qb * k, torch.int64)
         self.merged_at = empty(qb * k, torch.int64)
         self.row_low = empty(nb, torch.int32)
@@ -325,13 +327,19 @@ class _Buffers:
 class _Running:
     """The running top-k keys of a sweep's queries: (qp, k + pending) int64, the top-k (unsorted) in
     [:, :k], and in [:, k:] the candidates the CPU's filter found since the last merge (empty slots
-    hold _SENTINEL), `fill` per query; `kth` (qp, 1) is each query's k-th score at its last merge."""
+    hold _SENTINEL), `fill` per query; `kth` (qp, 1) is each query's k-th score at its last merge.
+    `waiting`: the query blocks (by first query) with pending candidates, known on the host."""
 
     def __init__(self, qp, k, pending, device):
         self.k, self.pending = k, pending
         self.keys = torch.full((qp, k + pending), _SENTINEL, dtype=torch.int64, device=device)
         self.fill = torch.zeros(qp, dtype=torch.int64, device=device)
         self.kth = torch.full((qp, 1), float("-inf"), dtype=torch.float32, device=device)
+        self.waiting = set()
+
+    def held(self, a):
+        """How many leading keys of the query block starting at a hold rows (pending ones included)."""
+        return self.k + self.pending if a in self.waiting else self.k
 
     def merged(self, a, b, buffer, buf):
         """Set the top-k of queries [a, b) to the top k of buffer (r, n) (which holds their pending
@@ -340,16 +348,19 @@ class _Running:
         top = _flat(buf.merged, r, k)
         torch.topk(buffer, k, dim=1, sorted=False, out=(top, _flat(buf.merged_at, r, k)))
         self.keys[a:b, :k] = top
-        if self.pending:
+        if a in self.waiting:
             self.keys[a:b, k:] = _SENTINEL
             self.fill[a:b] = 0
+            self.waiting.discard(a)
+        if self.pending:
             self.kth[a:b] = _scores_of(_halves(top.amin(dim=1, keepdim=True))[0])
 
     def flush(self, a, b, buf):
-        """Merge the pending candidates of queries [a, b) into their top-k."""
-        merge = _flat(buf.merge, b - a, self.k + self.pending)
-        merge.copy_(self.keys[a:b])
-        self.merged(a, b, merge, buf)
+        """Merge the pending candidates of queries [a, b), if any, into their top-k."""
+        if a in self.waiting:
+            merge = _flat(buf.merge, b - a, self.k + self.pending)
+            merge.copy_(self.keys[a:b])
+            self.merged(a, b, merge, buf)
 
 
 def _merge_grouped(buf, b0, by_group, maxima, run, a, b):
@@ -357,9 +368,9 @@ def _merge_grouped(buf, b0, by_group, maxima, run, a, b):
     (r, G), into the running top-k of queries [a, b): the k best groups' rows, the top-k and the
     pending candidates through one top-k. No data-dependent shape."""
     r, g, groups = by_group.shape
-    kg, held = min(run.k, groups), run.k + run.pending
+    kg, held = min(run.k, groups), run.held(a)
     merge = _flat(buf.merge, r, held + kg * g)
-    merge[:, :held] = run.keys[a:b]
+    merge[:, :held] = run.keys[a:b, :held]
     high, low = _halves(merge[:, held:].view(r, g, kg))
     group_keys = _flat(buf.group_keys, r, groups)
     _order_into(maxima.view(torch.int32), _halves(group_keys)[0])
@@ -376,9 +387,9 @@ def _merge_grouped(buf, b0, by_group, maxima, run, a, b):
 def _merge_rows(buf, scores, run, a, b):
     """Merge a block's scores (r, w) into the running top-k of queries [a, b), every row a candidate."""
     r, w = scores.shape
-    held = run.k + run.pending
+    held = run.held(a)
     merge = _flat(buf.merge, r, held + w)
-    merge[:, :held] = run.keys[a:b]
+    merge[:, :held] = run.keys[a:b, :held]
     high, low = _halves(merge[:, held:])
     _order_into(scores.view(torch.int32), high)
     low.copy_(buf.row_low[:w].unsqueeze(0))
@@ -386,11 +397,12 @@ def _merge_rows(buf, scores, run, a, b):
 
 
 def _merge_filtered(buf, b0, by_group, maxima, run, a, b):
-    """Add to the pending candidates of queries [a, b) the rows of the block starting at corpus row b0
-    whose score (by group (r, g, G), maxima (r, G)) reaches the query's k-th score, found in the groups
-    whose maximum does; merge the pending candidates first when they would not fit. False (nothing
-    done) when the block has more such groups than the grouped merge would take, or a query more such
-    rows than its pending slots. Reads these numbers on the host: for the CPU only."""
+    """Find the rows of the block starting at corpus row b0 whose score (by group (r, g, G), maxima
+    (r, G)) reaches the query's k-th score, in the groups whose maximum does, for queries [a, b); add
+    them to the pending candidates, or when they do not fit there, merge them with the top-k and the
+    pending candidates at once. False (nothing done) when there are more such groups than the grouped
+    merge would take, more such rows than twice the pending slots, or a query has more than the merge
+    buffer holds. Reads these numbers on the host: for the CPU only."""
     r, g, groups = by_group.shape
     kth = run.kth[a:b]
     row, group = (maxima >= kth).nonzero(as_tuple=True)
@@ -400,24 +412,32 @@ def _merge_filtered(buf, b0, by_group, maxima, run, a, b):
         return True
     picked = by_group[row, :, group]  # (m, g)
     reached = picked >= kth[row]
-    if int(reached.sum()) > r * run.pending:
+    if int(reached.sum()) > 2 * r * run.pending:
         return False
     pair, t = reached.nonzero(as_tuple=True)
     query = row[pair]
     counts = torch.bincount(query, minlength=r)
     fill = run.fill[a:b]
     most, most_after = torch.stack([counts.max(), (fill + counts).max()]).tolist()
-    if most > run.pending:
+    if most > buf.room:
         return False
-    if most_after > run.pending:
-        run.flush(a, b, buf)
     keys = torch.empty(len(pair), dtype=torch.int64, device=picked.device)
     high, low = _halves(keys)
     _order_into(picked[pair, t].view(torch.int32), high)
     torch.sub(-1 - b0 - g * group.to(torch.int32)[pair], t.to(torch.int32), out=low)
-    slot = torch.arange(len(pair), device=row.device) - (torch.cumsum(counts, 0) - counts)[query]
-    run.keys[a:b][query, run.k + fill[query] + slot] = keys
-    fill += counts
+    del pair, t, picked, reached
+    slot = torch.arange(len(query), device=row.device) - (torch.cumsum(counts, 0) - counts)[query]
+    if most_after <= run.pending:
+        run.keys[a:b][query, run.k + fill[query] + slot] = keys
+        fill += counts
+        run.waiting.add(a)
+        return True
+    held = run.held(a)
+    merge = _flat(buf.merge, r, held + most)
+    merge[:, :held] = run.keys[a:b, :held]
+    merge[:, held:] = _SENTINEL
+    merge[query, held + slot] = keys
+    run.merged(a, b, merge, buf)
     return True
 
 
@@ -453,9 +473,8 @@ def _sweep(queries, run, read_corpus, start, stop, plan, similarity, filtered):
             maxima = torch.amax(by_group, dim=1, out=_flat(buf.maxima, b - a, groups))
             if not (filtered and full and _merge_filtered(buf, b0, by_group, maxima, run, a, b)):
                 _merge_grouped(buf, b0, by_group, maxima, run, a, b)
-    if run.pending:
-        for a in range(0, len(queries), qb):
-            run.flush(a, min(a + qb, len(queries)), buf)
+    for a in range(0, len(queries), qb):
+        run.flush(a, min(a + qb, len(queries)), buf)
 
 
 def top_k(
