@@ -19,15 +19,19 @@ the groups' maxima are an elementwise max over g contiguous slices of the score 
 block of queries, either
 - (every device) the k best groups, by a top-k of the groups' keys; their k*g rows and the running
   top-k go through one top-k in one buffer; or
-- (on the CPU, once a query's running top-k is full) only the groups whose maximum reaches the
-  query's running k-th score: after the first blocks they are few, so the search costs little more
-  than its matmuls. Their number sizes the buffers, which a GPU would have to wait for; on the CPU
-  the host is the device and reading it costs nothing, so this path is taken only there.
+- (on the CPU, once the running top-k holds k rows) only the rows whose score reaches the query's
+  k-th score at its last merge, found in the groups whose maximum does. After the first blocks they
+  are few: they wait in `pending` slots per query and are merged when the slots would overflow, so
+  the search costs little more than its matmuls. Their number sizes the arrays, which a GPU would
+  have to wait for; on the CPU the host is the device and reading it costs nothing, so this path is
+  taken only there, and falls back to the first when a block brings more rows than it has room for.
 Both give the same keys.
 
-GPU-ready: on a GPU the loops do not synchronise with the host; the one per-block transfer is the
-corpus block's copy to the device (from pinned memory, non-blocking). Results come back to the
-host once per sweep of the corpus (once, unless the budget splits the queries into several sweeps).
+GPU-ready: on a GPU the loops do not wait for the device's results; the only per-block transfer is
+the corpus block's copy to the device, in pieces, from two pinned buffers, non-blocking (before a
+buffer is refilled the host waits for the copy out of it two pieces back, long done). Results come
+back to the host once per sweep of the corpus (once, unless the budget splits the queries into
+several sweeps).
 """
 
 import sys
@@ -41,9 +45,10 @@ from embeval.errors import EmbevalError
 SIMILARITIES = ("cosine", "dot")
 DEFAULT_BUDGET_BYTES = 1 << 30
 CORPUS_BLOCK_ROWS = 65536  # largest corpus block scored at once
-QUERY_BLOCK_ROWS = 256  # largest query block; the score block is at most QUERY_BLOCK_ROWS x CORPUS_BLOCK_ROWS
+QUERY_BLOCK_ROWS = 2048  # largest query block
 MIN_QUERY_BLOCK = 64  # below this many queries (or corpus rows) a block's matmul runs far below the
 MIN_CORPUS_BLOCK = 4096  # machine's rate: the planner takes more sweeps of the queries first
+MIN_PENDING = 128  # the CPU filter's slots per query for candidates between merges: max(k, this)
 READ_BYTES = 32 << 20  # the corpus is read (and copied to the device) in pieces of about this size
 NORM_EPS = 1e-12  # as torch.nn.functional.normalize: a zero vector stays zero and scores 0
 
@@ -61,6 +66,7 @@ class Plan:
     query_block: int  # queries scored at once
     corpus_block: int  # corpus rows scored at once
     group: int  # rows per group of the selection (1: every row of a block is a candidate)
+    pending: int  # slots per query for the candidates the CPU's filter finds between merges
     read_rows: int  # corpus rows read at once
     bytes: int
 
@@ -135,32 +141,31 @@ def _read_rows(nb, g, d):
     return min(nb, max(g, READ_BYTES // (4 * d) // g * g))
 
 
-def _sweep_bytes(qb, nb, g, k, d, cuda):
-    """Bytes a sweep allocates at once for these blocks: its buffers, the corpus pieces read, and
-    the transients of the selection."""
+def _sweep_bytes(qb, nb, g, k, pending, d, cuda):
+    """Bytes a sweep allocates at once for these blocks: its buffers, the corpus pieces read, and the
+    transients of the selection (the grouped merge's, or the CPU filter's: never both at once)."""
     groups, chosen, candidates = _sizes(nb, g, k)
-    read = _read_rows(nb, g, d) * (d + 1) * 4 * (4 if cuda else 1)  # the reader's piece, its norms
-    # (CUDA: two pinned buffers and the device's copy)
-    buffers = (
-        g * groups * d * 4  # the corpus block on the device, group-major
-        + nb * 4 * 2  # the rows' and positions' low words
-        + qb * g * groups * 4  # the score block
-        + (qb * groups * (4 + 8 + 1) if g > 1 else 0)  # group maxima, their keys (and the CPU's hits)
-        + qb * chosen * (8 + 8 + 8 + 4)  # the chosen groups' keys and positions, their first rows
-        + qb * candidates * (4 + 8 + 8 + 8)  # the chosen rows' scores (the CPU's: positions, keys)
-        + qb * (k + candidates) * 8 * (2 if cuda else 1)  # the merge buffer (CUDA: top-k's workspace)
-        + qb * k * (8 + 8)  # the merged top-k's positions, the running k-th keys
-    )
-    return read + buffers
+    read = _read_rows(nb, g, d) * (d + 1) * 4 * (4 if cuda else 1)  # a piece read, its norms (CUDA: 2
+    # pinned buffers and the device's copy)
+    block = g * groups * d * 4 + nb * 4 * 2  # the corpus block, group-major; rows' and positions' low words
+    merge = (k + pending + candidates) * 8 * (2 if cuda else 1) + k * 16  # the merge buffer (CUDA: the
+    # top-k's workspace), the merged top-k and its positions
+    grouped = (groups * 8 + chosen * 28 + candidates * 4) if g > 1 else 0  # groups' keys, chosen groups,
+    # their first rows, their rows' scores
+    filtered = (groups * 17 + candidates * 5 + pending * 2 * 56) if pending else 0  # groups reached
+    # (mask, positions), their rows' scores and mask, rows reached (at most 2 per pending slot:
+    # positions, keys, slots)
+    per_query = g * groups * 4 + (groups * 4 if g > 1 else 0) + merge + max(grouped, filtered)
+    return read + block + qb * per_query
 
 
-def _pass_bytes(qp, q, k, d, cuda):
-    """Bytes of a sweep's queries and running top-k, and of the results of all queries."""
-    return qp * d * 4 * (2 if cuda else 1) + qp * k * 8 + q * k * 12
+def _pass_bytes(qp, q, k, pending, d, cuda):
+    """Bytes of a sweep's queries and running top-k (and pending slots), and of all queries' results."""
+    return qp * d * 4 * (2 if cuda else 1) + qp * ((k + pending) * 8 + 12) + q * k * 12
 
 
 def _end_bytes(qp, k):
-    """Bytes of sorting and decoding a sweep's running top-k (after the sweep's buffers are freed)."""
+    """Bytes of sorting and decoding a sweep's top-k (after the sweep's buffers are freed)."""
     return qp * k * (16 + 4 * 4 + 8 + 12)
 
 
@@ -175,18 +180,21 @@ def _descending(n):
     return sizes
 
 
-def plan_search(q: int, d: int, k: int, rows: int, budget_bytes: int, device="cpu") -> Plan:
+def plan_search(q: int, d: int, k: int, rows: int, budget_bytes: int, device="cpu", filtered=None) -> Plan:
     """The blocks whose allocations fit `budget_bytes`, by preference: all queries in one sweep, with
     blocks of at least MIN_QUERY_BLOCK queries and MIN_CORPUS_BLOCK rows (or all there are); then
-    several sweeps with such blocks; then anything, down to one query against one row. Within each,
-    the largest sweep, then corpus block, then query block. EmbevalError when not even one query
+    several sweeps with such blocks; then anything, down to one query against one row. Within each:
+    the largest sweep, then the largest score block (query block x corpus block), then the larger
+    query block. filtered: as top_k's (default: on the CPU). EmbevalError when not even one query
     against one row fits."""
-    cuda = torch.device(device).type == "cuda"
+    device = torch.device(device)
+    cuda = device.type == "cuda"
     k = min(k, rows)
+    pending = max(k, MIN_PENDING) if (device.type == "cpu" if filtered is None else filtered) else 0
 
     def need(qp, qb, nb):
-        g = group_size(nb, k)
-        return _pass_bytes(qp, q, k, d, cuda) + max(_sweep_bytes(qb, nb, g, k, d, cuda), _end_bytes(qp, k))
+        sweep = _sweep_bytes(qb, nb, group_size(nb, k), k, pending, d, cuda)
+        return _pass_bytes(qp, q, k, pending, d, cuda) + max(sweep, _end_bytes(qp, k))
 
     rounds = [
         (1, min(q, MIN_QUERY_BLOCK), min(rows, MIN_CORPUS_BLOCK)),
@@ -197,14 +205,17 @@ def plan_search(q: int, d: int, k: int, rows: int, budget_bytes: int, device="cp
         for qp in _descending(q):
             if -(-q // qp) > sweeps:
                 break
-            for nb in _descending(min(rows, CORPUS_BLOCK_ROWS)):
-                for qb in _descending(min(qp, QUERY_BLOCK_ROWS)):
-                    if nb < least_nb or qb < least_qb:
-                        continue
-                    bytes_ = need(qp, qb, nb)
-                    if bytes_ <= budget_bytes:
-                        g = group_size(nb, k)
-                        return Plan(qp, qb, nb, g, _read_rows(nb, g, d), bytes_)
+            blocks = [
+                (qb, nb)
+                for nb in _descending(min(rows, CORPUS_BLOCK_ROWS))
+                for qb in _descending(min(qp, QUERY_BLOCK_ROWS))
+                if nb >= least_nb and qb >= least_qb
+            ]
+            for qb, nb in sorted(blocks, key=lambda block: (-block[0] * block[1], -block[0])):
+                bytes_ = need(qp, qb, nb)
+                if bytes_ <= budget_bytes:
+                    g = group_size(nb, k)
+                    return Plan(qp, qb, nb, g, pending, _read_rows(nb, g, d), bytes_)
     least = need(1, 1, 1)
     raise EmbevalError(
         f"the exact search of {q} queries in {rows} rows of {d} dimensions (top {k}) needs at least "
@@ -291,7 +302,7 @@ class _Buffers:
     """Every buffer of a sweep, allocated once for the largest blocks; views give each block's shapes."""
 
     def __init__(self, plan, k, d, device):
-        qb, nb, g = plan.query_block, plan.corpus_block, plan.group
+        qb, nb, g, pending = plan.query_block, plan.corpus_block, plan.group, plan.pending
         groups, chosen, candidates = _sizes(nb, g, k)
 
         def empty(n, dtype):
@@ -304,32 +315,63 @@ class _Buffers:
         self.group_top = empty(qb * chosen, torch.int64)
         self.chosen = empty(qb * chosen, torch.int64)
         self.picked = empty(qb * candidates if g > 1 else 0, torch.float32)
-        self.merge = empty(qb * (k + candidates), torch.int64)
+        self.merge = empty(qb * (k + pending + candidates), torch.int64)
+        self.room = candidates  # a query's rows the merge buffer holds beyond its top-k and pending slots
+        self.merged = empty(qb * k, torch.int64)
         self.merged_at = empty(qb * k, torch.int64)
         self.row_low = empty(nb, torch.int32)
         self.offsets = torch.arange(g, dtype=torch.int32, device=device).view(1, g, 1)
         self.position_low = -1 - torch.arange(nb, dtype=torch.int32, device=device)
 
 
-@dataclass
-class _Block:
-    """A corpus block on the device: its first row, rows, group size and groups."""
+class _Running:
+    """The running top-k keys of a sweep's queries: (qp, k + pending) int64, the top-k (unsorted) in
+    [:, :k], and in [:, k:] the candidates the CPU's filter found since the last merge (empty slots
+    hold _SENTINEL), `fill` per query; `kth` (qp, 1) is each query's k-th score at its last merge.
+    `waiting`: the query blocks (by first query) with pending candidates, known on the host."""
 
-    start: int
-    rows: int
-    g: int
-    groups: int
-    table: torch.Tensor  # (g * groups, d), group-major
+    def __init__(self, qp, k, pending, device):
+        self.k, self.pending = k, pending
+        self.keys = torch.full((qp, k + pending), _SENTINEL, dtype=torch.int64, device=device)
+        self.fill = torch.zeros(qp, dtype=torch.int64, device=device)
+        self.kth = torch.full((qp, 1), float("-inf"), dtype=torch.float32, device=device)
+        self.waiting = set()
+
+    def held(self, a):
+        """How many leading keys of the query block starting at a hold rows (pending ones included)."""
+        return self.k + self.pending if a in self.waiting else self.k
+
+    def merged(self, a, b, buffer, buf):
+        """Set the top-k of queries [a, b) to the top k of buffer (r, n) (which holds their pending
+        candidates), empty their pending slots and note their k-th scores."""
+        r, k = b - a, self.k
+        top = _flat(buf.merged, r, k)
+        torch.topk(buffer, k, dim=1, sorted=False, out=(top, _flat(buf.merged_at, r, k)))
+        self.keys[a:b, :k] = top
+        if a in self.waiting:
+            self.keys[a:b, k:] = _SENTINEL
+            self.fill[a:b] = 0
+            self.waiting.discard(a)
+        if self.pending:
+            self.kth[a:b] = _scores_of(_halves(top.amin(dim=1, keepdim=True))[0])
+
+    def flush(self, a, b, buf):
+        """Merge the pending candidates of queries [a, b), if any, into their top-k."""
+        if a in self.waiting:
+            merge = _flat(buf.merge, b - a, self.k + self.pending)
+            merge.copy_(self.keys[a:b])
+            self.merged(a, b, merge, buf)
 
 
-def _merge_grouped(buf, blk, by_group, maxima, running, k):
-    """Merge a block's scores by group (r, g, G), with their maxima (r, G), into running (r, k): the
-    k best groups' rows and the running top-k through one top-k. No data-dependent shape."""
+def _merge_grouped(buf, b0, by_group, maxima, run, a, b):
+    """Merge the scores by group (r, g, G) of the block starting at corpus row b0, with their maxima
+    (r, G), into the running top-k of queries [a, b): the k best groups' rows, the top-k and the
+    pending candidates through one top-k. No data-dependent shape."""
     r, g, groups = by_group.shape
-    kg = min(k, groups)
-    merge = _flat(buf.merge, r, k + kg * g)
-    merge[:, :k] = running
-    high, low = _halves(merge[:, k:].view(r, g, kg))
+    kg, held = min(run.k, groups), run.held(a)
+    merge = _flat(buf.merge, r, held + kg * g)
+    merge[:, :held] = run.keys[a:b, :held]
+    high, low = _halves(merge[:, held:].view(r, g, kg))
     group_keys = _flat(buf.group_keys, r, groups)
     _order_into(maxima.view(torch.int32), _halves(group_keys)[0])
     chosen = _flat(buf.chosen, r, kg)
@@ -337,55 +379,72 @@ def _merge_grouped(buf, blk, by_group, maxima, running, k):
     picked = _flat(buf.picked, r, g, kg)
     torch.gather(by_group, 2, chosen.unsqueeze(1).expand(r, g, kg), out=picked)
     _order_into(picked.view(torch.int32), high)
-    first = (-1 - blk.start - g * chosen).to(torch.int32).unsqueeze(1)  # -1 - the group's first row
+    first = (-1 - b0 - g * chosen).to(torch.int32).unsqueeze(1)  # -1 - the group's first row
     torch.sub(first, buf.offsets[:, :g], out=low)
-    torch.topk(merge, k, dim=1, sorted=False, out=(running, _flat(buf.merged_at, r, k)))
+    run.merged(a, b, merge, buf)
 
 
-def _merge_rows(buf, blk, scores, running, k):
-    """Merge a block's scores (r, w) into running (r, k) with every row a candidate (groups of 1)."""
+def _merge_rows(buf, scores, run, a, b):
+    """Merge a block's scores (r, w) into the running top-k of queries [a, b), every row a candidate."""
     r, w = scores.shape
-    merge = _flat(buf.merge, r, k + w)
-    merge[:, :k] = running
-    high, low = _halves(merge[:, k:])
+    held = run.held(a)
+    merge = _flat(buf.merge, r, held + w)
+    merge[:, :held] = run.keys[a:b, :held]
+    high, low = _halves(merge[:, held:])
     _order_into(scores.view(torch.int32), high)
     low.copy_(buf.row_low[:w].unsqueeze(0))
-    torch.topk(merge, k, dim=1, sorted=False, out=(running, _flat(buf.merged_at, r, k)))
+    run.merged(a, b, merge, buf)
 
 
-def _merge_filtered(buf, blk, by_group, maxima, running, k):
-    """Merge a block's scores by group (r, g, G), with their maxima (r, G), into a full running (r, k)
-    through the groups whose maximum reaches the row's running k-th score; False (nothing done) when
-    a row has more such groups than the grouped merge would take. Reads their count on the host: for
-    the CPU only."""
+def _merge_filtered(buf, b0, by_group, maxima, run, a, b):
+    """Find the rows of the block starting at corpus row b0 whose score (by group (r, g, G), maxima
+    (r, G)) reaches the query's k-th score, in the groups whose maximum does, for queries [a, b); add
+    them to the pending candidates, or when they do not fit there, merge them with the top-k and the
+    pending candidates at once. False (nothing done) when there are more such groups than the grouped
+    merge would take, more such rows than twice the pending slots, or a query has more than the merge
+    buffer holds. Reads these numbers on the host: for the CPU only."""
     r, g, groups = by_group.shape
-    kth = _scores_of(_halves(running.amin(dim=1, keepdim=True))[0])
-    hits = maxima >= kth
-    counts = hits.sum(dim=1)
-    most = int(counts.max())
-    if most > min(k, groups):
+    kth = run.kth[a:b]
+    row, group = (maxima >= kth).nonzero(as_tuple=True)
+    if len(row) > r * min(run.k, groups):
         return False
-    if most == 0:
+    if not len(row):
         return True
-    row, group = hits.nonzero(as_tuple=True)
     picked = by_group[row, :, group]  # (m, g)
-    keys = torch.empty(picked.shape, dtype=torch.int64, device=picked.device)
+    reached = picked >= kth[row]
+    if int(reached.sum()) > 2 * r * run.pending:
+        return False
+    pair, t = reached.nonzero(as_tuple=True)
+    query = row[pair]
+    counts = torch.bincount(query, minlength=r)
+    fill = run.fill[a:b]
+    most, most_after = torch.stack([counts.max(), (fill + counts).max()]).tolist()
+    if most > buf.room:
+        return False
+    keys = torch.empty(len(pair), dtype=torch.int64, device=picked.device)
     high, low = _halves(keys)
-    _order_into(picked.view(torch.int32), high)
-    torch.sub((-1 - blk.start - g * group).to(torch.int32).unsqueeze(1), buf.offsets[0, :g, 0], out=low)
-    slot = torch.arange(len(row), device=row.device) - (torch.cumsum(counts, 0) - counts)[row]
-    merge = _flat(buf.merge, r, k + most * g)
-    merge[:, :k] = running
-    merge[:, k:] = _SENTINEL
-    merge[:, k:].view(r, most, g)[row, slot] = keys
-    torch.topk(merge, k, dim=1, sorted=False, out=(running, _flat(buf.merged_at, r, k)))
+    _order_into(picked[pair, t].view(torch.int32), high)
+    torch.sub(-1 - b0 - g * group.to(torch.int32)[pair], t.to(torch.int32), out=low)
+    del pair, t, picked, reached
+    slot = torch.arange(len(query), device=row.device) - (torch.cumsum(counts, 0) - counts)[query]
+    if most_after <= run.pending:
+        run.keys[a:b][query, run.k + fill[query] + slot] = keys
+        fill += counts
+        run.waiting.add(a)
+        return True
+    held = run.held(a)
+    merge = _flat(buf.merge, r, held + most)
+    merge[:, :held] = run.keys[a:b, :held]
+    merge[:, held:] = _SENTINEL
+    merge[query, held + slot] = keys
+    run.merged(a, b, merge, buf)
     return True
 
 
-def _sweep(queries, running, read_corpus, start, stop, plan, similarity, filtered):
-    """Merge corpus rows [start, stop) into the running top-k keys (qp, k) of the prepared queries."""
+def _sweep(queries, run, read_corpus, start, stop, plan, similarity, filtered):
+    """Merge corpus rows [start, stop) into the running top-k `run` of the prepared queries."""
     device = queries.device
-    k = running.shape[1]
+    k = run.k
     qb, nb, d = plan.query_block, plan.corpus_block, queries.shape[1]
     upload = _Upload(plan.read_rows, d, device)
     buf = _Buffers(plan, k, d, device)
@@ -395,7 +454,7 @@ def _sweep(queries, running, read_corpus, start, stop, plan, similarity, filtere
         groups = -(-w // g)
         layout = _flat(buf.corpus, g, groups, d)
         _load(read_corpus, b0, b0 + w, plan, similarity, upload, layout)
-        blk = _Block(b0, w, g, groups, layout.view(g * groups, d))
+        table = layout.view(g * groups, d)
         if g > 1:
             _halves(_flat(buf.group_keys, qb, groups))[1].copy_(buf.position_low[:groups])
         else:
@@ -404,16 +463,18 @@ def _sweep(queries, running, read_corpus, start, stop, plan, similarity, filtere
         for a in range(0, len(queries), qb):
             b = min(a + qb, len(queries))
             scores = _flat(buf.scores, b - a, g * groups)
-            torch.mm(queries[a:b], blk.table.T, out=scores)
+            torch.mm(queries[a:b], table.T, out=scores)
             if g == 1:
-                _merge_rows(buf, blk, scores, running[a:b], k)
+                _merge_rows(buf, scores, run, a, b)
                 continue
             by_group = scores.view(b - a, g, groups)
             if g * groups > w:
                 by_group[:, w - (groups - 1) * g :, groups - 1] = float("-inf")
             maxima = torch.amax(by_group, dim=1, out=_flat(buf.maxima, b - a, groups))
-            if not (filtered and full and _merge_filtered(buf, blk, by_group, maxima, running[a:b], k)):
-                _merge_grouped(buf, blk, by_group, maxima, running[a:b], k)
+            if not (filtered and full and _merge_filtered(buf, b0, by_group, maxima, run, a, b)):
+                _merge_grouped(buf, b0, by_group, maxima, run, a, b)
+    for a in range(0, len(queries), qb):
+        run.flush(a, min(a + qb, len(queries)), buf)
 
 
 def top_k(
@@ -454,14 +515,14 @@ def top_k(
     indices = np.empty((q, k), dtype=np.int64)
     if k == 0 or q == 0:
         return scores, indices
-    plan = plan_search(q, d, k, stop - start, budget_bytes, device)
+    plan = plan_search(q, d, k, stop - start, budget_bytes, device, filtered)
     for p0 in range(0, q, plan.query_pass):
         p1 = min(p0 + plan.query_pass, q)
         prepared = torch.empty((p1 - p0, d), dtype=torch.float32, device=device)
         _prepare(queries[p0:p1].to(device), similarity, prepared)
-        running = torch.full((p1 - p0, k), _SENTINEL, dtype=torch.int64, device=device)
-        _sweep(prepared, running, read_corpus, start, stop, plan, similarity, filtered)
-        best, found = decode(torch.sort(running, dim=1, descending=True).values)
+        run = _Running(p1 - p0, k, plan.pending, device)
+        _sweep(prepared, run, read_corpus, start, stop, plan, similarity, filtered)
+        best, found = decode(torch.sort(run.keys[:, :k], dim=1, descending=True).values)
         scores[p0:p1] = best.cpu().numpy()
         indices[p0:p1] = found.cpu().numpy()
     return scores, indices
