@@ -531,6 +531,6 @@ def top_k(
 def merge_top_k(parts, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The top-k of shards' results [(scores (q, k_i), rows (q, k_i)), ...] (rows of the whole
     corpus): what one search of the whole corpus returns, with the same tie rule."""
-    keys = torch.cat([encode(np.asarray(s), np.asarray(r)) for s, r in parts], dim=1)
+    keys = torch.cat([encode(np.array(s, dtype=np.float32), np.array(r, dtype=np.int64)) for s, r in parts], dim=1)
     best, rows = decode(torch.topk(keys, min(k, keys.shape[1]), dim=1).values)
     return best.numpy(), rows.numpy()
