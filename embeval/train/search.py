@@ -185,7 +185,7 @@ def plan_search(q: int, d: int, k: int, rows: int, budget_bytes: int, device="cp
     blocks of at least MIN_QUERY_BLOCK queries and MIN_CORPUS_BLOCK rows (or all there are); then
     several sweeps with such blocks; then anything, down to one query against one row. Within each:
     the largest sweep, then the largest score block (query block x corpus block), then the larger
-    query block. filtered: as top_k's (default: on the CPU). EmbevalError when not even one query
+    corpus block (the CPU's filter then starts from a k-th score over more rows). filtered: as top_k's (default: on the CPU). EmbevalError when not even one query
     against one row fits."""
     device = torch.device(device)
     cuda = device.type == "cuda"
@@ -211,7 +211,7 @@ def plan_search(q: int, d: int, k: int, rows: int, budget_bytes: int, device="cp
                 for qb in _descending(min(qp, QUERY_BLOCK_ROWS))
                 if nb >= least_nb and qb >= least_qb
             ]
-            for qb, nb in sorted(blocks, key=lambda block: (-block[0] * block[1], -block[0])):
+            for qb, nb in sorted(blocks, key=lambda block: (-block[0] * block[1], -block[1])):
                 bytes_ = need(qp, qb, nb)
                 if bytes_ <= budget_bytes:
                     g = group_size(nb, k)
