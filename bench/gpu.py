@@ -5,7 +5,9 @@
     python bench/gpu.py --roofline                         # the hot loops' FLOPs, bytes and rates here
 
 On a GPU every task is scored with `--device cuda` on a deterministic bag of random 768-d token
-vectors (devbow's construction), and the seconds per task go to bench/results/gpu_<device>.json.
+vectors (devbow's construction), and the seconds per task go to bench/results/gpu_<device>.json,
+with the exact retrieval search's (1,000,000 x 384 random rows, 10,000 queries, top 1000 and
+top 10) and its GEMM floor there.
 
 `--audit` runs every evaluator and solver on synthetic data of a realistic small size under
 embeval.audit.DeviceAudit (the CPU standing in for the device) and records, per evaluator, the host
@@ -204,6 +206,19 @@ def _cases(dim):
         return geometry.diagnostics(ctx.table, ctx.data, ctx.rows, 1111)
 
     cases.append(("geometry", diagnostics))
+
+    def exact_search():
+        from embeval.train import search
+
+        rng = np.random.default_rng(0)
+        corpus = rng.standard_normal((20000, dim), dtype=np.float32)
+        queries = rng.standard_normal((512, dim), dtype=np.float32)
+        budget = 64 << 20
+        return search.top_k(
+            queries, lambda a, b: corpus[a:b], len(corpus), 1000, "cosine", budget, "cpu", filtered=False
+        )
+
+    cases.append(("exact search top-1000 (the GPU's grouped selection)", exact_search))
     return cases
 
 
@@ -297,6 +312,44 @@ def time_on_gpu(data, dim, tasks):
         "device": torch.cuda.get_device_name(0),
         "dim": dim,
         "seconds": {n: record["tasks"][n]["seconds"] for n in names},
+    }
+
+
+def time_search_on_gpu(n=1_000_000, q=10_000, dim=384, k=1000):
+    """Seconds of the exact search (top-k by cosine) of q queries in n random rows, the corpus read from
+    host memory piece by piece, under the device's memory budget; and the GEMM floor of its FLOPs."""
+    import torch
+
+    from embeval.memory import dense_budget
+    from embeval.train import search
+
+    rng = np.random.default_rng(0)
+    corpus = rng.standard_normal((n, dim), dtype=np.float32)
+    queries = rng.standard_normal((q, dim), dtype=np.float32)
+    device = torch.device("cuda")
+    budget = dense_budget(device)
+    a = torch.randn(8192, 8192, device=device)
+    torch.mm(a, a)
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    for _ in range(5):
+        torch.mm(a, a)
+    torch.cuda.synchronize()
+    gflops = 5 * 2 * 8192**3 / (time.perf_counter() - started) / 1e9
+    times = {}
+    for depth in (k, 10):
+        search.top_k(queries[:256], lambda a, b: corpus[a:b], 100_000, depth, "cosine", budget, device)
+        started = time.perf_counter()
+        search.top_k(queries, lambda a, b: corpus[a:b], n, depth, "cosine", budget, device)
+        times[f"top_{depth}"] = time.perf_counter() - started
+    return {
+        "corpus": n,
+        "queries": q,
+        "dim": dim,
+        "budget_mib": budget / 2**20,
+        "seconds": times,
+        "gemm_gflops": gflops,
+        "floor_seconds": 2 * n * q * dim / (gflops * 1e9),
     }
 
 
@@ -466,6 +519,7 @@ def main():
     if not torch.cuda.is_available():
         sys.exit("no CUDA device: run with --audit on the CPU, or on a machine with a GPU")
     figures = time_on_gpu(args.data, args.dim or 768, args.tasks.split(",") if args.tasks else None)
+    figures["exact_search"] = time_search_on_gpu()
     name = figures["device"].replace(" ", "_")
     path = HERE / "results" / f"gpu_{name}.json"
     path.write_text(json.dumps(figures, indent=1) + "\n")
