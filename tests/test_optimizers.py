@@ -2,6 +2,8 @@
 
 import inspect
 import itertools
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -230,3 +232,30 @@ def test_batched_adam_is_torch_optim_single_tensor_adam_bit_for_bit():
     for r, (weights, _) in enumerate(references):
         for mine, theirs in zip(ours, weights):
             assert torch.equal(mine[0, r], theirs.detach()), f"problem {r}"
+
+
+def test_a_torch_whose_optimizer_drifted_from_the_table_is_refused(monkeypatch):
+    """parse compares this torch's signature with the table instead of building an optimizer."""
+    from embeval.train import optimizers
+
+    class Drifted(torch.optim.Adam):
+        def __init__(self, params, lr=0.002, betas=(0.9, 0.999), eps=1e-08):
+            super().__init__(params, lr=lr, betas=betas, eps=eps)
+
+    optimizers._same_as_table.cache_clear()
+    monkeypatch.setitem(optimizers.CLASSES, "adam", Drifted)
+    try:
+        with pytest.raises(ValueError, match="not the keywords and defaults embeval's optimizer table declares"):
+            optimizers.parse("adam")
+    finally:
+        optimizers._same_as_table.cache_clear()
+
+
+def test_reading_an_optimizer_string_builds_no_torch_optimizer():
+    """Building a torch.optim optimizer imports torch._dynamo (about a second per process)."""
+    code = (
+        "import sys; from embeval.train.optimizers import parse; parse('rmsprop'); parse('sgd,lr=0.1'); "
+        "print('torch._dynamo' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
