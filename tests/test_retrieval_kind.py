@@ -142,6 +142,27 @@ def test_a_tiny_memory_budget_gives_the_same_figures(client, tmp_path, cli, monk
     assert runs[1 << 30] == runs[200_000]
 
 
+def test_a_budget_too_small_for_one_row_is_one_line_naming_the_task(tmp_path, cli, monkeypatch):
+    """The need, the budget and what to do, for the task being scored; exit 2, no results written."""
+    from embeval.run import shards
+
+    task = synthetic(seed=5, span=40)
+    task_file, _ = declare(tmp_path, task)
+    export = tmp_path / "sentences"
+    cli("export-sentences", "--data", tmp_path / "none", "--out", export, "--task-file", task_file)
+    embed(task, tmp_path, export, tmp_path / "v.h5")
+    monkeypatch.setattr(shards, "dense_budget", lambda device: 1000)
+    out = tmp_path / "r.json"
+    result = cli("score", tmp_path / "v.h5", "--data", tmp_path / "none", "--task-file", task_file, "--out", out)
+    assert result.exit_code == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("embeval: error:")]
+    assert len(errors) == 1, result.stderr
+    message = errors[0]
+    assert message.startswith("embeval: error: Synthetic: the exact search of 39 queries"), message
+    assert "needs at least" in message and "memory budget is 0.00 MiB" in message and "on the CPU" in message
+    assert not out.exists()
+
+
 def test_paired_comparison_of_two_encoders(tmp_path, cli):
     task = synthetic(seed=6, span=60)
     task_file, _ = declare(tmp_path, task)

@@ -11,6 +11,7 @@ documents tied at the depth limit are kept).
 
 import numpy as np
 
+from embeval.errors import EmbevalError
 from embeval.evaluate import ir_metrics
 from embeval.formats import predictions
 from embeval.train import search
@@ -32,7 +33,10 @@ def retrieve(ctx, depth, similarity):
     """(scores, document indices) of each query's `depth` best documents (the document list's source
     searches it: streamed from the file, or over shards)."""
     queries = ctx.sources["query"].gather(ctx.rows["query"])
-    return ctx.sources["document"].search(queries, ctx.rows["document"], depth, similarity)
+    try:
+        return ctx.sources["document"].search(queries, ctx.rows["document"], depth, similarity)
+    except EmbevalError as err:
+        raise EmbevalError(f"{ctx.task.name}: {err}") from None
 
 
 def rerank(ctx, similarity):

@@ -185,8 +185,8 @@ def plan_search(q: int, d: int, k: int, rows: int, budget_bytes: int, device="cp
     blocks of at least MIN_QUERY_BLOCK queries and MIN_CORPUS_BLOCK rows (or all there are); then
     several sweeps with such blocks; then anything, down to one query against one row. Within each:
     the largest sweep, then the largest score block (query block x corpus block), then the larger
-    corpus block (the CPU's filter then starts from a k-th score over more rows). filtered: as top_k's (default: on the CPU). EmbevalError when not even one query
-    against one row fits."""
+    corpus block (the CPU's filter then starts from a k-th score over more rows). filtered: as
+    top_k's (default: on the CPU). EmbevalError when not even one query against one row fits."""
     device = torch.device(device)
     cuda = device.type == "cuda"
     k = min(k, rows)
