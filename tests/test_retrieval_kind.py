@@ -10,6 +10,7 @@ Agreement measured: every figure equal to mteb's reported (rounded) figure to 0.
 import json
 import os
 
+import h5py
 import numpy as np
 import pytest
 from mteb_helpers import mteb_client
@@ -140,6 +141,22 @@ def test_a_tiny_memory_budget_gives_the_same_figures(client, tmp_path, cli, monk
         )
         runs[budget] = json.loads(out.read_text())["tasks"]["Synthetic"]["results"]
     assert runs[1 << 30] == runs[200_000]
+
+
+def test_the_results_record_each_lists_prompt(tmp_path, cli):
+    """A list's `prompt` attribute (written by the exporters' --prompt) is recorded with its role."""
+    task = synthetic(seed=7, span=30)
+    task_file, _ = declare(tmp_path, task)
+    export = tmp_path / "sentences"
+    cli("export-sentences", "--data", tmp_path / "none", "--out", export, "--task-file", task_file)
+    embed(task, tmp_path, export, tmp_path / "v.h5")
+    with h5py.File(tmp_path / "v.h5", "a") as f:
+        f["Synthetic.query"].attrs["prompt"] = "query: "
+    out = tmp_path / "r.json"
+    args = ("score", tmp_path / "v.h5", "--data", tmp_path / "none", "--task-file", task_file, "--out", out)
+    assert cli(*args, "--bootstrap", "0").exit_code == 0
+    roles = json.loads(out.read_text())["tasks"]["Synthetic"]["vectors"]["roles"]
+    assert roles["query"]["prompt"] == "query: " and "prompt" not in roles["document"]
 
 
 def test_a_budget_too_small_for_one_row_is_one_line_naming_the_task(tmp_path, cli, monkeypatch):

@@ -55,9 +55,17 @@ CASES = {
         CLASSIFICATION.replace('"split"', '"holdout"'),
         expect=("{task}", "Mine", "protocol: 'holdout' is not one of split, kfold, nested-kfold"),
     ),
-    "unknown key": case(
+    "misspelt key": case(
         CLASSIFICATION.replace("[files]", 'labelz = ["neg", "pos"]\n[files]'),
-        expect=("{task}", "Mine", "unknown key labelz"),
+        expect=("{task}", "Mine", "unknown key labelz (did you mean labels?)"),
+    ),
+    "misspelt protocol key, whose default does not fit the files": case(
+        'name = "Mine"\nkind = "classification"\nprotocl = "nested-kfold"\n[files]\nall = "d/test.tsv"\n',
+        expect=("{task}", "Mine", "unknown key protocl (did you mean protocol?)"),
+    ),
+    "unknown key": case(
+        CLASSIFICATION.replace("[files]", 'colour = "blue"\n[files]'),
+        expect=("{task}", "Mine", "unknown key colour"),
     ),
     "unknown file key": case(
         CLASSIFICATION.replace('dev = "d/dev.tsv"', 'validation = "d/dev.tsv"'),

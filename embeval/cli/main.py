@@ -598,7 +598,7 @@ def export_mteb(results, model, revision, out, task_files):
 
     folder, written, notes = mteb.export(results, model, out, revision=revision, registry=task_registry(task_files))
     for name, path, main_score, protocol in written:
-        click.echo(f"{name:14s} main_score {main_score:.4f}  ({protocol})  {path.name}")
+        click.echo(f"{name:14s} main_score {main_score:.4f}  {f'({protocol})  ' if protocol else ''}{path.name}")
     for note in notes:
         click.echo(f"not exported: {note}")
     click.echo(f"wrote {folder}")

@@ -478,6 +478,11 @@ def _describe(loc, vf, constant):
             "dim": dim,
             "dtype": str(found.dataset.dtype),
         }
+        prompt = found.dataset.attrs.get("prompt")
+        if isinstance(prompt, bytes):
+            prompt = prompt.decode("utf-8", "replace")
+        if isinstance(prompt, str) and prompt:
+            roles[role]["prompt"] = prompt
     if list(roles) == [TEXT]:
         return roles[TEXT]
     dims = {r["dim"] for r in roles.values()}

@@ -86,8 +86,23 @@ class Declaration:
         return Declaration(value, self.source, self.name, f"{self.prefix}{key}.")
 
     def finish(self, allowed_elsewhere: Sequence[str] = ()) -> None:
-        unknown = [f"{self.prefix}{k}" for k in self.table if k not in self._read and k not in allowed_elsewhere]
+        unknown = [k for k in self.table if k not in self._read and k not in allowed_elsewhere]
         if unknown:
-            raise TaskFileError(
-                f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}", file=self.source, task=self.name
-            )
+            raise TaskFileError(self._unknown_message(unknown), file=self.source, task=self.name)
+
+    def misspelt(self) -> TaskFileError | None:
+        """The error naming the keys not read so far that are close to a key that was read (a misspelt
+        `protocl` leaves `protocol` at its default: report the key, not what the default caused)."""
+        from difflib import get_close_matches
+
+        close = [k for k in self.table if k not in self._read and get_close_matches(k, self._read, n=1, cutoff=0.8)]
+        return TaskFileError(self._unknown_message(close), file=self.source, task=self.name) if close else None
+
+    def _unknown_message(self, unknown: Sequence[str]) -> str:
+        from difflib import get_close_matches
+
+        named = []
+        for key in unknown:
+            close = get_close_matches(key, sorted(self._read), n=1, cutoff=0.8)
+            named.append(f"{self.prefix}{key}" + (f" (did you mean {self.prefix}{close[0]}?)" if close else ""))
+        return f"unknown key{'s' if len(named) > 1 else ''} {', '.join(named)}"

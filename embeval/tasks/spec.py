@@ -234,46 +234,54 @@ def read_spec(table: Mapping[str, Any], source: str = BUILT_IN, base: str | None
         hint = f" (did you mean {close[0]}?)" if close else ""
         raise decl.error(f"unknown kind {kind_name!r}{hint}; kinds are {', '.join(known_kinds())}", "kind")
     kind = kind_named(kind_name)
-    protocol = None
-    if kind.protocols:
-        protocol = decl.take("protocol", default=kind.protocols[0], choices=kind.protocols)
-    elif decl.has("protocol"):
-        raise decl.error(f"a {kind_name} task has no protocol to choose", "protocol")
-    declared_format = _declared_format(decl, kind)
-    files = _files(decl, kind, protocol, declared_format)
-    spec_format = _format(decl, kind, files, declared_format)
-    columns = decl.sub("columns", None)
-    column_names: tuple[tuple[str, str], ...] = ()
-    if columns is not None:
-        known = kind.column_keys(protocol)
-        for key in columns.table:
-            value = columns.take(key)
-            if key not in known:
-                raise columns.error(f"is not a column of a {kind_name} task; its columns are {', '.join(known)}", key)
-            column_names += ((key, value),)
-    params = kind.read_params(decl, protocol)
-    spec = TaskSpec(
-        name=name,
-        kind=kind_name,
-        protocol=protocol,
-        files=files,
-        base=base,
-        format=spec_format,
-        params=params,
-        label=decl.take("short_name", default=name),
-        aliases=decl.strings("aliases", ()),
-        figure=decl.take("figure", default=None),
-        column_names=column_names,
-        tokenization=decl.take("tokenization", default="none", choices=TOKENIZATIONS),
-        mteb=_mteb(decl),
-        reference=decl.take("statistics_from", default=None),
-        geometry=decl.take("geometry", (bool,), False),
-        quickstart=decl.take("quickstart", (bool,), False),
-        report=_report(decl),
-        description=decl.take("description", default=""),
-        source=source,
-        declaration=dict(table),
-    )
+    try:
+        protocol = None
+        if kind.protocols:
+            protocol = decl.take("protocol", default=kind.protocols[0], choices=kind.protocols)
+        elif decl.has("protocol"):
+            raise decl.error(f"a {kind_name} task has no protocol to choose", "protocol")
+        declared_format = _declared_format(decl, kind)
+        files = _files(decl, kind, protocol, declared_format)
+        spec_format = _format(decl, kind, files, declared_format)
+        columns = decl.sub("columns", None)
+        column_names: tuple[tuple[str, str], ...] = ()
+        if columns is not None:
+            known = kind.column_keys(protocol)
+            for key in columns.table:
+                value = columns.take(key)
+                if key not in known:
+                    raise columns.error(
+                        f"is not a column of a {kind_name} task; its columns are {', '.join(known)}", key
+                    )
+                column_names += ((key, value),)
+        params = kind.read_params(decl, protocol)
+        spec = TaskSpec(
+            name=name,
+            kind=kind_name,
+            protocol=protocol,
+            files=files,
+            base=base,
+            format=spec_format,
+            params=params,
+            label=decl.take("short_name", default=name),
+            aliases=decl.strings("aliases", ()),
+            figure=decl.take("figure", default=None),
+            column_names=column_names,
+            tokenization=decl.take("tokenization", default="none", choices=TOKENIZATIONS),
+            mteb=_mteb(decl),
+            reference=decl.take("statistics_from", default=None),
+            geometry=decl.take("geometry", (bool,), False),
+            quickstart=decl.take("quickstart", (bool,), False),
+            report=_report(decl),
+            description=decl.take("description", default=""),
+            source=source,
+            declaration=dict(table),
+        )
+    except TaskFileError:
+        misspelt = decl.misspelt()
+        if misspelt is not None:
+            raise misspelt from None
+        raise
     decl.finish()
     if spec.figure is not None:
         paths = [f.path for f in kind.figures(spec)]
