@@ -159,6 +159,23 @@ def test_the_results_record_each_lists_prompt(tmp_path, cli):
     assert roles["query"]["prompt"] == "query: " and "prompt" not in roles["document"]
 
 
+def test_a_file_with_one_list_of_a_retrieval_task_is_refused(tmp_path, cli):
+    """Queries without documents (an exporter that forgot a list) are an error, not a skip."""
+    task = synthetic(seed=8, span=30)
+    task_file, _ = declare(tmp_path, task)
+    export = tmp_path / "sentences"
+    cli("export-sentences", "--data", tmp_path / "none", "--out", export, "--task-file", task_file)
+    embed(task, tmp_path, export, tmp_path / "v.h5")
+    with h5py.File(tmp_path / "v.h5", "a") as f:
+        del f["Synthetic.document"]
+    out = tmp_path / "r.json"
+    result = cli("score", tmp_path / "v.h5", "--data", tmp_path / "none", "--task-file", task_file, "--out", out)
+    assert result.exit_code == 2 and not out.exists()
+    errors = [line for line in result.stderr.splitlines() if line.startswith("embeval: error:")]
+    assert len(errors) == 1 and "Synthetic" in errors[0], result.stderr
+    assert "holds /Synthetic.query but not /Synthetic.document" in errors[0]
+
+
 def test_a_budget_too_small_for_one_row_is_one_line_naming_the_task(tmp_path, cli, monkeypatch):
     """The need, the budget and what to do, for the task being scored; exit 2, no results written."""
     from embeval.run import shards

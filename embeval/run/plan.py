@@ -262,6 +262,15 @@ def select(specs, explicit, vf, root, union, strict=False, registry=None):
         roles = spec.kind_module.roles(spec)
         datasets = [dataset_name(spec.name, role) for role in roles]
         present = all(d in names for d in datasets) or (roles == (TEXT,) and spec.name in union)
+        held = [d for d in datasets if d in names]
+        if held and not present:
+            lacking = ", ".join(f"/{d}" for d in datasets if d not in names)
+            raise VectorsError(
+                f"the file holds {', '.join(f'/{d}' for d in held)} but not {lacking}: every list of the "
+                "task must be embedded (see the export's manifest)",
+                file=vf.path,
+                task=spec.name,
+            )
         missing = spec.missing_files(root)
         if missing and (explicit or strict or not spec.builtin) and present:
             raise DataFileError(
