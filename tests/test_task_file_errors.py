@@ -283,7 +283,12 @@ def test_a_declared_tasks_missing_data_is_an_error_even_unnamed(cli, tmp_path, c
         with h5py.File(tmp_path / "v.h5", "w") as f:
             f["Mine"] = np.ones((6, 4), dtype=np.float32)
         result = cli("score", tmp_path / "v.h5", *options, "--data", tmp_path / "none", "--out", out)
-    refused(result, str(tmp_path / "d" / "valid.tsv"), "Mine", "missing data file; check its task file")
+    refused(
+        result,
+        str(tmp_path / "d" / "valid.tsv"),
+        "Mine",
+        f"missing data file, files.dev of {tmp_path / 'task.toml'} (paths are relative to the task file's folder)",
+    )
     assert not out.exists()
 
 

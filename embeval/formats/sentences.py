@@ -272,12 +272,7 @@ def export_sentences(
     missing = [s for s in specs if s not in present]
     needed = missing if asked is not None else [s for s in missing if not s.builtin]  # a declared task's data always is
     if needed:
-        first = needed[0]
-        raise DataFileError(
-            f"missing data file; {DATA_HINT if first.builtin else 'check its task file'}",
-            file=first.missing_files(root)[0],
-            task=first.name,
-        )
+        raise needed[0].missing_data(root)
     if not present:
         if not root.is_dir():
             raise DataFileError(f"data folder not found; {DATA_HINT}", file=root)

@@ -273,11 +273,7 @@ def select(specs, explicit, vf, root, union, strict=False, registry=None):
             )
         missing = spec.missing_files(root)
         if missing and (explicit or strict or not spec.builtin) and present:
-            raise DataFileError(
-                f"missing data file; {DATA_HINT if spec.builtin else 'check its task file'}",
-                file=missing[0],
-                task=spec.name,
-            )
+            raise spec.missing_data(root)
         if missing:
             skipped["no_data"].append(spec.name)
             if present:
