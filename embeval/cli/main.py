@@ -31,7 +31,8 @@ ENCODER_NAMES = tuple(ENCODERS)
 @click.group(cls=OneLineErrorsGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, "--version", prog_name="embeval")
 def cli():
-    """Evaluate sentence embeddings on the SentEval suite, with the encoder outside the process.
+    """Evaluate sentence embeddings on SentEval's suite, MTEB's task types and your own tasks, with
+    the encoder outside the process.
 
     \b
     1. embeval export-sentences --data DATA --out sentences/
@@ -40,6 +41,10 @@ def cli():
     3. embeval score vectors.h5 --data DATA
 
     New here? `embeval quickstart` runs all three with a ready-made encoder (fetching the data it needs).
+
+    Your own tasks, and MTEB's retrieval, reranking, pair classification, classification,
+    clustering, summarization and bitext mining: a TOML task file, given with --task-file to every
+    command (`embeval tasks --task-file FILE` checks it; README "Your own tasks").
 
     Bad input is reported as one line on stderr with exit code 2.
     """
@@ -222,7 +227,8 @@ def score(
     and runs SentEval's protocol: cosine STS (STS12-16, with mean, wmean and pooled aggregations,
     and the cosine figures of STS-B and SICK-R), SICK-R and STS-B supervised regression, the
     classification tasks (MR, CR, SUBJ, MPQA, SST2, SST5, TREC, MRPC, SICK-E, SNLI) with either
-    solver, and COCO image-caption retrieval. Tasks absent from the file, without data, or not
+    solver, and COCO image-caption ranking; and the tasks of task files (--task-file) by their
+    kind's protocol, MTEB's task types included. Tasks absent from the file, without data, or not
     implemented are listed, never silently dropped (--strict: an error). Every task is checked
     before any is scored. Prints a table and writes the JSON results, with the full configuration,
     when the run is complete (the results so far go to OUT.partial after every task).
@@ -342,7 +348,7 @@ def score(
 )
 @device_option(help="Where to embed (minilm) and score.")
 @config_option(
-    "preset", help="Classifier configuration of MR and CR (prototype: about 5x faster, not comparable to papers)."
+    "preset", help="Classifier configuration of the classification tasks (prototype: faster, not comparable to papers)."
 )
 @comparison_options
 @fails_cleanly
@@ -589,7 +595,7 @@ def _sweep_of(results, fmt, labels, plots, published):
 @fails_cleanly
 def export_mteb(results, model, revision, out, task_files):
     """Write MTEB result files (one JSON per task, and model_meta.json) for the tasks with an MTEB
-    counterpart: of SentEval's, STS12-16, STSBenchmark and SICK-R; of yours, those whose task file
+    counterpart: of SentEval's, STS12-16, STSBenchmarkRaw and SICK-R; of yours, those whose task file
     has an [mteb] table. MTEB's protocol only (see docs/reports.md).
 
     A task whose MTEB-protocol figure is not in the results is left out with a note.

@@ -88,7 +88,7 @@ def _block(record, tasks):
     lines = []
     if scored:
         rows = {name: _entry_rows(recorded_spec(name, t), t) for name, t in scored}
-        width = max(len(n) for n, _ in scored) + 2
+        width = max([len(n) for n, _ in scored] + [len("task")]) + 2
         labels = [label for name, _ in scored for label, _ in rows[name]]
         lw = max([len(x) for x in labels] + [6]) + 2
         lines.append(f"{'task':<{width}}{'metric':<{lw}}score")
