@@ -98,6 +98,9 @@ def test_kind_equals_mtebs_evaluator(client, tmp_path, cli, kind):
     )
     assert result.exit_code == 0, result.stderr
     entry = json.loads((tmp_path / "r.json").read_text())["tasks"]["Synthetic"]
+    report = cli("report", tmp_path / "r.json")
+    title = "Retrieval (MTEB), x100" if kind == "retrieval" else "Reranking (MTEB), x100"
+    assert report.exit_code == 0 and "mteb 2.26.24" in report.stdout.split(f"### {title}")[1], report.stdout
     reported, *_ = run_mteb(client, task, data, reranking=kind == "reranking")
     from embeval.tasks.registry import registry
 

@@ -87,6 +87,20 @@ GROUPS = {
         "evaluator's to about 1e-8): per text, Spearman's correlation between each machine summary's "
         "best cosine with the human summaries and its human grade, mean over the texts, x100",
     ),
+    "retrieval": Group(
+        "retrieval",
+        "Retrieval (MTEB), x100",
+        "Retrieval as MTEB scores it (mteb 2.26.24's retrieval evaluator, figures equal to its): each "
+        "query's documents ranked by an exact search of the whole corpus by the similarity of the vectors, "
+        "each task's headline figure (nDCG@10 unless the task file chooses another), mean over the queries, x100",
+    ),
+    "reranking": Group(
+        "reranking",
+        "Reranking (MTEB), x100",
+        "Reranking as MTEB scores it (mteb 2.26.24's evaluator, figures equal to its): each query's candidate "
+        "documents ranked by the similarity of the vectors, each task's headline figure (MAP@1000 unless the "
+        "task file chooses another), mean over the queries, x100",
+    ),
     "mteb-bitext": Group(
         "mteb-bitext",
         "Bitext mining (MTEB), F1 x100",
