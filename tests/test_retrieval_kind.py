@@ -62,6 +62,27 @@ def embed(task, tmp_path, export, out, shift=0):
     return data
 
 
+def prepared(tmp_path, cli, task, extra=""):
+    """The task file of a declared synthetic task, its export (sentences/) and its vectors (v.h5)."""
+    task_file, _ = declare(tmp_path, task, extra=extra)
+    export = tmp_path / "sentences"
+    cli("export-sentences", "--data", tmp_path / "none", "--out", export, "--task-file", task_file)
+    embed(task, tmp_path, export, tmp_path / "v.h5")
+    return task_file
+
+
+def error_line(result):
+    """The one error line of a refused command."""
+    errors = [line for line in result.stderr.splitlines() if line.startswith("embeval: error:")]
+    assert result.exit_code == 2 and len(errors) == 1, result.stderr
+    return errors[0]
+
+
+def score(cli, tmp_path, task_file, out, *extra):
+    """`embeval score` of v.h5 with the task file, results to out."""
+    return cli("score", tmp_path / "v.h5", "--data", tmp_path / "none", "--task-file", task_file, "--out", out, *extra)
+
+
 @pytest.mark.parametrize("kind", ["retrieval", "reranking"])
 def test_kind_equals_mtebs_evaluator(client, tmp_path, cli, kind):
     task = synthetic(seed=3, span=2)
@@ -119,29 +140,12 @@ def test_a_tiny_memory_budget_gives_the_same_figures(client, tmp_path, cli, monk
     from embeval.run import shards
 
     task = synthetic(seed=4, span=60)
-    task_file, _ = declare(tmp_path, task)
-    export = tmp_path / "sentences"
-    cli("export-sentences", "--data", tmp_path / "none", "--out", export, "--task-file", task_file)
-    embed(task, tmp_path, export, tmp_path / "v.h5")
+    task_file = prepared(tmp_path, cli, task)
     runs = {}
     for budget in (1 << 30, 200_000):
         monkeypatch.setattr(shards, "dense_budget", lambda device, budget=budget: budget)
         out = tmp_path / f"r{budget}.json"
-        assert (
-            cli(
-                "score",
-                tmp_path / "v.h5",
-                "--data",
-                tmp_path / "none",
-                "--task-file",
-                task_file,
-                "--out",
-                out,
-                "--bootstrap",
-                "0",
-            ).exit_code
-            == 0
-        )
+        assert score(cli, tmp_path, task_file, out, "--bootstrap", "0").exit_code == 0
         runs[budget] = json.loads(out.read_text())["tasks"]["Synthetic"]["results"]
     assert runs[1 << 30] == runs[200_000]
 
@@ -149,15 +153,11 @@ def test_a_tiny_memory_budget_gives_the_same_figures(client, tmp_path, cli, monk
 def test_the_results_record_each_lists_prompt(tmp_path, cli):
     """A list's `prompt` attribute (written by the exporters' --prompt) is recorded with its role."""
     task = synthetic(seed=7, span=30)
-    task_file, _ = declare(tmp_path, task)
-    export = tmp_path / "sentences"
-    cli("export-sentences", "--data", tmp_path / "none", "--out", export, "--task-file", task_file)
-    embed(task, tmp_path, export, tmp_path / "v.h5")
+    task_file = prepared(tmp_path, cli, task)
     with h5py.File(tmp_path / "v.h5", "a") as f:
         f["Synthetic.query"].attrs["prompt"] = "query: "
     out = tmp_path / "r.json"
-    args = ("score", tmp_path / "v.h5", "--data", tmp_path / "none", "--task-file", task_file, "--out", out)
-    assert cli(*args, "--bootstrap", "0").exit_code == 0
+    assert score(cli, tmp_path, task_file, out, "--bootstrap", "0").exit_code == 0
     roles = json.loads(out.read_text())["tasks"]["Synthetic"]["vectors"]["roles"]
     assert roles["query"]["prompt"] == "query: " and "prompt" not in roles["document"]
 
@@ -165,18 +165,13 @@ def test_the_results_record_each_lists_prompt(tmp_path, cli):
 def test_a_file_with_one_list_of_a_retrieval_task_is_refused(tmp_path, cli):
     """Queries without documents (an exporter that forgot a list) are an error, not a skip."""
     task = synthetic(seed=8, span=30)
-    task_file, _ = declare(tmp_path, task)
-    export = tmp_path / "sentences"
-    cli("export-sentences", "--data", tmp_path / "none", "--out", export, "--task-file", task_file)
-    embed(task, tmp_path, export, tmp_path / "v.h5")
+    task_file = prepared(tmp_path, cli, task)
     with h5py.File(tmp_path / "v.h5", "a") as f:
         del f["Synthetic.document"]
     out = tmp_path / "r.json"
-    result = cli("score", tmp_path / "v.h5", "--data", tmp_path / "none", "--task-file", task_file, "--out", out)
-    assert result.exit_code == 2 and not out.exists()
-    errors = [line for line in result.stderr.splitlines() if line.startswith("embeval: error:")]
-    assert len(errors) == 1 and "Synthetic" in errors[0], result.stderr
-    assert "holds /Synthetic.query but not /Synthetic.document" in errors[0]
+    result = score(cli, tmp_path, task_file, out)
+    assert "Synthetic: the file holds /Synthetic.query but not /Synthetic.document" in error_line(result)
+    assert not out.exists()
 
 
 def test_a_budget_too_small_for_one_row_is_one_line_naming_the_task(tmp_path, cli, monkeypatch):
@@ -184,17 +179,11 @@ def test_a_budget_too_small_for_one_row_is_one_line_naming_the_task(tmp_path, cl
     from embeval.run import shards
 
     task = synthetic(seed=5, span=40)
-    task_file, _ = declare(tmp_path, task)
-    export = tmp_path / "sentences"
-    cli("export-sentences", "--data", tmp_path / "none", "--out", export, "--task-file", task_file)
-    embed(task, tmp_path, export, tmp_path / "v.h5")
+    task_file = prepared(tmp_path, cli, task)
     monkeypatch.setattr(shards, "dense_budget", lambda device: 1000)
     out = tmp_path / "r.json"
-    result = cli("score", tmp_path / "v.h5", "--data", tmp_path / "none", "--task-file", task_file, "--out", out)
-    assert result.exit_code == 2
-    errors = [line for line in result.stderr.splitlines() if line.startswith("embeval: error:")]
-    assert len(errors) == 1, result.stderr
-    message = errors[0]
+    result = score(cli, tmp_path, task_file, out)
+    message = error_line(result)
     assert message.startswith("embeval: error: Synthetic: the exact search of 39 queries"), message
     assert "needs at least" in message and "memory budget is 0.00 MiB" in message and "on the CPU" in message
     assert not out.exists()
@@ -237,10 +226,7 @@ def test_export_mteb_round_trip(client, tmp_path, cli):
     meta = client.get_task("SciFact").metadata
     task = synthetic(seed=7, span=60)
     extra = f'[mteb]\nname = "SciFact"\nrevision = "{meta.revision}"\n'
-    task_file, _ = declare(tmp_path, task, extra=extra)
-    export = tmp_path / "sentences"
-    cli("export-sentences", "--data", tmp_path / "none", "--out", export, "--task-file", task_file)
-    embed(task, tmp_path, export, tmp_path / "v.h5")
+    task_file = prepared(tmp_path, cli, task, extra=extra)
     assert (
         cli(
             "score",
@@ -291,26 +277,11 @@ def test_ray_shards_give_the_single_process_figures(tmp_path, cli):
     if os.environ.get("EMBEVAL_REQUIRE_RAY") != "1":  # CI requires Ray: there a missing Ray fails
         pytest.importorskip("ray")
     task = synthetic(seed=9, span=60)
-    task_file, _ = declare(tmp_path, task)
-    export = tmp_path / "sentences"
-    cli("export-sentences", "--data", tmp_path / "none", "--out", export, "--task-file", task_file)
-    embed(task, tmp_path, export, tmp_path / "v.h5")
+    task_file = prepared(tmp_path, cli, task)
     runs = []
     for extra in ([], ["--ray"]):
         out = tmp_path / f"r{len(extra)}.json"
-        result = cli(
-            "score",
-            tmp_path / "v.h5",
-            "--data",
-            tmp_path / "none",
-            "--task-file",
-            task_file,
-            "--out",
-            out,
-            "--bootstrap",
-            "0",
-            *extra,
-        )
+        result = score(cli, tmp_path, task_file, out, "--bootstrap", "0", *extra)
         assert result.exit_code == 0, result.stderr
         runs.append(json.loads(out.read_text())["tasks"]["Synthetic"]["results"])
     assert runs[0] == runs[1]
@@ -320,25 +291,9 @@ def test_bag_of_words_baseline_scores_both_lists(tmp_path, cli):
     """--baseline-bow-dim computes the hashing bag of words of the queries and the documents and
     searches it as it searches the file's vectors."""
     task = synthetic(seed=10, span=60)
-    task_file, _ = declare(tmp_path, task)
-    export = tmp_path / "sentences"
-    cli("export-sentences", "--data", tmp_path / "none", "--out", export, "--task-file", task_file)
-    embed(task, tmp_path, export, tmp_path / "v.h5")
+    task_file = prepared(tmp_path, cli, task)
     out = tmp_path / "r.json"
-    result = cli(
-        "score",
-        tmp_path / "v.h5",
-        "--data",
-        tmp_path / "none",
-        "--task-file",
-        task_file,
-        "--out",
-        out,
-        "--bootstrap",
-        "0",
-        "--baseline-bow-dim",
-        "32",
-    )
+    result = score(cli, tmp_path, task_file, out, "--bootstrap", "0", "--baseline-bow-dim", "32")
     assert result.exit_code == 0, result.stderr
     base = json.loads(out.read_text())["baseline"]["tasks"]["Synthetic"]
     assert 0 <= base["results"]["ndcg_at_10"] <= 1 and base["vectors"]["dim"] == 32
