@@ -40,7 +40,7 @@ def tasks(data, tasks, task_files, no_load):
         missing = spec.missing_files(root)
         if missing:
             if name in declared:
-                raise spec.missing_data(root)
+                spec.require_data(root)
             click.echo(f"{line}\n{'':<{width}}no data in {root}")
             continue
         status(f"loading {name} ...")

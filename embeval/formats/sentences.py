@@ -272,7 +272,7 @@ def export_sentences(
     missing = [s for s in specs if s not in present]
     needed = missing if asked is not None else [s for s in missing if not s.builtin]  # a declared task's data always is
     if needed:
-        raise needed[0].missing_data(root)
+        needed[0].require_data(root)
     if not present:
         if not root.is_dir():
             raise DataFileError(f"data folder not found; {DATA_HINT}", file=root)

@@ -273,7 +273,7 @@ def select(specs, explicit, vf, root, union, strict=False, registry=None):
             )
         missing = spec.missing_files(root)
         if missing and (explicit or strict or not spec.builtin) and present:
-            raise spec.missing_data(root)
+            spec.require_data(root)
         if missing:
             skipped["no_data"].append(spec.name)
             if present:

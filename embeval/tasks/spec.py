@@ -105,21 +105,20 @@ class TaskSpec:
     def missing_files(self, data_dir: str | Path | None = None) -> list[Path]:
         return [path for path in self.paths(data_dir).values() if not path.is_file()]
 
-    def missing_data(self, data_dir: str | Path | None = None) -> Any:
-        """The DataFileError of the task's first missing data file (None when none is missing): for a
-        task file, the key and the task file that name it."""
+    def require_data(self, data_dir: str | Path | None = None) -> None:
+        """Raise the DataFileError of the task's first missing data file, if any: for a task file's
+        task, naming the key and the task file that name it."""
         from embeval.errors import DATA_HINT, DataFileError
 
         for key, path in self.paths(data_dir).items():
             if not path.is_file():
                 if self.builtin:
-                    return DataFileError(f"missing data file; {DATA_HINT}", file=path, task=self.name)
-                return DataFileError(
+                    raise DataFileError(f"missing data file; {DATA_HINT}", file=path, task=self.name)
+                raise DataFileError(
                     f"missing data file, files.{key} of {self.source} (paths are relative to the task file's folder)",
                     file=path,
                     task=self.name,
                 )
-        return None
 
     def load(self, data_dir: str | Path | None = None) -> Any:
         """The task's data (its kind's shape), from its files."""
