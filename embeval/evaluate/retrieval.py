@@ -11,7 +11,6 @@ documents tied at the depth limit are kept).
 
 import numpy as np
 
-from embeval.errors import EmbevalError
 from embeval.evaluate import ir_metrics
 from embeval.formats import predictions
 from embeval.train import search
@@ -33,10 +32,7 @@ def retrieve(ctx, depth, similarity):
     """(scores, document indices) of each query's `depth` best documents (the document list's source
     searches it: streamed from the file, or over shards)."""
     queries = ctx.sources["query"].gather(ctx.rows["query"])
-    try:
-        return ctx.sources["document"].search(queries, ctx.rows["document"], depth, similarity)
-    except EmbevalError as err:
-        raise EmbevalError(f"{ctx.task.name}: {err}") from None
+    return ctx.sources["document"].search(queries, ctx.rows["document"], depth, similarity)
 
 
 def rerank(ctx, similarity):

@@ -209,6 +209,10 @@ def _run(units, decisions, record, files, device, progress, log, workspace):
             reporter = TaskProgress(name) if progress else None
             try:
                 entry, sets = execute(unit, device, workspace, reporter or QUIET)
+            except EmbevalError as err:
+                if err.task is None:  # raised below the task (a search, a solver): name the task
+                    err.task = unit.task
+                raise
             finally:
                 if reporter:
                     reporter.close()
