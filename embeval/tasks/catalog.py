@@ -27,6 +27,7 @@ KINDS = {
     "clustering": "embeval.kinds.clustering",
     "summarization": "embeval.kinds.summarization",
     "bitext-mining": "embeval.kinds.bitext",
+    "regression": "embeval.kinds.regression",
 }
 
 # SentEval's file formats (the built-in tasks'): name -> (loader in embeval.tasks.senteval, its

@@ -1,0 +1,265 @@
+"""MTEB's regression and multilabel classification as kinds of task files, end to end: the task's files
+and task file, vectors written by embeval.vectors.write, `embeval score --task-file` through the CLI,
+and mteb 2.26.24's own task of that type (its mock task, and a task of realistic size built here)
+evaluated on the same vectors through an encoder that looks them up. The vectors are hashed word
+counts of texts drawn from a small pool (many rows repeated, many exact ties of distances).
+
+Agreement measured with mteb 2.26.24, scikit-learn 1.9.1: regression and multilabel classification
+identical to the last bit under mteb's seeds (the same scikit-learn calls on the same rows).
+"""
+
+import json
+import zlib
+
+import numpy as np
+import pytest
+from mteb_helpers import mteb_client
+from reliability_helpers import refused
+from test_mteb_kinds import MtebRows, check_interval_and_report, mteb_task, score, tsv
+from threadpoolctl import threadpool_limits
+
+WORDS = [f"w{i}" for i in range(40)]
+
+
+@pytest.fixture(scope="module")
+def client():
+    return mteb_client()
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    with threadpool_limits(1):
+        yield
+
+
+def hashed(text, dim=16):
+    """A text's vector: its words' counts hashed into dim buckets (small integers: exact ties)."""
+    counts = np.zeros(dim, dtype=np.float32)
+    for word in text.split():
+        counts[zlib.crc32(word.encode()) % dim] += 1
+    return counts
+
+
+def texts(seed, n, pool):
+    """n texts drawn from a pool of `pool` distinct texts of 3 to 7 words (rows repeat)."""
+    rng = np.random.default_rng(seed)
+    distinct = [" ".join(rng.choice(WORDS, int(rng.integers(3, 8)))) for _ in range(pool)]
+    return [distinct[i] for i in rng.integers(0, pool, n)]
+
+
+def table_of(*lists):
+    return {text: hashed(text) for rows in lists for text in rows}
+
+
+def run(task, table):
+    return task.evaluate(MtebRows(table), split="test", encode_kwargs={"batch_size": 64})["default"]
+
+
+# Regression.
+
+
+def values_of(rows, seed):
+    """A value per text: a linear function of some word counts plus noise, rounded (tied values)."""
+    rng = np.random.default_rng(seed)
+    weights = np.random.default_rng(7).normal(size=16)
+    return [round(float(hashed(t) @ weights + rng.normal(0, 0.8)), 1) for t in rows]
+
+
+def regression_files(train, train_values, test, test_values):
+    return {
+        "train.tsv": tsv(zip(train, train_values, strict=True), ("text", "value")),
+        "test.tsv": tsv(zip(test, test_values, strict=True), ("text", "value")),
+    }
+
+
+REGRESSION = 'name = "Values"\nkind = "regression"\n{keys}[files]\ntrain = "train.tsv"\ntest = "test.tsv"\n'
+
+
+def test_regression_equals_mtebs_mock_task(client, cli, tmp_path):
+    from mteb.mocks.mock_tasks.regression import MockRegressionTask
+
+    task = MockRegressionTask()
+    task.load_data()
+    train, test = task.dataset["train"], task.dataset["test"]
+    table = table_of(train["text"], test["text"])
+    files = regression_files(train["text"], train["value"], test["text"], test["value"])
+    entry, _, _ = score(cli, tmp_path, REGRESSION.format(keys=""), files, table, "Values")
+    theirs = run(task, table)
+    ours = entry["results"]
+    for key in ("mae", "mse", "rmse", "r2", "kendalltau", "scores_per_experiment"):
+        assert ours[key] == theirs[key], key
+    assert theirs["main_score"] == ours["kendalltau"]
+
+
+@pytest.mark.parametrize(
+    "n_train, keys, attributes",
+    [
+        (240, "", {}),  # every experiment trains on all of train (at most n_samples rows)
+        (700, "n_samples = 300\nn_experiments = 4\nseed = 7\n", {"n_samples": 300, "n_experiments": 4}),
+    ],
+)
+def test_regression_equals_mtebs(client, cli, tmp_path, n_train, keys, attributes):
+    from mteb.abstasks.regression import AbsTaskRegression
+
+    train, test = texts(1, n_train, n_train // 3), texts(2, 160, 90)
+    train_values, test_values = values_of(train, 3), values_of(test, 4)
+    table = table_of(train, test)
+    files = regression_files(train, train_values, test, test_values)
+    entry, stdout, out = score(cli, tmp_path, REGRESSION.format(keys=keys), files, table, "Values")
+    splits = {"train": {"text": train, "value": train_values}, "test": {"text": test, "value": test_values}}
+    task = mteb_task(AbsTaskRegression, "Regression", "kendalltau", splits, **attributes)
+    if "seed" in keys:
+        task.seed = 7
+    theirs = run(task, table)
+    ours = entry["results"]
+    for key in ("mae", "mse", "rmse", "r2", "kendalltau", "scores_per_experiment"):
+        assert ours[key] == theirs[key], key
+    assert 0.3 < ours["kendalltau"] < 0.95
+    experiments = ours["scores_per_experiment"]
+    assert (len({json.dumps(e) for e in experiments}) == 1) == (n_train <= 300 or not keys)
+    exported = set((tmp_path / "sentences" / "Values.txt").read_text().splitlines())
+    assert exported <= set(train) | set(test) and set(test) <= exported
+    assert "Kendall's tau | R² x100 (MTEB" in stdout and "MAE | MSE | RMSE" in stdout
+    check_interval_and_report(cli, entry, out, "kendalltau", "Regression (MTEB), x100")
+    if keys:
+        check_compare_and_tables(cli, tmp_path, REGRESSION.format(keys=keys), files, table, "Values", entry)
+
+
+# What every new kind shares: a paired comparison, the report's formats, MTEB's result files.
+
+
+def check_compare_and_tables(cli, tmp_path, declaration, files, table, name, entry):
+    """`compare` of the run with a noisier encoder's: the headline's difference, interval and p-value
+    on the same resampled items; the headline in the Markdown, LaTeX, CSV and HTML tables."""
+    import importlib.util
+
+    from embeval.reports import compare
+
+    rng = np.random.default_rng(5)
+    noisy = {text: vector + rng.normal(0, 1.5, vector.shape).astype(np.float32) for text, vector in table.items()}
+    other, _, out_b = score(cli, tmp_path / "noisy", declaration, files, noisy, name)
+    out_a = tmp_path / "results.json"
+    headline = next(iter(entry["ci"]["figures"]))
+    result = compare.compare([out_a, out_b], resamples=200)
+    row = next(r for r in result["rows"] if r["headline"])
+    assert row["figure"] == headline
+    assert row["a"] == pytest.approx(entry["results"][headline], abs=1e-12)
+    assert row["b"] == pytest.approx(other["results"][headline], abs=1e-12)
+    assert row["low"] <= row["diff"] <= row["high"] and 0 < row["p"] <= 1
+    same = compare.compare([out_a, out_a], resamples=50)
+    assert all(r["diff"] == 0 for r in same["rows"])
+    shown = f"{100 * entry['results'][headline]:.1f}"  # CSV writes more digits
+    for fmt in ("markdown", "latex", "csv"):
+        report = cli("report", out_a, "--format", fmt)
+        assert report.exit_code == 0, report.stderr
+        assert shown in report.stdout, fmt
+    if importlib.util.find_spec("matplotlib") is not None:
+        report = cli("report", out_a, "--format", "html", "--out", tmp_path / "report.html")
+        assert report.exit_code == 0, report.stderr
+        assert shown in (tmp_path / "report.html").read_text(encoding="utf-8")
+
+
+@pytest.mark.filterwarnings("ignore:.*Missing subsets:UserWarning")  # one subset of a multi-subset task
+def test_export_mteb_round_trip(client, cli, tmp_path):
+    """Tasks of the new kinds declaring their MTEB counterpart come back through mteb's ResultCache and
+    TaskResult with their main scores, mergeable into mteb's tasks."""
+    from mteb.results import TaskResult
+    from test_mteb_export import MODEL
+
+    from embeval.formats.vectors import write
+    from embeval.reports import mteb as export
+
+    train, test = texts(11, 120, 60), texts(12, 60, 40)
+    files = regression_files(train, values_of(train, 1), test, values_of(test, 2))
+    for name, text in files.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    (tmp_path / "mteb.toml").write_text(ROUND_TRIP, encoding="utf-8")
+    common = ("--data", tmp_path / "none", "--task-file", tmp_path / "mteb.toml")
+    assert cli("export-sentences", *common, "--out", tmp_path / "sentences").exit_code == 0
+    table = table_of(train, test)
+    write(tmp_path / "v.h5", tmp_path / "sentences", lambda s: np.stack([table[x] for x in s]), progress=False)
+    scored = cli("score", tmp_path / "v.h5", *common, "--out", tmp_path / "r.json", "--no-save-predictions")
+    assert scored.exit_code == 0, scored.stderr
+    record = json.loads((tmp_path / "r.json").read_text())
+    exported = cli("export-mteb", tmp_path / "r.json", "--model", MODEL, "--out", tmp_path / "cache", *common[2:])
+    assert exported.exit_code == 0, exported.stderr
+    expected = {"Cited": ("RuSciBenchCitedCountRegression", "kendalltau")}
+    loaded = client.ResultCache(cache_path=tmp_path / "cache").load_results(
+        include_remote=False, validate_and_filter=True, require_model_meta=True
+    )
+    results = {t.task_name: t for t in loaded.model_results[0].task_results}
+    assert sorted(results) == sorted(name for name, _ in expected.values())
+    folder = tmp_path / "cache" / "results" / "sentence-transformers__all-MiniLM-L6-v2" / export.NO_REVISION
+    for task, (mteb_name, headline) in expected.items():
+        ours = record["tasks"][task]["results"][headline]
+        from_disk = TaskResult.from_disk(folder / f"{mteb_name}.json")
+        subset = from_disk.scores[export.SPLIT][0]
+        assert results[mteb_name].scores[export.SPLIT][0]["main_score"] == subset["main_score"] == ours
+        theirs = client.get_task(mteb_name)
+        assert theirs.metadata.main_score == headline and from_disk.is_mergeable(theirs)
+        assert subset["languages"] == theirs.metadata.hf_subsets_to_langscripts[subset["hf_subset"]]
+
+
+ROUND_TRIP = """
+[[task]]
+name = "Cited"
+kind = "regression"
+files = {train = "train.tsv", test = "test.tsv"}
+[task.mteb]
+name = "RuSciBenchCitedCountRegression"
+revision = "fbc0599a0b5f00b3c7d87ab4d13490f04fb77f8e"
+subset = "cited_count_en"
+"""
+
+
+# Bad input: one line naming the file (and the line), exit code 2.
+
+
+@pytest.mark.parametrize(
+    "declaration, files, fragments",
+    [
+        (
+            REGRESSION.format(keys=""),
+            {"train.tsv": "text\tvalue\na\t1.5\nb\tmany\n", "test.tsv": "text\tvalue\nc\t2\n"},
+            ["train.tsv:3", "value 'many' is not a number"],
+        ),
+        (
+            REGRESSION.format(keys=""),
+            {"train.tsv": "text\tvalue\na\t1.5\n", "test.tsv": "text\tvalue\nc\tnan\n"},
+            ["test.tsv:2", "value 'nan' is not a finite number"],
+        ),
+        (
+            REGRESSION.format(keys="n_samples = 4\n"),
+            {
+                "train.tsv": "text\tvalue\n" + "".join(f"t{i}\t{i}\n" for i in range(12)),
+                "test.tsv": "text\tvalue\nc\t2\n",
+            },
+            ["train.tsv", "a quantile bin of the values holds one row"],
+        ),
+        (
+            REGRESSION.format(keys=""),
+            {"train.tsv": "text\tscore\na\t1\n", "test.tsv": "text\tvalue\nc\t2\n"},
+            ["train.tsv:1", "no column 'value'"],
+        ),
+    ],
+)
+def test_bad_data_is_one_line(cli, tmp_path, declaration, files, fragments):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    (tmp_path / "task.toml").write_text(declaration, encoding="utf-8")
+    name = declaration.split('"')[1]
+    line = refused(cli("tasks", "--task-file", tmp_path / "task.toml", "--tasks", name), *fragments)
+    assert str(tmp_path) in line and f": {name}: " in line
+
+
+@pytest.mark.parametrize(
+    "declaration, fragments",
+    [
+        (REGRESSION.format(keys="n_samples = 1\n"), ["n_samples: must be an integer >= 2"]),
+        (REGRESSION.format(keys="samples_per_label = 8\n"), ["unknown key samples_per_label"]),
+        (REGRESSION.format(keys="").replace('test = "test.tsv"\n', ""), ["test is required for a regression task"]),
+    ],
+)
+def test_bad_declaration_is_one_line(cli, tmp_path, declaration, fragments):
+    (tmp_path / "task.toml").write_text(declaration, encoding="utf-8")
+    refused(cli("tasks", "--no-load", "--task-file", tmp_path / "task.toml"), str(tmp_path / "task.toml"), *fragments)
