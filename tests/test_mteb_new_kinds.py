@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from mteb_helpers import mteb_client
 from reliability_helpers import refused
-from test_mteb_kinds import MtebRows, check_interval_and_report, mteb_task, score, tsv
+from test_mteb_kinds import MtebRows, check_interval_and_report, jsonl, mteb_task, score, tsv
 from threadpoolctl import threadpool_limits
 
 WORDS = [f"w{i}" for i in range(40)]
@@ -125,6 +125,111 @@ def test_regression_equals_mtebs(client, cli, tmp_path, n_train, keys, attribute
         check_compare_and_tables(cli, tmp_path, REGRESSION.format(keys=keys), files, table, "Values", entry)
 
 
+# Multilabel classification.
+
+MULTILABEL = (
+    'name = "Topics"\nkind = "multilabel-classification"\n{keys}[files]\ntrain = "train.{ext}"\ntest = "test.{ext}"\n'
+)
+
+
+def topics_of(rows, seed, names):
+    """Each text's labels: the topics of its hashed buckets with a few flipped (some rows get none)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for text in rows:
+        counts = hashed(text)
+        chosen = [names[b % len(names)] for b in range(16) if counts[b] > 0 and (b % 3 == 0) != (rng.random() < 0.1)]
+        out.append(sorted(set(chosen), key=names.index))
+    return out
+
+
+def multilabel_files(ext, train, train_labels, test, test_labels):
+    if ext == "jsonl":
+        return {
+            f"{key}.jsonl": jsonl({"text": t, "labels": ls} for t, ls in zip(texts_, lists, strict=True))
+            for key, texts_, lists in (("train", train, train_labels), ("test", test, test_labels))
+        }
+    if ext == "csv":
+        import csv
+        import io
+
+        out = {}
+        for key, texts_, lists in (("train", train, train_labels), ("test", test, test_labels)):
+            buffer = io.StringIO()
+            writer = csv.writer(buffer)
+            writer.writerow(("text", "labels"))
+            writer.writerows((t, json.dumps(ls)) for t, ls in zip(texts_, lists, strict=True))
+            out[f"{key}.csv"] = buffer.getvalue()
+        return out
+    return {
+        f"{key}.tsv": tsv(((t, json.dumps(ls)) for t, ls in zip(texts_, lists, strict=True)), ("text", "labels"))
+        for key, texts_, lists in (("train", train, train_labels), ("test", test, test_labels))
+    }
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.UndefinedMetricWarning")  # mteb's side
+@pytest.mark.filterwarnings("ignore:unknown class:UserWarning")  # mteb's binarizer drops train-only labels
+def test_multilabel_equals_mtebs_mock_task(client, cli, tmp_path):
+    from mteb.mocks.mock_tasks.classification import MockMultilabelClassification
+
+    task = MockMultilabelClassification()
+    task.load_data()
+    train, test = task.dataset["train"], task.dataset["test"]
+    table = table_of(train["text"], test["text"])
+    files = multilabel_files("jsonl", train["text"], train["label"], test["text"], test["label"])
+    declaration = MULTILABEL.format(keys='figure = "lrap"\n', ext="jsonl")
+    entry, _, _ = score(cli, tmp_path, declaration, files, table, "Topics")
+    theirs = run(task, table)
+    ours = entry["results"]
+    for key in ("accuracy", "lrap", "f1", "hamming", "scores_per_experiment"):
+        assert ours[key] == theirs[key], key
+    assert theirs["main_score"] == ours["lrap"]
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.UndefinedMetricWarning")  # mteb's side
+@pytest.mark.filterwarnings("ignore:unknown class:UserWarning")
+@pytest.mark.filterwarnings("ignore:invalid value encountered in divide:RuntimeWarning")  # mteb's hamming_score
+@pytest.mark.parametrize(
+    "ext, keys, attributes, names",
+    [
+        ("tsv", "", {}, ["sport", "politics", "art", "music", "travel"]),
+        ("csv", "samples_per_label = 5\nn_experiments = 3\n", {"samples_per_label": 5, "n_experiments": 3}, [3, 1, 20]),
+        ("jsonl", "n_neighbors = 3\nseed = 9\n", {"evaluator_model": "knn3"}, ["b", "a", "c", "d"]),
+    ],
+)
+def test_multilabel_equals_mtebs(client, cli, tmp_path, ext, keys, attributes, names):
+    from mteb.abstasks.multilabel_classification import AbsTaskMultilabelClassification
+    from sklearn.neighbors import KNeighborsClassifier
+
+    train, test = texts(21, 600, 150), texts(22, 200, 120)
+    train_labels, test_labels = topics_of(train, 1, names), topics_of(test, 2, names)
+    table = table_of(train, test)
+    files = multilabel_files(ext, train, train_labels, test, test_labels)
+    entry, stdout, out = score(cli, tmp_path, MULTILABEL.format(keys=keys, ext=ext), files, table, "Topics")
+    if attributes.get("evaluator_model") == "knn3":
+        attributes = {"evaluator_model": KNeighborsClassifier(n_neighbors=3)}
+    splits = {"train": {"text": train, "label": train_labels}, "test": {"text": test, "label": test_labels}}
+    task = mteb_task(AbsTaskMultilabelClassification, "MultilabelClassification", "accuracy", splits, **attributes)
+    if "seed" in keys:
+        task = type(task)(seed=9)
+        task.dataset, task.data_loaded = task_dataset(splits), True
+    theirs = run(task, table)
+    ours = entry["results"]
+    for key in ("accuracy", "lrap", "f1", "hamming", "scores_per_experiment"):
+        assert ours[key] == theirs[key], key
+    assert 0.05 < ours["accuracy"] < 0.9 and ours["label_columns"] == len(names)
+    assert "subset accuracy x100 (MTEB" in stdout and "accuracy | LRAP | macro F1 | Hamming" in stdout
+    check_interval_and_report(cli, entry, out, "accuracy", "Multilabel classification (MTEB), x100")
+    if ext == "csv":
+        check_compare_and_tables(cli, tmp_path, MULTILABEL.format(keys=keys, ext=ext), files, table, "Topics", entry)
+
+
+def task_dataset(splits):
+    from datasets import Dataset, DatasetDict
+
+    return DatasetDict({split: Dataset.from_dict(columns) for split, columns in splits.items()})
+
+
 # What every new kind shares: a paired comparison, the report's formats, MTEB's result files.
 
 
@@ -171,6 +276,12 @@ def test_export_mteb_round_trip(client, cli, tmp_path):
 
     train, test = texts(11, 120, 60), texts(12, 60, 40)
     files = regression_files(train, values_of(train, 1), test, values_of(test, 2))
+    files |= {
+        name.replace(".", "-ml."): text
+        for name, text in multilabel_files(
+            "tsv", train, topics_of(train, 3, ["a", "b", "c"]), test, topics_of(test, 4, ["a", "b", "c"])
+        ).items()
+    }
     for name, text in files.items():
         (tmp_path / name).write_text(text, encoding="utf-8")
     (tmp_path / "mteb.toml").write_text(ROUND_TRIP, encoding="utf-8")
@@ -183,7 +294,10 @@ def test_export_mteb_round_trip(client, cli, tmp_path):
     record = json.loads((tmp_path / "r.json").read_text())
     exported = cli("export-mteb", tmp_path / "r.json", "--model", MODEL, "--out", tmp_path / "cache", *common[2:])
     assert exported.exit_code == 0, exported.stderr
-    expected = {"Cited": ("RuSciBenchCitedCountRegression", "kendalltau")}
+    expected = {
+        "Cited": ("RuSciBenchCitedCountRegression", "kendalltau"),
+        "FoS": ("SciRepEvalFoSClassification", "accuracy"),
+    }
     loaded = client.ResultCache(cache_path=tmp_path / "cache").load_results(
         include_remote=False, validate_and_filter=True, require_model_meta=True
     )
@@ -209,6 +323,11 @@ files = {train = "train.tsv", test = "test.tsv"}
 name = "RuSciBenchCitedCountRegression"
 revision = "fbc0599a0b5f00b3c7d87ab4d13490f04fb77f8e"
 subset = "cited_count_en"
+[[task]]
+name = "FoS"
+kind = "multilabel-classification"
+files = {train = "train-ml.tsv", test = "test-ml.tsv"}
+mteb = {name = "SciRepEvalFoSClassification", revision = "781d35d1bf87253b3dcd0fadcb82bfbee9c244f1"}
 """
 
 
@@ -241,6 +360,41 @@ subset = "cited_count_en"
             {"train.tsv": "text\tscore\na\t1\n", "test.tsv": "text\tvalue\nc\t2\n"},
             ["train.tsv:1", "no column 'value'"],
         ),
+        (
+            MULTILABEL.format(keys="", ext="tsv"),
+            {"train.tsv": "text\tlabels\na\t[1]\nb\tsport\n", "test.tsv": "text\tlabels\nc\t[1, 2]\n"},
+            ["train.tsv:3", "labels must be a list of labels", "got 'sport'"],
+        ),
+        (
+            MULTILABEL.format(keys="", ext="jsonl"),
+            {"train.jsonl": '{"text": "a", "labels": "x"}\n', "test.jsonl": '{"text": "c", "labels": ["x", "y"]}\n'},
+            ["train.jsonl:1", "labels must be a list of labels", "got 'x'"],
+        ),
+        (
+            MULTILABEL.format(keys="", ext="tsv"),
+            {"train.tsv": 'text\tlabels\na\t[1]\nb\t["x"]\n', "test.tsv": "text\tlabels\nc\t[1, 2]\n"},
+            ["train.tsv:3", "mixes integer and string labels"],
+        ),
+        (
+            MULTILABEL.format(keys="", ext="tsv"),
+            {"train.tsv": "text\tlabels\na\t[1, 1]\n", "test.tsv": "text\tlabels\nc\t[1, 2]\n"},
+            ["train.tsv:2", "lists 1 twice"],
+        ),
+        (
+            MULTILABEL.format(keys="", ext="tsv"),
+            {"train.tsv": "text\tlabels\na\t[1, 2]\n", "test.tsv": "text\tlabels\nc\t[1]\nd\t[]\n"},
+            ["test.tsv", "the test split has 1 distinct label(s)"],
+        ),
+        (
+            MULTILABEL.format(keys="max_eval_samples = 2\n", ext="tsv"),
+            {"train.tsv": "text\tlabels\na\t[1, 2]\n", "test.tsv": "text\tlabels\nc\t[1]\nd\t[2]\ne\t[]\n"},
+            ["test.tsv", "3 rows, more than max_eval_samples = 2", "iterative stratification"],
+        ),
+        (
+            MULTILABEL.format(keys="", ext="tsv"),
+            {"train.tsv": "text\tlabels\na\t[1, 2]\nb\t[2]\n", "test.tsv": "text\tlabels\nc\t[1]\nd\t[2]\n"},
+            ["train.tsv", "experiment 0 draws 2 training rows, fewer than n_neighbors = 5"],
+        ),
     ],
 )
 def test_bad_data_is_one_line(cli, tmp_path, declaration, files, fragments):
@@ -257,6 +411,8 @@ def test_bad_data_is_one_line(cli, tmp_path, declaration, files, fragments):
     [
         (REGRESSION.format(keys="n_samples = 1\n"), ["n_samples: must be an integer >= 2"]),
         (REGRESSION.format(keys="samples_per_label = 8\n"), ["unknown key samples_per_label"]),
+        (MULTILABEL.format(keys="n_neighbors = 0\n", ext="tsv"), ["n_neighbors: must be an integer >= 1"]),
+        (MULTILABEL.format(keys="", ext="tsv").replace("train.tsv", "train.txt"), ["format"]),
         (REGRESSION.format(keys="").replace('test = "test.tsv"\n', ""), ["test is required for a regression task"]),
     ],
 )

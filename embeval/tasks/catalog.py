@@ -28,6 +28,7 @@ KINDS = {
     "summarization": "embeval.kinds.summarization",
     "bitext-mining": "embeval.kinds.bitext",
     "regression": "embeval.kinds.regression",
+    "multilabel-classification": "embeval.kinds.multilabel_classification",
 }
 
 # SentEval's file formats (the built-in tasks'): name -> (loader in embeval.tasks.senteval, its
