@@ -57,7 +57,7 @@ def training_rows(
         taken: defaultdict[Any, int] = defaultdict(int)
         chosen = []
         for row in order:
-            labels = train_labels[row]
+            labels = train_labels[int(row)]
             if any(taken[label] < samples_per_label for label in labels):
                 chosen.append(int(row))
                 for label in labels:
