@@ -230,6 +230,149 @@ def task_dataset(splits):
     return DatasetDict({split: Dataset.from_dict(columns) for split, columns in splits.items()})
 
 
+# Instruction retrieval and reranking (FollowIR).
+
+
+def followir(seed, n_docs=220, n_queries=14, candidates=40):
+    """A FollowIR task: each query with an original and a changed instruction (the changed one adds
+    words); the changed instruction makes some of the original's relevant documents non-relevant.
+    Documents are drawn from a pool (duplicated texts: exact ties)."""
+    rng = np.random.default_rng(seed)
+    docs = [{"_id": f"d{i}", "text": text} for i, text in enumerate(texts(seed, n_docs, n_docs // 2))]
+    queries, instructions, qrels, changed, top_ranked = [], [], [], [], []
+    for q in range(n_queries):
+        text = " ".join(rng.choice(WORDS, 3))
+        original = " ".join(rng.choice(WORDS, 4))
+        extra = " ".join(rng.choice(WORDS, 3))
+        pool = rng.choice(n_docs, candidates, replace=False)
+        relevant = pool[:6]
+        dropped = relevant[: int(rng.integers(1, 4))]
+        for suffix, instruction in (("-og", original), ("-changed", original + " " + extra)):
+            queries.append({"_id": f"q{q}{suffix}", "text": text})
+            instructions.append({"query-id": f"q{q}{suffix}", "instruction": instruction})
+            for d in relevant:
+                if suffix == "-og" or d not in dropped:
+                    qrels.append((f"q{q}{suffix}", f"d{d}", int(rng.integers(1, 3))))
+            qrels.append((f"q{q}{suffix}", f"d{pool[-1]}", 0))
+            top_ranked += [(f"q{q}{suffix}", f"d{d}") for d in pool]
+        changed.append({"query-id": f"q{q}", "corpus-ids": [f"d{d}" for d in dropped]})
+    return {
+        "docs": docs,
+        "queries": queries,
+        "instructions": instructions,
+        "qrels": qrels,
+        "changed": changed,
+        "candidates": top_ranked,
+    }
+
+
+def followir_files(task, reranking):
+    files = {
+        "corpus.jsonl": jsonl(task["docs"]),
+        "queries.jsonl": jsonl(task["queries"]),
+        "qrels/test.tsv": tsv(task["qrels"], ("query-id", "corpus-id", "score")),
+        "instructions.jsonl": jsonl(task["instructions"]),
+        "changed.jsonl": jsonl(task["changed"]),
+    }
+    if reranking:
+        files["top_ranked.tsv"] = tsv(task["candidates"], ("query-id", "corpus-id"))
+    return files
+
+
+FOLLOWIR = """name = "Follow"
+kind = "{kind}"
+[files]
+corpus = "corpus.jsonl"
+queries = "queries.jsonl"
+qrels = "qrels/test.tsv"
+instructions = "instructions.jsonl"
+changed = "changed.jsonl"
+{candidates}"""
+
+
+class MtebSearch(MtebRows):
+    """mteb's encoder protocol over the tables of each prompt type, mteb's cosine."""
+
+    def __init__(self, tables):
+        super().__init__(None)
+        self.tables = tables
+
+
+def run_followir(task, tables, reranking):
+    from datasets import Dataset
+    from mteb._evaluators.retrieval_metrics import evaluate_p_mrr_change
+    from mteb.abstasks.retrieval import AbsTaskRetrieval
+    from mteb.abstasks.retrieval_dataset_loaders import RetrievalSplitData
+    from mteb_helpers import metadata as described
+
+    relevant = {}
+    for q, d, g in task["qrels"]:
+        relevant.setdefault(q, {})[d] = g
+    top_ranked = None
+    if reranking:
+        top_ranked = {}
+        for q, d in task["candidates"]:
+            top_ranked.setdefault(q, []).append(d)
+    instruction = {row["query-id"]: row["instruction"] for row in task["instructions"]}
+    split = RetrievalSplitData(
+        corpus=Dataset.from_list([{"id": d["_id"], "title": "", "text": d["text"]} for d in task["docs"]]),
+        queries=Dataset.from_list(
+            [{"id": q["_id"], "text": q["text"], "instruction": instruction[q["_id"]]} for q in task["queries"]]
+        ),
+        relevant_docs=relevant,
+        top_ranked=top_ranked,
+    )
+    changed = {row["query-id"]: row["corpus-ids"] for row in task["changed"]}
+
+    class FollowIR(AbsTaskRetrieval):
+        metadata = described(
+            "EmbevalFollowIR", "InstructionReranking" if reranking else "InstructionRetrieval", "p-MRR"
+        )
+
+        def load_data(self, **kwargs):
+            self.dataset = {"default": {"test": split}}
+            self.data_loaded = True
+
+        def task_specific_scores(self, scores, qrels, results, hf_split, hf_subset):
+            return evaluate_p_mrr_change(qrels, results, changed, self.k_values)  # as FollowIR's tasks do
+
+    return FollowIR().evaluate(MtebSearch(tables), split="test", encode_kwargs={"batch_size": 64})["default"]
+
+
+@pytest.mark.parametrize("kind", ["instruction-reranking", "instruction-retrieval"])
+def test_followir_equals_mtebs(client, cli, tmp_path, kind):
+    from embeval.kinds.instruction_retrieval import INSTRUCTED
+    from embeval.kinds.retrieval import FIGURES, ROUNDED
+
+    reranking = kind == "instruction-reranking"
+    task = followir(31 if reranking else 32)
+    candidates = 'candidates = "top_ranked.tsv"\n' if reranking else ""
+    declaration = FOLLOWIR.format(kind=kind, candidates=candidates)
+    instruction = {row["query-id"]: row["instruction"] for row in task["instructions"]}
+    joined = [q["text"] + " " + instruction[q["_id"]] for q in task["queries"]]
+    tables = {"query": table_of(joined), "document": table_of([d["text"] for d in task["docs"]])}
+    both = tables["query"] | tables["document"]
+    entry, stdout, out = score(cli, tmp_path, declaration, followir_files(task, reranking), both, "Follow")
+    exported = (tmp_path / "sentences" / f"Follow.{INSTRUCTED}.txt").read_text().splitlines()
+    assert set(exported) == set(joined)
+    theirs = run_followir(task, tables, reranking)
+    ours = entry["results"]
+    assert ours["p-MRR"] == pytest.approx(theirs["p-MRR"], abs=1e-15) and theirs["main_score"] == theirs["p-MRR"]
+    for where, mine, their in (
+        ("all", ours, theirs),
+        ("og", ours["og"], theirs["og"]),
+        ("changed", ours["changed"], theirs["changed"]),
+    ):
+        for name in FIGURES:
+            value = round(mine[name], 5) if name.split("_at_")[0] in ROUNDED else mine[name]
+            assert value == pytest.approx(their[name], abs=1e-15), (where, name)
+    assert -0.9 < ours["p-MRR"] < 0.9 and ours["p-MRR"] != 0
+    assert "p-MRR x100 (MTEB, FollowIR)" in stdout
+    check_interval_and_report(cli, entry, out, "p-MRR", "Instruction following (MTEB, FollowIR), p-MRR x100")
+    if reranking:
+        check_compare_and_tables(cli, tmp_path, declaration, followir_files(task, reranking), both, "Follow", entry)
+
+
 # What every new kind shares: a paired comparison, the report's formats, MTEB's result files.
 
 
@@ -282,13 +425,14 @@ def test_export_mteb_round_trip(client, cli, tmp_path):
             "tsv", train, topics_of(train, 3, ["a", "b", "c"]), test, topics_of(test, 4, ["a", "b", "c"])
         ).items()
     }
+    files |= {f"follow/{name}": text for name, text in followir_files(followir(41, 60, 4, 20), reranking=True).items()}
     for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text, encoding="utf-8")
     (tmp_path / "mteb.toml").write_text(ROUND_TRIP, encoding="utf-8")
     common = ("--data", tmp_path / "none", "--task-file", tmp_path / "mteb.toml")
     assert cli("export-sentences", *common, "--out", tmp_path / "sentences").exit_code == 0
-    table = table_of(train, test)
-    write(tmp_path / "v.h5", tmp_path / "sentences", lambda s: np.stack([table[x] for x in s]), progress=False)
+    write(tmp_path / "v.h5", tmp_path / "sentences", lambda s: np.stack([hashed(x) for x in s]), progress=False)
     scored = cli("score", tmp_path / "v.h5", *common, "--out", tmp_path / "r.json", "--no-save-predictions")
     assert scored.exit_code == 0, scored.stderr
     record = json.loads((tmp_path / "r.json").read_text())
@@ -297,6 +441,7 @@ def test_export_mteb_round_trip(client, cli, tmp_path):
     expected = {
         "Cited": ("RuSciBenchCitedCountRegression", "kendalltau"),
         "FoS": ("SciRepEvalFoSClassification", "accuracy"),
+        "Core": ("Core17InstructionRetrieval", "p-MRR"),
     }
     loaded = client.ResultCache(cache_path=tmp_path / "cache").load_results(
         include_remote=False, validate_and_filter=True, require_model_meta=True
@@ -328,10 +473,63 @@ name = "FoS"
 kind = "multilabel-classification"
 files = {train = "train-ml.tsv", test = "test-ml.tsv"}
 mteb = {name = "SciRepEvalFoSClassification", revision = "781d35d1bf87253b3dcd0fadcb82bfbee9c244f1"}
+[[task]]
+name = "Core"
+kind = "instruction-reranking"
+mteb = {name = "Core17InstructionRetrieval", revision = "67d8733dd0691f08f34ed9dda5941578cba8d91c"}
+[task.files]
+corpus = "follow/corpus.jsonl"
+queries = "follow/queries.jsonl"
+qrels = "follow/qrels/test.tsv"
+candidates = "follow/top_ranked.tsv"
+instructions = "follow/instructions.jsonl"
+changed = "follow/changed.jsonl"
 """
 
 
 # Bad input: one line naming the file (and the line), exit code 2.
+
+
+def everywhere(files, old, new):
+    return {name: text.replace(old, new) for name, text in files.items()}
+
+
+def without(files, query):
+    """The files without any line naming `query`."""
+    return {
+        name: "".join(line + "\n" for line in text.splitlines() if query not in line) for name, text in files.items()
+    }
+
+
+def bad_followir():
+    """FollowIR files with one thing wrong each: (files, fragments of the error line)."""
+    good = followir_files(followir(40, n_docs=30, n_queries=2, candidates=10), reranking=False)
+
+    def edited(name, old, new):
+        assert old in good[name]
+        return dict(good, **{name: good[name].replace(old, new, 1)})
+
+    return [
+        (
+            edited("instructions.jsonl", '"q1-og"', '"q9-og"'),
+            ["instructions.jsonl:3", "query-id 'q9-og' is not in the queries file"],
+        ),
+        (
+            everywhere(good, "q1-changed", "q1-new"),
+            ["queries.jsonl", "'q1-new' ends neither in '-og' nor in '-changed'"],
+        ),
+        (
+            without(good, "q1-changed"),
+            ["queries.jsonl", "query 'q1-og' has no changed instruction: no query 'q1-changed'"],
+        ),
+        (
+            dict(good, **{"instructions.jsonl": without(good, "q0-og")["instructions.jsonl"]}),
+            ["instructions.jsonl", "1 queries have no instruction (first: 'q0-og')"],
+        ),
+        (edited("changed.jsonl", '"q1"', '"q7"'), ["changed.jsonl:2", "query-id 'q7' names no query"]),
+        (edited("changed.jsonl", '["d', '["nowhere", "d'), ["changed.jsonl:1", "not in the corpus (first: 'nowhere')"]),
+        (edited("changed.jsonl", '"corpus-ids"', '"documents"'), ["changed.jsonl:1", "missing field 'corpus-ids'"]),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -395,10 +593,15 @@ mteb = {name = "SciRepEvalFoSClassification", revision = "781d35d1bf87253b3dcd0f
             {"train.tsv": "text\tlabels\na\t[1, 2]\nb\t[2]\n", "test.tsv": "text\tlabels\nc\t[1]\nd\t[2]\n"},
             ["train.tsv", "experiment 0 draws 2 training rows, fewer than n_neighbors = 5"],
         ),
+        *[
+            (FOLLOWIR.format(kind="instruction-retrieval", candidates=""), files, fragments)
+            for files, fragments in bad_followir()
+        ],
     ],
 )
 def test_bad_data_is_one_line(cli, tmp_path, declaration, files, fragments):
     for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text, encoding="utf-8")
     (tmp_path / "task.toml").write_text(declaration, encoding="utf-8")
     name = declaration.split('"')[1]

@@ -28,17 +28,17 @@ def query_set(values, main):
     )
 
 
-def retrieve(ctx, depth, similarity):
+def retrieve(ctx, depth, similarity, role="query"):
     """(scores, document indices) of each query's `depth` best documents (the document list's source
-    searches it: streamed from the file, or over shards)."""
-    queries = ctx.sources["query"].gather(ctx.rows["query"])
+    searches it: streamed from the file, or over shards); the queries are the list of `role`."""
+    queries = ctx.sources[role].gather(ctx.rows[role])
     return ctx.sources["document"].search(queries, ctx.rows["document"], depth, similarity)
 
 
-def rerank(ctx, similarity):
+def rerank(ctx, similarity, role="query"):
     """(scores, document rows) of each query's candidates, scored by the similarity of the vectors."""
     data = ctx.data
-    queries = ctx.sources["query"].gather(ctx.rows["query"]).astype(np.float32)
+    queries = ctx.sources[role].gather(ctx.rows[role]).astype(np.float32)
     rows = ir_metrics.pad_candidates(len(data.query_ids), *data.candidates)
     valid = rows >= 0
     documents = np.zeros((*rows.shape, queries.shape[1]), dtype=np.float32)

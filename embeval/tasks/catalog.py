@@ -29,6 +29,8 @@ KINDS = {
     "bitext-mining": "embeval.kinds.bitext",
     "regression": "embeval.kinds.regression",
     "multilabel-classification": "embeval.kinds.multilabel_classification",
+    "instruction-retrieval": "embeval.kinds.instruction_retrieval",
+    "instruction-reranking": "embeval.kinds.instruction_reranking",
 }
 
 # SentEval's file formats (the built-in tasks'): name -> (loader in embeval.tasks.senteval, its
