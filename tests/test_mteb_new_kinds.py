@@ -199,7 +199,13 @@ def test_multilabel_equals_mtebs_mock_task(client, cli, tmp_path):
     [
         ("tsv", "", {}, ["sport", "politics", "art", "music", "travel"]),
         ("csv", "samples_per_label = 5\nn_experiments = 3\n", {"samples_per_label": 5, "n_experiments": 3}, [3, 1, 20]),
-        ("jsonl", "n_neighbors = 3\nseed = 9\n", {"evaluator_model": "knn3"}, ["b", "a", "c", "d"]),
+        # mteb cuts the test split to max_eval_samples rows by iterative stratification (seed 9)
+        (
+            "jsonl",
+            "n_neighbors = 3\nseed = 9\nmax_eval_samples = 130\n",
+            {"evaluator_model": "knn3"},
+            ["b", "a", "c", "d"],
+        ),
     ],
 )
 def test_multilabel_equals_mtebs(client, cli, tmp_path, ext, keys, attributes, names):
@@ -212,7 +218,7 @@ def test_multilabel_equals_mtebs(client, cli, tmp_path, ext, keys, attributes, n
     files = multilabel_files(ext, train, train_labels, test, test_labels)
     entry, stdout, out = score(cli, tmp_path, MULTILABEL.format(keys=keys, ext=ext), files, table, "Topics")
     if attributes.get("evaluator_model") == "knn3":
-        attributes = {"evaluator_model": KNeighborsClassifier(n_neighbors=3)}
+        attributes = {"evaluator_model": KNeighborsClassifier(n_neighbors=3), "max_eval_samples": 130}
     splits = {"train": {"text": train, "label": train_labels}, "test": {"text": test, "label": test_labels}}
     task = mteb_task(AbsTaskMultilabelClassification, "MultilabelClassification", "accuracy", splits, **attributes)
     if "seed" in keys:
@@ -223,6 +229,7 @@ def test_multilabel_equals_mtebs(client, cli, tmp_path, ext, keys, attributes, n
     for key in ("accuracy", "lrap", "f1", "hamming", "scores_per_experiment"):
         assert ours[key] == theirs[key], key
     assert 0.05 < ours["accuracy"] < 0.9 and ours["label_columns"] == len(names)
+    assert ours["test_items"] == (130 if "max_eval_samples" in keys else len(test))
     assert "subset accuracy x100 (MTEB" in stdout and "accuracy | LRAP | macro F1 | Hamming" in stdout
     check_interval_and_report(cli, entry, out, "accuracy", "Multilabel classification (MTEB), x100")
     if ext == "csv":
@@ -233,6 +240,22 @@ def task_dataset(splits):
     from datasets import Dataset, DatasetDict
 
     return DatasetDict({split: Dataset.from_dict(columns) for split, columns in splits.items()})
+
+
+@pytest.mark.parametrize(
+    "n, labels, kept, share, seed", [(500, 5, 200, 0.3, 42), (3400, 12, 3000, 0.15, 42), (900, 30, 400, 0.05, 7)]
+)
+def test_test_split_cut_equals_mtebs_iterative_stratification(client, n, labels, kept, share, seed):
+    """The rows mteb keeps of a test split longer than max_eval_samples (its default 3000 among them)."""
+    from mteb.abstasks._stratification import _iterative_train_test_split
+
+    from embeval.evaluate.mteb_multilabel import stratified_test_rows
+
+    rng = np.random.default_rng(n)
+    gold = (rng.random((n, labels)) < share).astype(int)
+    gold[:7] = 0  # rows without labels: placed last, at random
+    _, theirs = _iterative_train_test_split(np.arange(n).reshape(-1, 1), gold, test_size=kept / n, random_state=seed)
+    assert stratified_test_rows(gold, kept, seed).tolist() == theirs.tolist()
 
 
 # Instruction retrieval and reranking (FollowIR).
@@ -593,11 +616,6 @@ def bad_followir():
             MULTILABEL.format(keys="", ext="tsv"),
             {"train.tsv": "text\tlabels\na\t[1, 2]\n", "test.tsv": "text\tlabels\nc\t[1]\nd\t[]\n"},
             ["test.tsv", "the test split has 1 distinct label(s)"],
-        ),
-        (
-            MULTILABEL.format(keys="max_eval_samples = 2\n", ext="tsv"),
-            {"train.tsv": "text\tlabels\na\t[1, 2]\n", "test.tsv": "text\tlabels\nc\t[1]\nd\t[2]\ne\t[]\n"},
-            ["test.tsv", "3 rows, more than max_eval_samples = 2", "iterative stratification"],
         ),
         (
             MULTILABEL.format(keys="", ext="tsv"),

@@ -19,7 +19,9 @@ What mteb does on one subset and evaluation split:
   are empty, averaged). Reported: the mean over experiments of each and `scores_per_experiment`.
   Main figure: accuracy for most of MTEB's multilabel tasks (f1 for a few, lrap for its mock task).
 - Evaluation splits of more than max_eval_samples (3000) rows are cut by mteb to that many rows with
-  iterative stratification; that draw is not reproduced here (the task's loader refuses such a split).
+  iterative stratification over pairs of labels (Sechidis et al. 2011, Szymański and Kajdanowicz
+  2017, as mteb's copy of scikit-multilearn runs it with numpy's RandomState(seed)), the rows kept in
+  file order: `stratified_test_rows`.
 
 Bootstrap: the test rows are resampled; each experiment's predictions stay fixed and a figure is
 averaged over experiments as reported (`STATISTICS`).
@@ -64,6 +66,68 @@ def training_rows(
                     taken[label] += 1
         out.append(np.array(chosen, dtype=np.int64))
     return out
+
+
+def _most_needed(members: dict[tuple[int, ...], list[int]]) -> tuple[int, ...] | None:
+    """The label combination whose rows are placed next: the first with rows left, replaced by a later
+    one only when that one has more distinct labels and fewer rows left (the rule mteb runs)."""
+    chosen, best_labels, best_rows = None, 0, 0
+    for combination, rows in members.items():
+        if not rows:
+            continue
+        labels, count = len(set(combination)), len(rows)
+        if chosen is None or (best_labels < labels and best_rows > count):
+            chosen, best_labels, best_rows = combination, labels, count
+    return chosen
+
+
+def stratified_test_rows(gold: np.ndarray, n_samples: int, seed: int = SEED) -> np.ndarray:
+    """The rows (ascending) mteb keeps of an evaluation split of label indicators `gold` (rows,
+    labels) cut to n_samples rows: the first of two folds of an iterative stratification by pairs of
+    labels, the folds wanting n_samples / rows and the rest of the rows."""
+    from itertools import combinations_with_replacement
+
+    n = len(gold)
+    share = np.array([n_samples / n, 1.0 - n_samples / n])
+    wanted = share * n
+    rng = np.random.RandomState(seed)
+    members: dict[tuple[int, ...], list[int]] = {}
+    of_row: list[list[tuple[int, ...]]] = []
+    for row in range(n):
+        pairs: list[tuple[int, ...]] = list(combinations_with_replacement(np.flatnonzero(gold[row]).tolist(), 2))
+        for pair in pairs:
+            members.setdefault(pair, []).append(row)
+        of_row.append(pairs)
+    wanted_of = {combination: len(rows) * share for combination, rows in members.items()}
+    placed = np.zeros(n, dtype=bool)
+    folds: list[list[int]] = [[], []]
+
+    def place(row: int, fold: int) -> None:
+        folds[fold].append(row)
+        placed[row] = True
+        wanted[fold] -= 1
+
+    combination = _most_needed(members)
+    while combination is not None:
+        rows = members[combination]
+        while rows:
+            row = rows.pop()
+            if placed[row]:
+                continue
+            want = wanted_of[combination]
+            tied = np.flatnonzero(want == want.max())
+            fold = int(tied[0]) if len(tied) == 1 else int(rng.choice(tied, 1)[0])
+            for other in of_row[row]:
+                if row in members[other]:
+                    members[other].remove(row)
+                wanted_of[other][fold] -= 1
+            place(row, fold)
+        combination = _most_needed(members)
+    unplaced = [row for row in range(n) if not placed[row]]
+    while unplaced:
+        row = unplaced.pop()
+        place(row, int(rng.choice(np.flatnonzero(wanted > 0), 1)[0]))
+    return np.sort(np.array(folds[0], dtype=np.int64))
 
 
 def indicator(label_lists: Sequence[Sequence[Any]], classes: Sequence[Any]) -> np.ndarray:

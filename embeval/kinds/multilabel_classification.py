@@ -7,9 +7,9 @@ Files: `train` and `test` with text and labels columns. A labels value is a list
 JSON array in the cell (`["sport", "politics"]`, `[3, 7]`, `[]`), in JSONL a JSON array. Labels are
 strings or integers, all of one type in a task, each listed once per row.
 Keys, with MTEB's defaults (its task attributes of the same names): samples_per_label (8),
-n_experiments (10), n_neighbors (5, its classifier's), max_eval_samples (3000: mteb cuts a larger
-test split by iterative stratification, which embeval does not reproduce: such a split is refused;
-0 scores the whole split, as mteb's None), seed (42). Only the train sentences some experiment draws
+n_experiments (10), n_neighbors (5, its classifier's), max_eval_samples (3000: a larger test split
+is cut to that many rows by mteb's iterative stratification, and only those are exported; 0 scores
+the whole split, as mteb's None), seed (42). Only the train sentences some experiment draws
 are exported.
 Figures (fractions, means over the experiments): accuracy (subset accuracy, the headline: MTEB's
 main score for most multilabel tasks), lrap, f1 (macro), hamming; `scores_per_experiment` holds
@@ -72,6 +72,7 @@ class MultilabelData:
     splits: dict[str, Any]  # split -> embeval.tasks.samples.Split (a: texts, y: row numbers)
     labels: dict[str, list[tuple[Any, ...]]]
     files: tuple[Path, ...]
+    cut: str = ""  # how the test split was cut to max_eval_samples rows, if it was
 
     def sentences(self) -> list[str]:
         return [s for split in self.splits.values() for s in split.a]
@@ -135,7 +136,7 @@ class MultilabelClassification(Kind):
 
     def sizes(self, spec: TaskSpec, data: Any) -> str:
         sizes = ", ".join(f"{name} {len(split)}" for name, split in data.splits.items())
-        return f"{sizes} ({len(_drawn(spec, data))} train sentences drawn)"
+        return f"{sizes} ({len(_drawn(spec, data))} train sentences drawn{'; ' + data.cut if data.cut else ''})"
 
     def figures(self, spec: TaskSpec) -> tuple[Figure, ...]:
         return FIGURES
@@ -235,7 +236,8 @@ def _label_list(value: Any, column: str, path: Path, task: str, line: int) -> tu
 
 def read_multilabel(spec: TaskSpec, paths: Mapping[str, Path]) -> MultilabelData:
     """Train and test of a multilabel task, checked: label lists of one label type, a test split with
-    two labels or more and within max_eval_samples rows, every experiment with n_neighbors rows."""
+    two labels or more (cut to max_eval_samples rows as mteb cuts it), every experiment with
+    n_neighbors rows."""
     import numpy as np
 
     from embeval.errors import DataFileError
@@ -277,15 +279,21 @@ def read_multilabel(spec: TaskSpec, paths: Mapping[str, Path]) -> MultilabelData
             task=spec.name,
         )
     limit = spec.params.max_eval_samples
+    cut = ""
     if limit and len(splits["test"]) > limit:
-        raise DataFileError(
-            f"the test split has {len(splits['test'])} rows, more than max_eval_samples = {limit}: mteb cuts it by "
-            "iterative stratification, which embeval does not reproduce; give mteb's cut split, or set "
-            "max_eval_samples = 0 to score every row",
-            file=paths["test"],
-            task=spec.name,
-        )
-    data = MultilabelData(spec.name, splits, labels, (paths["train"], paths["test"]))
+        from embeval.evaluate import mteb_multilabel
+
+        gold = mteb_multilabel.indicator(labels["test"], sorted(test_labels))
+        kept = mteb_multilabel.stratified_test_rows(gold, limit, spec.params.seed)
+        test = splits["test"]
+        cut = f"test cut to {len(kept)} of {len(test)} rows, as mteb cuts it"
+        splits["test"] = Split("test", [test.a[i] for i in kept], np.arange(len(kept), dtype=np.int64))
+        labels["test"] = [labels["test"][i] for i in kept]
+        if len({label for found in labels["test"] for label in found}) < 2:
+            raise DataFileError(
+                f"the {len(kept)} test rows mteb keeps hold fewer than two labels", file=paths["test"], task=spec.name
+            )
+    data = MultilabelData(spec.name, splits, labels, (paths["train"], paths["test"]), cut)
     for e, rows in enumerate(spec.params.training_rows(labels["train"])):
         if len(rows) < spec.params.n_neighbors:
             raise DataFileError(
