@@ -651,3 +651,20 @@ def test_bad_data_is_one_line(cli, tmp_path, declaration, files, fragments):
 def test_bad_declaration_is_one_line(cli, tmp_path, declaration, fragments):
     (tmp_path / "task.toml").write_text(declaration, encoding="utf-8")
     refused(cli("tasks", "--no-load", "--task-file", tmp_path / "task.toml"), str(tmp_path / "task.toml"), *fragments)
+
+
+def test_protocol_modules_name_the_mteb_version_and_the_kinds_their_statistics():
+    from embeval.evaluate import followir, mteb_multilabel, mteb_regression
+    from embeval.kinds.mteb_shared import MTEB_VERSION
+    from embeval.tasks.catalog import kind
+
+    assert MTEB_VERSION == mteb_multilabel.MTEB_VERSION == mteb_regression.MTEB_VERSION
+    for name, module in (
+        ("regression", mteb_regression),
+        ("multilabel-classification", mteb_multilabel),
+        ("instruction-retrieval", followir),
+    ):
+        (statistics,) = kind(name).statistics.values()
+        assert set(statistics) == set(module.STATISTICS)
+        assert all(statistics[f].stratified == module.STATISTICS[f].stratified for f in statistics)
+    assert kind("instruction-reranking").roles(None) == kind("instruction-retrieval").roles(None)
