@@ -166,3 +166,49 @@ def test_retrieval_sts_and_classification_by_name_equal_mtebs(client, cli, tmp_p
         "query": "query",
         "document": "document",
     }
+
+
+MOCKS = (
+    "MockSTSTask",
+    "MockMultilingualSTSTask",
+    "MockRetrievalTask",
+    "MockMultilingualRetrievalTask",
+    "MockRerankingTask",
+    "MockMultilingualRerankingTask",
+    "MockClassificationTask",
+    "MockMultilingualClassificationTask",
+    "MockPairClassificationTask",
+    "MockMultilingualPairClassificationTask",
+    "MockClusteringTask",
+    "LegacyMockClusteringFastTask",
+    "MockMultilingualClusteringFastTask",
+    "MockSummarizationTask",
+    "MockMultilingualSummarizationTask",
+    "MockBitextMiningTask",
+    "MockMultilingualBitextMiningTask",
+)
+
+
+@pytest.mark.parametrize("name", MOCKS)
+def test_mtebs_mock_tasks_equal_mtebs(client, tmp_path, name):
+    """mteb's own mock tasks of every text type embeval scores: their specs read from the task
+    objects, exported and scored through embeval's API, equal mteb.evaluate on the same vectors."""
+    import importlib
+
+    import embeval
+    from embeval.tasks import mteb_source
+
+    module = next(
+        m
+        for m in ("", ".clustering", ".summarization")
+        if hasattr(importlib.import_module(f"mteb.mocks.mock_tasks{m}"), name)
+    )
+    mock = getattr(importlib.import_module(f"mteb.mocks.mock_tasks{module}"), name)
+    specs, _ = mteb_source.task_specs([mteb_source.Requested(mock())], offline_copy=False)
+    export, vectors, out = tmp_path / "export", tmp_path / "vectors.h5", tmp_path / "results.json"
+    embeval.export_sentences(tmp_path / "none", export, tasks=specs)
+    write(vectors, export, encode, progress=False)
+    record = embeval.score(vectors, tmp_path / "none", tasks=specs, out=out, progress=False, log=lambda m: None)
+    result = client.evaluate(HashedCounts(), [mock()], cache=None, show_progress_bar=False)
+    theirs = {r.task_name: r for r in result.task_results}
+    assert compare(json.loads(out.read_text()), theirs, FLOAT32) == len(specs) == len(record["tasks"])
