@@ -212,3 +212,70 @@ def test_mtebs_mock_tasks_equal_mtebs(client, tmp_path, name):
     result = client.evaluate(HashedCounts(), [mock()], cache=None, show_progress_bar=False)
     theirs = {r.task_name: r for r in result.task_results}
     assert compare(json.loads(out.read_text()), theirs, FLOAT32) == len(specs) == len(record["tasks"])
+
+
+def reranking_copy(client, root, rng):
+    corpus = [{"_id": f"d{i}", "text": t} for i, t in enumerate(words(rng, 40))]
+    queries = [{"_id": f"q{i}", "text": t} for i, t in enumerate(words(rng, 8))]
+    candidates = {q: [f"d{d}" for d in rng.choice(40, size=8, replace=False)] for q in range(8)}
+    qrels = [
+        {"query-id": f"q{q}", "corpus-id": doc, "score": int(j < 2)} for q, docs in candidates.items() for j, doc in enumerate(docs)
+    ]
+    top = [{"query-id": f"q{q}", "corpus-ids": docs} for q, docs in candidates.items()]
+    configs = {
+        "corpus": {"test": corpus},
+        "queries": {"test": queries},
+        "default": {"test": qrels},
+        "top_ranked": {"test": top},
+    }
+    write_snapshot(root, "mteb/AskUbuntuDupQuestions", revision_of(client, "AskUbuntuDupQuestions"), configs, "parquet")
+
+
+def hierarchical_copy(client, root, rng):
+    """ArXivHierarchicalClusteringP2P's layout: sets of documents, labels 'main.sub' (mteb's transform
+    flattens the sets, splits the labels and samples 2048 documents)."""
+    sets = []
+    for _ in range(3):
+        texts = words(rng, 700, vocabulary=30)
+        labels = [f"c{rng.integers(3)}.s{rng.integers(2)}" for _ in texts]
+        sets.append({"sentences": texts, "labels": labels})
+    revision = revision_of(client, "ArXivHierarchicalClusteringP2P")
+    write_snapshot(root, "mteb/arxiv-clustering-p2p", revision, {"default": {"test": sets}}, "parquet")
+
+
+def pairs_copy(client, root, rng):
+    rows = [
+        {"sent1": a, "sent2": b, "labels": int(rng.integers(0, 2))}
+        for a, b in zip(words(rng, 80), words(rng, 80), strict=True)
+    ]
+    revision = revision_of(client, "SprintDuplicateQuestions")
+    write_snapshot(root, "mteb/sprintduplicatequestions-pairclassification", revision, {"default": {"test": rows}})
+
+
+def summaries_copy(client, root, rng):
+    rows = [
+        {
+            "text": " ".join(words(rng, 3)),
+            "human_summaries": words(rng, 3),
+            "machine_summaries": words(rng, 5),
+            "relevance": [float(x) for x in rng.integers(1, 6, size=5)],
+        }
+        for _ in range(12)
+    ]
+    write_snapshot(root, "mteb/summeval", revision_of(client, "SummEvalSummarization.v2"), {"default": {"test": rows}})
+
+
+@pytest.mark.slow
+def test_reranking_clustering_pairs_and_summarization_by_name_equal_mtebs(client, cli, tmp_path):
+    rng = np.random.default_rng(1)
+    root = tmp_path / "datasets"
+    reranking_copy(client, root, rng)
+    hierarchical_copy(client, root, rng)
+    pairs_copy(client, root, rng)
+    summaries_copy(client, root, rng)
+    names = "AskUbuntuDupQuestions,ArXivHierarchicalClusteringP2P,SprintDuplicateQuestions,SummEvalSummarization.v2"
+    record, _, _ = embeval_scores(cli, tmp_path, names, root)
+    theirs = mteb_scores(client, names.split(","), root)
+    assert compare(record, theirs, FLOAT32) == 4
+    assert record["tasks"]["AskUbuntuDupQuestions"]["kind"] == "reranking"
+    assert set(record["mteb"]) == set(names.split(","))
