@@ -279,3 +279,76 @@ def test_reranking_clustering_pairs_and_summarization_by_name_equal_mtebs(client
     assert compare(record, theirs, FLOAT32) == 4
     assert record["tasks"]["AskUbuntuDupQuestions"]["kind"] == "reranking"
     assert set(record["mteb"]) == set(names.split(","))
+
+
+def refused_line(result, *fragments):
+    """One line on stderr holding every fragment, exit code 2."""
+    assert result.exit_code == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def test_bad_requests_are_one_line_and_write_nothing(client, cli, tmp_path):
+    rng = np.random.default_rng(2)
+    root = tmp_path / "datasets"
+    sts_copy(client, root, rng)
+    out = tmp_path / "export"
+
+    def export(*args):
+        return cli("export-sentences", "--mteb-data", root, "--out", out, *args)
+
+    refused_line(export("--mteb", "SciFakt"), "SciFakt", "did you mean SciFact?")
+    refused_line(export("--mteb", "MTEB(eng, v3)"), "MTEB(eng, v3)", "did you mean MTEB(eng, v")
+    revision = revision_of(client, "SciFact")
+    refused_line(
+        export("--mteb", "STSBenchmark,SciFact"),
+        "SciFact",
+        "mteb/scifact",
+        revision,
+        f"huggingface-cli download mteb/scifact --repo-type dataset --revision {revision}",
+    )
+    refused_line(export("--mteb", "VisualSTS17Eng"), "VisualSTS17Eng", "not text")
+    refused_line(
+        export("--mteb", "STSBenchmark,RuSciBenchCitedCountRegression"),
+        "RuSciBenchCitedCountRegression (Regression): not scored yet",
+        "--skip-unsupported",
+    )
+    task_file = tmp_path / "mine.toml"
+    task_file.write_text('name = "SciFact"\nkind = "sts"\n[files]\ntest = "x.tsv"\n', encoding="utf-8")
+    retrieval_copy(client, root, rng)
+    refused_line(export("--mteb", "SciFact", "--task-file", task_file), "SciFact", "--mteb names too")
+    record = root / "mteb/stsbenchmark-sts/.cache/huggingface/download/README.md.metadata"
+    record.write_text("0123abc\netag\n0\n", encoding="utf-8")
+    refused_line(export("--mteb", "STSBenchmark"), "STSBenchmark", "revision 0123abc", "--allow-revision-mismatch")
+    assert not out.exists()
+    done = export("--mteb", "STSBenchmark,RuSciBenchCitedCountRegression", "--allow-revision-mismatch", "--skip-unsupported")
+    assert done.exit_code == 0, done.stderr
+    write(tmp_path / "v.h5", out, encode, progress=False)
+    results = tmp_path / "r.json"
+    done = cli(
+        "score", tmp_path / "v.h5", "--mteb", "STSBenchmark,RuSciBenchCitedCountRegression", "--mteb-data", root,
+        "--allow-revision-mismatch", "--skip-unsupported", "--out", results,
+    )  # fmt: skip
+    assert done.exit_code == 0, done.stderr
+    scored = json.loads(results.read_text())
+    assert scored["skipped"]["mteb_unsupported"] == ["RuSciBenchCitedCountRegression (Regression): not scored yet"]
+    assert "0123abc" in scored["mteb"]["STSBenchmark"]["revision_mismatch"]
+
+
+def test_mteb_outside_the_tested_range_is_one_line(cli, tmp_path, monkeypatch):
+    import importlib.metadata
+
+    real = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "2.40.1" if name == "mteb" else real(name))
+    result = cli("export-sentences", "--mteb", "STSBenchmark", "--out", tmp_path / "export")
+    refused_line(result, "mteb 2.40.1 is outside the tested range", "pip install 'embeval[mteb]'")
+    assert not (tmp_path / "export").exists()
+
+
+def test_names_split_at_commas_outside_parentheses():
+    from embeval.tasks.mteb_source import split_names
+
+    assert split_names("MTEB(eng, v2), BEIR,STS12") == ["MTEB(eng, v2)", "BEIR", "STS12"]
+    assert split_names(" NanoBEIR ") == ["NanoBEIR"]
