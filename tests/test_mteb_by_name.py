@@ -161,6 +161,17 @@ def test_retrieval_sts_and_classification_by_name_equal_mtebs(client, cli, tmp_p
     summary = record["mteb"]["AmazonCounterfactualClassification"]
     assert summary["type"] == "Classification" and summary["main_score"] == "accuracy"
     assert summary["revision"] == revision_of(client, "AmazonCounterfactualClassification")
+    done = cli("export-mteb", tmp_path / "results.json", "--model", "my-org/hashed", "--out", tmp_path / "mteb")
+    assert done.exit_code == 0, done.stderr
+    loaded = client.ResultCache(cache_path=tmp_path / "mteb").load_results(
+        include_remote=False, validate_and_filter=True, require_model_meta=True
+    )
+    exported = {t.task_name: t for t in loaded.model_results[0].task_results}
+    assert sorted(exported) == sorted(names.split(","))
+    for task, result in exported.items():
+        assert result.dataset_revision == revision_of(client, task)
+        assert result.get_score() == pytest.approx(record["mteb"][task]["value"], abs=1e-5)  # MTEB's rounding
+        assert result.get_score() == pytest.approx(theirs[task].get_score(), abs=1e-5)
     scifact = manifest["tasks"]["SciFact"]
     assert scifact["mteb"]["task"] == "SciFact" and scifact["mteb"]["encode_as"] == {
         "query": "query",
@@ -219,7 +230,9 @@ def reranking_copy(client, root, rng):
     queries = [{"_id": f"q{i}", "text": t} for i, t in enumerate(words(rng, 8))]
     candidates = {q: [f"d{d}" for d in rng.choice(40, size=8, replace=False)] for q in range(8)}
     qrels = [
-        {"query-id": f"q{q}", "corpus-id": doc, "score": int(j < 2)} for q, docs in candidates.items() for j, doc in enumerate(docs)
+        {"query-id": f"q{q}", "corpus-id": doc, "score": int(j < 2)}
+        for q, docs in candidates.items()
+        for j, doc in enumerate(docs)
     ]
     top = [{"query-id": f"q{q}", "corpus-ids": docs} for q, docs in candidates.items()]
     configs = {
@@ -323,7 +336,9 @@ def test_bad_requests_are_one_line_and_write_nothing(client, cli, tmp_path):
     record.write_text("0123abc\netag\n0\n", encoding="utf-8")
     refused_line(export("--mteb", "STSBenchmark"), "STSBenchmark", "revision 0123abc", "--allow-revision-mismatch")
     assert not out.exists()
-    done = export("--mteb", "STSBenchmark,RuSciBenchCitedCountRegression", "--allow-revision-mismatch", "--skip-unsupported")
+    done = export(
+        "--mteb", "STSBenchmark,RuSciBenchCitedCountRegression", "--allow-revision-mismatch", "--skip-unsupported"
+    )
     assert done.exit_code == 0, done.stderr
     write(tmp_path / "v.h5", out, encode, progress=False)
     results = tmp_path / "r.json"
