@@ -367,3 +367,52 @@ def test_names_split_at_commas_outside_parentheses():
 
     assert split_names("MTEB(eng, v2), BEIR,STS12") == ["MTEB(eng, v2)", "BEIR", "STS12"]
     assert split_names(" NanoBEIR ") == ["NanoBEIR"]
+
+
+def test_a_benchmark_gives_its_own_subsets_and_splits(client):
+    """MTEB(eng, v2): 41 tasks, each with the subsets and splits the benchmark chose (read from its
+    task objects, never re-typed), every type one embeval scores."""
+    from embeval.tasks import mteb_source
+
+    requested = mteb_source.resolve("MTEB(eng, v2)")
+    assert len(requested) == len(client.get_benchmark("MTEB(eng, v2)").tasks) == 41
+    assert all(r.benchmarks == ["MTEB(eng, v2)"] and mteb_source.unsupported(r.task) is None for r in requested)
+    by_name = {r.task.metadata.name: r.task for r in requested}
+    amazon = by_name["AmazonCounterfactualClassification"]
+    assert list(amazon.hf_subsets) == ["en"] and len(client.get_task(amazon.metadata.name).hf_subsets) == 4
+    assert [p.name for p in mteb_source.parts(amazon)] == ["AmazonCounterfactualClassification"]
+    twice = mteb_source.resolve("STSBenchmark,MTEB(eng, v2)")
+    assert len(twice) == 41 and twice[0].task.metadata.name == "STSBenchmark"
+    assert twice[0].benchmarks == ["MTEB(eng, v2)"]
+
+
+def test_a_benchmark_of_tasks_not_scored_yet_is_refused(cli, tmp_path):
+    result = cli("export-sentences", "--mteb", "FollowIR", "--out", tmp_path / "export", "--skip-unsupported")
+    refused_line(result, "Robust04InstructionRetrieval (InstructionReranking): not scored yet", "Core17")
+    assert not (tmp_path / "export").exists()
+
+
+@pytest.mark.slow
+def test_union_export_and_sweep_score_as_score_does(client, cli, tmp_path):
+    """A union export of MTEB tasks embeds each shared sentence once (the output says how many it
+    saves); `embeval sweep` scores `--mteb` tasks as `embeval score` does."""
+    rng = np.random.default_rng(3)
+    root = tmp_path / "datasets"
+    sts_copy(client, root, rng)
+    classification_copy(client, root, rng)
+    names = "STSBenchmark,AmazonCounterfactualClassification"
+    record, _, _ = embeval_scores(cli, tmp_path, names, root)
+    union = tmp_path / "union"
+    done = cli("export-sentences", "--mteb", names, "--mteb-data", root, "--out", union, "--union")
+    assert done.exit_code == 0, done.stderr
+    manifest = json.loads((union / "manifest.json").read_text())
+    apart = sum(manifest["tasks"][n]["count"] for n in manifest["union"]["tasks"])
+    assert f"the union saves {apart - manifest['union']['count']} of {apart} embeddings" in done.stdout
+    assert manifest["union"]["count"] < apart
+    write(tmp_path / "union.h5", union, encode, progress=False)
+    done = cli("sweep", tmp_path / "union.h5", "--mteb", names, "--mteb-data", root, "--out-dir", tmp_path / "sweep")
+    assert done.exit_code == 0, done.stderr
+    swept = json.loads((tmp_path / "sweep" / "union.results.json").read_text())
+    assert swept["mteb"].keys() == record["mteb"].keys()
+    for task, summary in record["mteb"].items():
+        assert swept["mteb"][task]["value"] == summary["value"], task
