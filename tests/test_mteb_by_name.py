@@ -20,6 +20,13 @@ from embeval.formats.vectors import write
 
 EXACT = 1e-12
 FLOAT32 = 1e-6
+WORST: dict = {}  # the largest difference seen per kind (printed by `pytest -s` at the end of the module)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def worst_differences():
+    yield
+    print("\nlargest differences from mteb per kind:", WORST)
 
 
 @pytest.fixture(scope="module")
@@ -139,12 +146,14 @@ def compare(record, theirs, tolerance):
         assert spec.mteb.main_score in common and len(common) >= 2, (name, fields, mine)
         for key in common:
             assert fields[key] == pytest.approx(mine[key], abs=tolerance), (name, key)
+            WORST[spec.kind] = max(WORST.get(spec.kind, 0.0), abs(fields[key] - mine[key]))
         checked += 1
     for task, summary in record["mteb"].items():
         assert summary["value"] == pytest.approx(theirs[task].get_score(), abs=tolerance), task
     return checked
 
 
+@pytest.mark.slow
 def test_retrieval_sts_and_classification_by_name_equal_mtebs(client, cli, tmp_path):
     rng = np.random.default_rng(0)
     root = tmp_path / "datasets"

@@ -416,6 +416,12 @@ TYPES: dict[str, Writer | None] = {
     "InstructionRetrieval": None,
     "InstructionReranking": None,
 }
+# Settings of a supported type that embeval does not follow yet: (attribute, what it means).
+LIMITS = (
+    ("is_cross_validation", "cross-validated classification"),
+    ("parallel_subsets", "bitext mining over parallel subsets"),
+    ("skip_first_result", "retrieval skipping each query's first result"),
+)
 # mteb's main score -> the kind's figure, where their names differ.
 FIGURE_OF = {"sts": {"cosine_spearman": "all.spearman.pooled", "cosine_pearson": "all.pearson.pooled"}}
 
@@ -429,6 +435,9 @@ def unsupported(task: Any) -> str | None:
         return f"{meta.name} ({meta.type}): a type embeval does not score"
     if TYPES[meta.type] is None:
         return f"{meta.name} ({meta.type}): not scored yet"
+    for attribute, what in LIMITS:
+        if getattr(task, attribute, False):
+            return f"{meta.name} ({meta.type}): {what}, not scored yet"
     return None
 
 
