@@ -425,3 +425,11 @@ def test_union_export_and_sweep_score_as_score_does(client, cli, tmp_path):
     assert swept["mteb"].keys() == record["mteb"].keys()
     for task, summary in record["mteb"].items():
         assert swept["mteb"][task]["value"] == summary["value"], task
+    report = cli("report", tmp_path / "results.json")
+    assert report.exit_code == 0 and "AmazonCounterfactualClassification__de__test" in report.stdout, report.stderr
+    compared = cli("compare", tmp_path / "results.json", tmp_path / "sweep" / "union.results.json")
+    assert compared.exit_code == 0 and "STSBenchmark" in compared.stdout, compared.stderr
+    listed = cli("tasks", "--mteb", names, "--mteb-data", root)
+    assert listed.exit_code == 0, listed.stderr
+    assert "STSBenchmark" in listed.stdout and "mteb STSBenchmark" in listed.stdout
+    assert listed.stdout.count("AmazonCounterfactualClassification__") == 8
