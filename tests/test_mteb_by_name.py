@@ -182,6 +182,7 @@ def test_retrieval_sts_and_classification_by_name_equal_mtebs(client, cli, tmp_p
         assert result.get_score() == pytest.approx(record["mteb"][task]["value"], abs=1e-5)  # MTEB's rounding
         assert result.get_score() == pytest.approx(theirs[task].get_score(), abs=1e-5)
     scifact = manifest["tasks"]["SciFact"]
+    assert scifact["mteb"]["dataset"] == "mteb/scifact" and record["mteb"]["SciFact"]["dataset"] == "mteb/scifact"
     assert scifact["mteb"]["task"] == "SciFact" and scifact["mteb"]["encode_as"] == {
         "query": "query",
         "document": "document",

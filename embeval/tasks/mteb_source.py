@@ -470,16 +470,75 @@ def languages(task: Any, subset: str) -> list[str]:
     return list(mapping.get(subset) or [lang for langs in mapping.values() for lang in langs])
 
 
-def part_spec(part: Part, benchmarks: Sequence[str], mismatch: str | None) -> TaskSpec:
-    """Write one (subset, split)'s files and read its declaration."""
+def part_folder(part: Part) -> Path:
+    """Where a (subset, split)'s files are written."""
+    meta = part.task.metadata
+    revision = str(meta.dataset.get("revision") or "none")
+    return (
+        cache_root()
+        / "mteb"
+        / safe_name(meta.name)
+        / safe_name(revision)
+        / safe_name(part.subset)
+        / safe_name(part.split)
+    )
+
+
+STAMP_FILE = "declaration.json"
+
+
+def cached(part: Part, stamp: str | None) -> dict[str, Any] | None:
+    """The declaration written for a part from the same copy of the data (None: none, or another)."""
+    if stamp is None:
+        return None
+    try:
+        saved = json.loads((part_folder(part) / STAMP_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return saved.get("declaration") if isinstance(saved, dict) and saved.get("stamp") == stamp else None
+
+
+def copy_stamp(task: Any, located: Located | None) -> str | None:
+    """A fingerprint of what a task's parts are written from: mteb's version, the task's facts and
+    every file of the local copy (path, size, modification time). None: not from a copy."""
+    if located is None:
+        return None
+    import hashlib
+    import importlib.metadata
+
+    files = sorted(
+        (str(p.relative_to(located.folder)), p.stat().st_size, p.stat().st_mtime_ns)
+        for p in located.folder.rglob("*")
+        if p.is_file() and ".cache" not in p.relative_to(located.folder).parts
+    )
+    facts = [
+        importlib.metadata.version("mteb"),
+        str(located.folder.resolve()),
+        task.metadata.name,
+        dict(task.metadata.dataset),
+        list(task.hf_subsets),
+        list(task.eval_splits),
+        files,
+    ]
+    return hashlib.sha256(json.dumps(facts, default=str).encode()).hexdigest()
+
+
+def part_spec(
+    part: Part, benchmarks: Sequence[str], mismatch: str | None, dataset: str, stamp: str | None = None
+) -> TaskSpec:
+    """Write one (subset, split)'s files (unless written from the same copy before: `stamp`) and
+    read its declaration."""
     task, meta = part.task, part.task.metadata
     revision = str(meta.dataset.get("revision") or "")
-    folder = cache_root() / "mteb" / safe_name(meta.name) / safe_name(revision or "none")
-    folder = folder / safe_name(part.subset) / safe_name(part.split)
-    folder.mkdir(parents=True, exist_ok=True)
-    writer = TYPES[meta.type]
-    assert writer is not None
-    declaration = writer(task, part, folder)
+    folder = part_folder(part)
+    declaration = cached(part, stamp)
+    if declaration is None:
+        folder.mkdir(parents=True, exist_ok=True)
+        writer = TYPES[meta.type]
+        assert writer is not None
+        declaration = writer(task, part, folder)
+        if stamp is not None:
+            _write(folder / STAMP_FILE, json.dumps({"stamp": stamp, "declaration": declaration}))
     figure = FIGURE_OF.get(declaration["kind"], {}).get(meta.main_score, meta.main_score)
     table: dict[str, Any] = {
         "name": part.name,
@@ -489,7 +548,7 @@ def part_spec(part: Part, benchmarks: Sequence[str], mismatch: str | None) -> Ta
         "description": f"mteb {meta.name}, subset {part.subset}, split {part.split}",
         "mteb": {
             "name": meta.name,
-            "dataset": str(meta.dataset["path"]),
+            "dataset": dataset,
             "revision": revision,
             "subset": part.subset,
             "split": part.split,
@@ -571,12 +630,15 @@ def task_specs(
     specs: list[TaskSpec] = []
     names: dict[str, str] = {}
     for r in chosen:
-        load(r.task, located[r.task.metadata.name])
+        meta = r.task.metadata
+        dataset, stamp = str(meta.dataset["path"]), copy_stamp(r.task, located[meta.name])
+        if stamp is None or not all(cached(part, stamp) for part in parts(r.task)):
+            load(r.task, located[meta.name])  # else written from this very copy before: not loaded again
         for part in parts(r.task):
             if part.name in names:
                 raise MtebError(f"two mteb tasks give the name {part.name} ({names[part.name]})", file=OPTION)
-            names[part.name] = r.task.metadata.name
-            specs.append(part_spec(part, r.benchmarks, mismatches.get(r.task.metadata.name)))
+            names[part.name] = meta.name
+            specs.append(part_spec(part, r.benchmarks, mismatches.get(meta.name), dataset, stamp))
     return specs, refused if skip_unsupported else []
 
 
