@@ -360,6 +360,12 @@ def test_bad_requests_are_one_line_and_write_nothing(client, cli, tmp_path):
     scored = json.loads(results.read_text())
     assert scored["skipped"]["mteb_unsupported"] == ["RuSciBenchCitedCountRegression (Regression): not scored yet"]
     assert "0123abc" in scored["mteb"]["STSBenchmark"]["revision_mismatch"]
+    sts_copy(client, root, np.random.default_rng(9))  # other data: the vectors were exported for another copy
+    again = cli(
+        "score", tmp_path / "v.h5", "--mteb", "STSBenchmark", "--mteb-data", root, "--out", tmp_path / "again.json"
+    )
+    refused_line(again, "STSBenchmark")
+    assert not (tmp_path / "again.json").exists()
 
 
 def test_mteb_outside_the_tested_range_is_one_line(cli, tmp_path, monkeypatch):

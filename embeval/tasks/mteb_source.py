@@ -577,6 +577,15 @@ def load(task: Any, located: Located | None) -> None:
         meta = task.metadata.model_copy(deep=True)
         meta.dataset["path"] = str(located.folder)
         task.metadata = meta  # this task object only: mteb's class keeps its own
+    import tempfile
+
+    import datasets
+
+    saved = datasets.config.HF_DATASETS_CACHE
+    # datasets' cache of a local folder does not follow the folder's content: build afresh each time
+    # (in a folder of this load's own, removed afterwards; the loaded tables stay mapped).
+    scratch = tempfile.TemporaryDirectory(prefix="embeval-mteb-", ignore_cleanup_errors=True)
+    datasets.config.HF_DATASETS_CACHE = Path(scratch.name)
     try:
         task.load_data()
         if hasattr(task, "convert_v1_dataset_format_to_v2"):
@@ -590,6 +599,12 @@ def load(task: Any, located: Located | None) -> None:
             task=task.metadata.name,
             file=OPTION,
         ) from None
+    finally:
+        datasets.config.HF_DATASETS_CACHE = saved
+        _SCRATCH.append(scratch)  # removed at exit, after the parts are written
+
+
+_SCRATCH: list[Any] = []
 
 
 def task_specs(
