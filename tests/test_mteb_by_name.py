@@ -167,6 +167,10 @@ def test_retrieval_sts_and_classification_by_name_equal_mtebs(client, cli, tmp_p
     assert {"STSBenchmark", "SciFact"} <= set(tasks)
     assert sum(n.startswith("AmazonCounterfactualClassification__") for n in tasks) == 8  # 4 subsets x 2 splits
     assert compare(record, theirs, FLOAT32) == 10
+    row = tasks["AmazonCounterfactualClassification__de__test"]["mteb"]
+    assert row["task"] == "AmazonCounterfactualClassification" and row["type"] == "Classification"
+    assert (row["subset"], row["split"], row["main_score"]) == ("de", "test", "accuracy")
+    assert row["value"] == tasks["AmazonCounterfactualClassification__de__test"]["results"]["accuracy"]
     summary = record["mteb"]["AmazonCounterfactualClassification"]
     assert summary["type"] == "Classification" and summary["main_score"] == "accuracy"
     assert summary["revision"] == revision_of(client, "AmazonCounterfactualClassification")

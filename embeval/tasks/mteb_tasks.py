@@ -36,7 +36,8 @@ def part_score(spec: TaskSpec, results: Mapping[str, Any]) -> tuple[dict[str, An
 
 def summary(record: Mapping[str, Any]) -> dict[str, Any]:
     """{mteb task: {type, main_score, value, revision, benchmarks, parts}} of the record's tasks
-    scored by name (value None until every part is scored)."""
+    scored by name (value None until every part is scored); each part's entry gets `mteb`, its row
+    (task, type, main_score, value, subset, split, benchmarks)."""
     from embeval.errors import EmbevalError
     from embeval.tasks.registry import recorded_spec
 
@@ -65,6 +66,16 @@ def summary(record: Mapping[str, Any]) -> dict[str, Any]:
         if mteb.revision_mismatch:
             task["revision_mismatch"] = mteb.revision_mismatch
         scored = part_score(spec, entry.get("results", {}))
+        if scored is not None and isinstance(entry, dict):
+            entry["mteb"] = {  # the part's own row, for aggregations over tasks (benchmark means)
+                "task": mteb.name,
+                "type": mteb.type,
+                "main_score": mteb.main_score,
+                "value": scored[1],
+                "subset": mteb.subset,
+                "split": mteb.split,
+                "benchmarks": list(mteb.benchmarks),
+            }
         task["parts"][name] = {
             "subset": mteb.subset,
             "split": mteb.split,
