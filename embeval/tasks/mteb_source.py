@@ -237,19 +237,21 @@ def write_retrieval(task: Any, part: Part, folder: Path) -> dict[str, Any]:
         raise MtebError("queries with instructions are instruction retrieval, not scored yet", task=part.name)
     corpus = data["corpus"]
     has_title = "title" in corpus.column_names
+    ids, texts = list(corpus["id"]), list(corpus["text"])  # whole columns: far faster than rows
+    titles = list(corpus["title"]) if has_title else [""] * len(ids)
     _jsonl(
         folder / "corpus.jsonl",
         (
-            {"_id": str(row["id"]), "title": (row["title"] or "") if has_title else "", "text": row["text"]}
-            for row in corpus
+            {"_id": str(i), "title": title or "", "text": text}
+            for i, title, text in zip(ids, titles, texts, strict=True)
         ),
     )
     kept = []
-    for row in queries:
-        if str(row["id"]) in relevant:
-            if not isinstance(row["text"], str):
+    for query, text in zip(list(queries["id"]), list(queries["text"]), strict=True):
+        if str(query) in relevant:
+            if not isinstance(text, str):
                 raise MtebError("queries that are not one text (conversations) are not supported", task=part.name)
-            kept.append({"_id": str(row["id"]), "text": row["text"]})
+            kept.append({"_id": str(query), "text": text})
     _jsonl(folder / "queries.jsonl", kept)
     lines = ["query-id\tcorpus-id\tscore"]
     for query, docs in relevant.items():
