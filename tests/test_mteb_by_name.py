@@ -171,6 +171,13 @@ def test_retrieval_sts_and_classification_by_name_equal_mtebs(client, cli, tmp_p
     assert row["task"] == "AmazonCounterfactualClassification" and row["type"] == "Classification"
     assert (row["subset"], row["split"], row["main_score"]) == ("de", "test", "accuracy")
     assert row["value"] == tasks["AmazonCounterfactualClassification__de__test"]["results"]["accuracy"]
+    partial = cli(
+        "score", tmp_path / "vectors.h5", "--mteb", names, "--mteb-data", root, "--out", tmp_path / "partial.json",
+        "--tasks", "AmazonCounterfactualClassification__de__test", "--strict",
+    )  # fmt: skip
+    assert partial.exit_code == 0, partial.stderr
+    partial = json.loads((tmp_path / "partial.json").read_text())["mteb"]["AmazonCounterfactualClassification"]
+    assert partial["value"] is None and len(partial["parts"]) == 1  # one part of eight: no main score
     summary = record["mteb"]["AmazonCounterfactualClassification"]
     assert summary["type"] == "Classification" and summary["main_score"] == "accuracy"
     assert summary["revision"] == revision_of(client, "AmazonCounterfactualClassification")

@@ -168,11 +168,11 @@ def task_registry(task_files):
 
 
 def task_names(registry, tasks):
-    """The tasks a command runs: those of --tasks, then the MTEB tasks of --mteb (None: all)."""
-    names = registry.parse(tasks) if tasks is not None else None
-    if registry.mteb_names:
-        names = (names or []) + [n for n in registry.mteb_names if n not in (names or [])]
-    return names
+    """The tasks a command runs: those of --tasks (which may name --mteb's), else the MTEB tasks of
+    --mteb, else None (all)."""
+    if tasks is not None:
+        return registry.parse(tasks)
+    return list(registry.mteb_names) or None
 
 
 tasks_option = click.option(

@@ -107,3 +107,4 @@ class Mteb:
     main_score: str = ""
     benchmarks: tuple = ()
     revision_mismatch: str = ""
+    parts: int = 0  # how many (subset, split) parts the mteb task has

@@ -558,6 +558,7 @@ def part_spec(
             "type": meta.type,
             "main_score": meta.main_score,
             "benchmarks": list(benchmarks),
+            "parts": len(parts(task)),
         },
     }
     if mismatch:

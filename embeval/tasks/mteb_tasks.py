@@ -36,7 +36,7 @@ def part_score(spec: TaskSpec, results: Mapping[str, Any]) -> tuple[dict[str, An
 
 def summary(record: Mapping[str, Any]) -> dict[str, Any]:
     """{mteb task: {type, main_score, value, revision, benchmarks, parts}} of the record's tasks
-    scored by name (value None until every part is scored); each part's entry gets `mteb`, its row
+    scored by name (value None until every part of the task is scored); each part's entry gets `mteb`, its row
     (task, type, main_score, value, subset, split, benchmarks)."""
     from embeval.errors import EmbevalError
     from embeval.tasks.registry import recorded_spec
@@ -61,6 +61,7 @@ def summary(record: Mapping[str, Any]) -> dict[str, Any]:
                 "dataset": mteb.dataset,
                 "benchmarks": list(mteb.benchmarks),
                 "parts": {},
+                "expected": mteb.parts,
             },
         )
         if mteb.revision_mismatch:
@@ -84,6 +85,8 @@ def summary(record: Mapping[str, Any]) -> dict[str, Any]:
         }
     for task in out.values():
         values = [p["main_score"] for p in task["parts"].values()]
+        if len(values) < task.pop("expected"):
+            continue  # a part not scored (left out of the file or of --tasks): no main score
         if values and all(v is not None for v in values):
             import numpy as np
 
