@@ -99,11 +99,80 @@ task_file_option = click.option(
 )
 
 
+def _keep_mteb_option(ctx, param, value):
+    ctx.meta[f"embeval.{param.name}"] = value
+    return value
+
+
+def mteb_options(command):
+    """--mteb NAMES and its options; task_registry reads them (the commands' signatures stay)."""
+    for option in reversed(
+        (
+            click.option(
+                "--mteb",
+                "mteb",
+                metavar="NAMES",
+                default=None,
+                help="MTEB's tasks and benchmarks by name, comma-separated (commas inside parentheses belong to "
+                'the name: --mteb "MTEB(eng, v2),STS12"); needs the [mteb] extra and the datasets on disk '
+                "(docs/mteb-by-name.md).",
+            ),
+            click.option(
+                "--mteb-data",
+                "mteb_data",
+                metavar="DIR",
+                default=None,
+                help="Folder of dataset copies, DIR/ORG/NAME as `huggingface-cli download ORG/NAME --repo-type "
+                "dataset --local-dir DIR/ORG/NAME` leaves them. Default: the Hugging Face cache.",
+            ),
+            click.option(
+                "--allow-revision-mismatch",
+                "allow_revision_mismatch",
+                is_flag=True,
+                help="Score a dataset copy whose recorded revision is not mteb's (recorded in the results).",
+            ),
+            click.option(
+                "--skip-unsupported",
+                "skip_unsupported",
+                is_flag=True,
+                help="Leave out a benchmark's tasks embeval cannot score (listed in the results) instead of refusing.",
+            ),
+        )
+    ):
+        command = option(command)
+    for param in command.__click_params__[-4:]:
+        param.expose_value = False
+        param.callback = _keep_mteb_option
+    return command
+
+
 def task_registry(task_files):
-    """The tasks a command knows: the built-ins, EMBEVAL_TASKS's and those of --task-file."""
+    """The tasks a command knows: the built-ins, EMBEVAL_TASKS's and those of --task-file, and the
+    MTEB tasks of --mteb (a built-in of the same name gives way; a task file's is an error)."""
     from embeval.tasks.registry import registry
 
-    return registry(task_files)
+    known = registry(task_files)
+    ctx = click.get_current_context(silent=True)
+    meta = ctx.meta if ctx is not None else {}
+    if not meta.get("embeval.mteb"):
+        return known
+    from embeval.tasks.mteb_source import specs_by_name
+
+    specs, unsupported = specs_by_name(
+        meta["embeval.mteb"],
+        meta.get("embeval.mteb_data"),
+        bool(meta.get("embeval.allow_revision_mismatch")),
+        bool(meta.get("embeval.skip_unsupported")),
+    )
+    return known.with_mteb(specs, unsupported)
+
+
+def task_names(registry, tasks):
+    """The tasks a command runs: those of --tasks (which may name --mteb's), else the MTEB tasks of
+    --mteb, else None (all)."""
+    if tasks is not None:
+        return registry.parse(tasks)
+    return list(registry.mteb_names) or None
 
 
 tasks_option = click.option(

@@ -10,10 +10,12 @@ from embeval.cli.common import (
     OneLineErrorsGroup,
     data_option,
     fails_cleanly,
+    mteb_options,
     say,
     sigterm_stops_like_ctrl_c,
     status,
     task_file_option,
+    task_names,
     task_registry,
     tasks_option,
 )
@@ -55,6 +57,7 @@ def cli():
 @click.option("--out", "out", metavar="DIR", required=True, help="Folder to write TASK.txt files and manifest.json to.")
 @tasks_option
 @task_file_option
+@mteb_options
 @click.option(
     "--union",
     is_flag=True,
@@ -76,7 +79,7 @@ def export_sentences(data, out, tasks, task_files, union):
 
     root = resolve_data_dir(data)
     registry = task_registry(task_files)
-    names = registry.parse(tasks) if tasks is not None else None
+    names = task_names(registry, tasks)
     manifest, missing = run(root, out, names, union, log=status, registry=registry)
     for name, entry in manifest["tasks"].items():
         for role, one in (entry.get("roles") or {"": entry}).items():
@@ -85,6 +88,8 @@ def export_sentences(data, out, tasks, task_files, union):
     if union:
         u = manifest["union"]
         click.echo(f"{'ALL (union)':24s} {u['count']:>8d} sentences  {u['sha256'][:12]}")
+        apart = sum(manifest["tasks"][name]["count"] for name in u["tasks"])
+        click.echo(f"the union saves {apart - u['count']} of {apart} embeddings of its tasks' lists")
     if missing:
         click.echo(f"skipped (no data in {root}): {', '.join(missing)}")
     click.echo(f"wrote {Path(out) / 'manifest.json'}")
@@ -147,6 +152,7 @@ def vectors_check(file, export_dir, tasks, task_files, strict):
 @data_option
 @tasks_option
 @task_file_option
+@mteb_options
 @click.option(
     "--out",
     "out",
@@ -253,7 +259,7 @@ def score(
     )
     check_file(file)  # a wrong path is answered before the task registry and numpy load
     registry = task_registry(task_files)
-    names = registry.parse(tasks) if tasks is not None else None
+    names = task_names(registry, tasks)
     from embeval.formats.results import table
     from embeval.run.score import Interrupted
     from embeval.run.score import score as run

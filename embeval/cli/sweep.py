@@ -4,7 +4,16 @@ import sys
 
 import click
 
-from embeval.cli.common import data_option, fails_cleanly, say, task_file_option, task_registry, tasks_option
+from embeval.cli.common import (
+    data_option,
+    fails_cleanly,
+    mteb_options,
+    say,
+    task_file_option,
+    task_names,
+    task_registry,
+    tasks_option,
+)
 from embeval.cli.options import config_option, device_option, options
 from embeval.errors import EXIT_BAD_INPUT, EmbevalError
 
@@ -27,6 +36,7 @@ def parse_dims(text):
 @data_option
 @tasks_option
 @task_file_option
+@mteb_options
 @click.option(
     "--out-dir",
     "out_dir",
@@ -125,7 +135,7 @@ def sweep(
         bootstrap=bootstrap,
     )
     registry = task_registry(task_files)
-    names = registry.parse(tasks) if tasks is not None else None
+    names = task_names(registry, tasks)
     from embeval.run import sweep_report
     from embeval.run.sweep import sweep as run
     from embeval.tasks.files import resolve_data_dir

@@ -2,13 +2,23 @@
 
 import click
 
-from embeval.cli.common import data_option, fails_cleanly, status, task_file_option, task_registry, tasks_option
+from embeval.cli.common import (
+    data_option,
+    fails_cleanly,
+    mteb_options,
+    status,
+    task_file_option,
+    task_names,
+    task_registry,
+    tasks_option,
+)
 
 
 @click.command("tasks")
 @data_option
 @tasks_option
 @task_file_option
+@mteb_options
 @click.option("--no-load", is_flag=True, help="List the tasks without reading their data (no splits or sizes).")
 @fails_cleanly
 def tasks(data, tasks, task_files, no_load):
@@ -22,7 +32,7 @@ def tasks(data, tasks, task_files, no_load):
     from embeval.tasks.files import resolve_data_dir
 
     registry = task_registry(task_files)
-    names = registry.parse(tasks) if tasks is not None else list(registry)
+    names = task_names(registry, tasks) or list(registry)
     root = resolve_data_dir(data)
     declared = {spec.name for spec in registry.declared()}
     width = max(len(n) for n in names) + 2
@@ -55,6 +65,7 @@ def tasks(data, tasks, task_files, no_load):
         lists = spec.kind_module.sentences(spec, data_of)
         sentences = ", ".join(f"{len(v)} {'sentences' if r == 'text' else r + ' sentences'}" for r, v in lists.items())
         click.echo(f"{line}\n{'':<{width}}{spec.kind_module.sizes(spec, data_of)}; {sentences} to embed")
+    declared -= set(registry.mteb_names)
     if declared:
         click.echo(f"task files: {len(declared)} declared task{'s' if len(declared) > 1 else ''}, all valid")
     if problems:

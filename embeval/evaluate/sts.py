@@ -33,6 +33,16 @@ def cosine(table, ia, ib):
     return out
 
 
+def mteb_cosine(table, ia, ib):
+    """mteb's STS cosine: 1 - scikit-learn's paired cosine distance, in the vectors' own dtype
+    (pairs of equal cosine may differ in the last bits, as in mteb)."""
+    from sklearn.metrics.pairwise import paired_cosine_distances
+
+    x = table.detach().cpu().numpy() if isinstance(table, torch.Tensor) else np.asarray(table)
+    ia, ib = np.asarray(ia, dtype=np.int64), np.asarray(ib, dtype=np.int64)
+    return (1 - paired_cosine_distances(x[ia], x[ib])).astype(np.float64)
+
+
 def correlations(system, gold):
     """(Pearson r, Spearman rho); NaN when either side is constant."""
     system, gold = np.asarray(system, dtype=np.float64), np.asarray(gold, dtype=np.float64)
@@ -59,9 +69,10 @@ def aggregate(per_subset, pooled_system, pooled_gold):
 def subset_scores(table, ctx):
     """Per subset {pearson, spearman, nsamples}, SentEval's `all`, and the prediction set of every pair."""
     results, systems, golds, groups = {}, [], [], []
+    similarity = mteb_cosine if getattr(ctx.task.params, "cosine", "exact") == "mteb" else cosine
     for g, (name, split) in enumerate(ctx.data.splits.items()):
         ia, ib = ctx.rows[name]
-        system = cosine(table, ia, ib)
+        system = similarity(table, ia, ib)
         pearson, spearman = correlations(system, split.y)
         results[name] = {"pearson": pearson, "spearman": spearman, "nsamples": len(split)}
         systems.append(system)

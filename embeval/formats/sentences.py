@@ -129,10 +129,11 @@ def _entry(dataset, sentences, role=TEXT):
     return entry
 
 
-def export(task_lists, out_dir, union=False):
+def export(task_lists, out_dir, union=False, about=None):
     """Write each task's lists (TASK.txt, TASK.ROLE.txt; or ALL.txt for the text lists of a union)
     and manifest.json into out_dir; return the manifest. task_lists: {task: {role: sentences}}, or
-    loaded split data (TaskData, one list each)."""
+    loaded split data (TaskData, one list each); about: {task: {key: value}} added to its entry
+    (an MTEB task's origin)."""
     if not isinstance(task_lists, dict):
         task_lists = {data.name: {TEXT: task_sentences(data)} for data in task_lists}
     out_dir = Path(out_dir)
@@ -153,6 +154,9 @@ def export(task_lists, out_dir, union=False):
             roles[role] = _entry(dataset_name(name, role), sentences, role)
             atomic.write_bytes(out_dir / roles[role]["file"], encode_lines(sentences))
         tasks[name] = {"roles": roles}
+    for name, fields in (about or {}).items():
+        if name in tasks:
+            tasks[name].update(fields)
     manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, "embeval": __version__, "tasks": tasks}
     if union and text_lists:
         names = [n for n, lists in task_lists.items() if list(lists) == [TEXT]]
@@ -282,4 +286,21 @@ def export_sentences(
         if log:
             log(f"loading {spec.name} ...")
         lists[spec.name] = spec.kind_module.sentences(spec, spec.load(root))
-    return export(lists, out_dir, union=union), [s.name for s in missing]
+    about = {
+        spec.name: {"mteb": mteb_origin(spec, lists[spec.name])} for spec in present if spec.mteb and spec.mteb.type
+    }
+    return export(lists, out_dir, union=union, about=about), [s.name for s in missing]
+
+
+def mteb_origin(spec, lists):
+    """What the manifest says of a list of an MTEB task scored by name: the task, its dataset and
+    revision, the subset and split, and the role mteb encodes each list as (its prompt type: "query",
+    "document", or null when mteb gives none)."""
+    return {
+        "task": spec.mteb.name,
+        "dataset": spec.mteb.dataset,
+        "revision": spec.mteb.revision,
+        "subset": spec.mteb.subset,
+        "split": spec.mteb.split,
+        "encode_as": {role: role if role in ("query", "document") else None for role in lists},
+    }

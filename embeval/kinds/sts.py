@@ -12,9 +12,11 @@ choose another aggregation). Cosines are float64 sums that do not depend on the 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from embeval.tasks.declaration import Declaration
 from embeval.tasks.figures import Column, Figure, lookup
 from embeval.tasks.kind import Kind, Line, ci_text, pct
 from embeval.tasks.spec import TaskSpec
@@ -44,6 +46,11 @@ def correlation_lines(
     return lines
 
 
+@dataclass(frozen=True)
+class StsParams:
+    cosine: str = "exact"
+
+
 class Sts(Kind):
     name = "sts"
     summary = "scored sentence pairs; cosine similarity, no training"
@@ -55,6 +62,11 @@ class Sts(Kind):
 
     def column_keys(self, protocol: str | None) -> tuple[str, ...]:
         return ("sentence1", "sentence2", "score")
+
+    def read_params(self, decl: Declaration, protocol: str | None) -> Any:
+        """`cosine`: "exact" (float64 sums, identical vectors exactly 1) or "mteb" (mteb's STS
+        evaluator: 1 - scikit-learn's paired cosine distance of the vectors as stored)."""
+        return StsParams(cosine=decl.take("cosine", default="exact", choices=("exact", "mteb")))
 
     def load(self, spec: TaskSpec, paths: Mapping[str, Path]) -> Any:
         from embeval.tasks.samples import read_splits

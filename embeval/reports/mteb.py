@@ -44,6 +44,7 @@ LANGUAGES = ["eng-Latn"]
 
 MODEL_NAME = re.compile(r"^[^/\s]+/[^/\s]+$")
 REVISION = re.compile(r"^[A-Za-z0-9._-]+$")
+TASK_FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._()+, -]*$")  # MTEB's task names ("MTEB(eng, v2)"-like), no path
 
 
 def scores(record, path="results", registry=None):
@@ -64,7 +65,7 @@ def scores(record, path="results", registry=None):
                 f"{spec.mteb.name}: left out: scored on {pairs} pairs, MTEB's {spec.mteb.name} has {spec.mteb.pairs}"
             )
             continue
-        chosen[spec.mteb.name] = (spec, fields)
+        chosen.setdefault(spec.mteb.name, []).append((spec, fields))  # several: the subsets and splits of a task
     for spec in builtin().values():  # a task named like an MTEB task whose figures another task holds
         if (
             spec.mteb
@@ -77,14 +78,22 @@ def scores(record, path="results", registry=None):
     return chosen, list(dict.fromkeys(notes))
 
 
-def task_result(spec, fields, entry, source):
-    """One MTEB result file's content (TaskResult's schema)."""
+def task_result(parts, entries, source):
+    """One MTEB result file's content (TaskResult's schema): parts [(TaskSpec, score fields)] of one
+    MTEB task (a subset and split each), entries their results entries."""
+    spec = parts[0][0]
+    scores = {}
+    for one, fields in parts:
+        scores.setdefault(one.mteb.split, []).append(
+            dict(fields, hf_subset=one.mteb.subset, languages=list(one.mteb.languages))
+        )
+    seconds = [e.get("seconds") for e in entries]
     return {
         "dataset_revision": spec.mteb.revision,
         "task_name": spec.mteb.name,
         "mteb_version": MTEB_SCHEMA_VERSION,
-        "scores": {SPLIT: [dict(fields, hf_subset=spec.mteb.subset, languages=list(spec.mteb.languages))]},
-        "evaluation_time": entry.get("seconds"),
+        "scores": scores,
+        "evaluation_time": sum(seconds) if all(isinstance(t, (int, float)) for t in seconds) else None,
         "kg_co2_emissions": None,
         # Ignored by MTEB's loader; says where the figures come from.
         "embeval": {
@@ -171,11 +180,16 @@ def export(results_path, model, out, revision=None, registry=None):
         if isinstance(e.get("vectors"), dict) and isinstance(e["vectors"].get("dim"), int)
     }
     written = []
-    for name, (spec, fields) in chosen.items():
+    for name, parts in chosen.items():
+        spec = parts[0][0]
+        if not TASK_FILE_NAME.match(name):
+            raise EmbevalError(f"MTEB task name {name!r} cannot be a file name", file=results_path, task=spec.name)
         path = folder / f"{name}.json"
-        content = task_result(spec, fields, record["tasks"][spec.name], Path(results_path).name)
+        entries = [record["tasks"][one.name] for one, _ in parts]
+        content = task_result(parts, entries, Path(results_path).name)
         atomic.write_text(path, json.dumps(content, indent=2) + "\n")
-        written.append((name, path, fields["main_score"], spec.mteb.protocol))
+        main = sum(fields["main_score"] for _, fields in parts) / len(parts)
+        written.append((name, path, main, spec.mteb.protocol))
     meta = model_meta(model, revision, dims.pop() if len(dims) == 1 else None)
     atomic.write_text(folder / "model_meta.json", json.dumps(meta, indent=2) + "\n")
     return folder, written, notes

@@ -28,6 +28,7 @@ from embeval.run import baseline
 from embeval.run.outputs import ResultsFiles
 from embeval.run.resume import reusable_units
 from embeval.settings import RunConfig, as_config
+from embeval.tasks import mteb_tasks
 from embeval.tasks.registry import Registry
 from embeval.tasks.registry import registry as task_registry
 from embeval.tasks.spec import TaskSpec
@@ -173,6 +174,8 @@ def score(
         check_device_tables(device_tables(work.units), device)
         record = new_record(vectors, root, config, device, work.model)
         record["skipped"] = work.skipped
+        if registry.unsupported:
+            record["skipped"]["mteb_unsupported"] = list(registry.unsupported)
         decisions = reusable_units(files, previous, record, work.units) if resume else {}
         _run(work.units, decisions, record, files, device, progress, log, workspace)
     except KeyboardInterrupt as stop:
@@ -241,3 +244,6 @@ def finish(record, started):
     dims = sorted({t["vectors"]["dim"] for t in tasks.values()})
     record["vectors"]["dim"] = dims[0] if len(dims) == 1 else dims
     record["seconds"] = round(time.perf_counter() - started, 3)
+    mteb = mteb_tasks.summary(record)
+    if mteb:
+        record["mteb"] = mteb

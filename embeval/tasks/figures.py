@@ -100,3 +100,11 @@ class Mteb:
     absent: str = ""
     subset: str = "default"
     languages: tuple = ("eng-Latn",)
+    # A task scored by name (embeval.tasks.mteb_source): the split, mteb's type and main score, the
+    # benchmarks it was asked through, and a revision mismatch allowed.
+    split: str = "test"
+    type: str = ""
+    main_score: str = ""
+    benchmarks: tuple = ()
+    revision_mismatch: str = ""
+    parts: int = 0  # how many (subset, split) parts the mteb task has

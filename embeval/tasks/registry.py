@@ -41,6 +41,8 @@ class Registry(Mapping[str, TaskSpec]):
     registry that has its own (unless `complete` is False: some of the tasks, such as a union's)."""
 
     def __init__(self, specs: Iterable[TaskSpec], complete: bool = True):
+        self.mteb_names: list[str] = []  # the tasks asked by --mteb (embeval.tasks.mteb_source)
+        self.unsupported: list[str] = []  # the mteb tasks --skip-unsupported left out
         self._specs: dict[str, TaskSpec] = {}
         self._spellings: dict[str, str] = {}
         for spec in specs:
@@ -107,6 +109,24 @@ class Registry(Mapping[str, TaskSpec]):
 
     def specs(self, names: Sequence[str] | None = None) -> list[TaskSpec]:
         return [self._specs[n] for n in (names if names is not None else self._specs)]
+
+    def with_mteb(self, specs: Sequence[TaskSpec], unsupported: Sequence[str] = ()) -> Registry:
+        """This registry and MTEB's tasks by name: a built-in of the same name or alias gives way, a
+        declared task of the same name is an error."""
+        spellings = {s.lower() for spec in specs for s in (spec.name, *spec.aliases)}
+        kept = []
+        for spec in self._specs.values():
+            clash = {s.lower() for s in (spec.name, *spec.aliases)} & spellings
+            if clash and not spec.builtin:
+                raise TaskFileError(
+                    f"declares {spec.name}, which --mteb names too; leave one of them out", file=spec.source
+                )
+            if not clash:
+                kept.append(spec)
+        combined = Registry(kept + list(specs))
+        combined.mteb_names = [spec.name for spec in specs]
+        combined.unsupported = list(unsupported)
+        return combined
 
     def with_task_files(self, paths: Iterable[str | Path]) -> Registry:
         """This registry and the tasks the files (or folders of *.toml files) declare."""

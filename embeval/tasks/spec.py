@@ -149,6 +149,12 @@ def _mteb(decl: Declaration) -> Mteb | None:
         absent=table.take("absent", default=""),
         subset=table.take("subset", default="default"),
         languages=table.strings("languages", ("eng-Latn",)),
+        split=table.take("split", default="test"),
+        type=table.take("type", default=""),
+        main_score=table.take("main_score", default=""),
+        benchmarks=tuple(table.take("benchmarks", (list,), [])),
+        revision_mismatch=table.take("revision_mismatch", default=""),
+        parts=table.take("parts", (int,), 0),
     )
     table.finish()
     return mteb

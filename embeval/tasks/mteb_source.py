@@ -1,0 +1,670 @@
+"""MTEB's tasks and benchmarks by name: the one module (with embeval.reports.mteb's export) that
+imports mteb. A name given to `--mteb` is resolved through the installed mteb; each of its tasks is
+loaded by mteb's own task object (`load_data` and `dataset_transform`) from a local copy of its
+dataset, with the network off, and each (subset, split) it evaluates becomes a TaskSpec of the
+matching kind, its facts read from the task object: name, dataset path and revision, splits,
+subsets (a benchmark's own choice included), main score and the type's settings.
+
+The data mteb loaded is written, as the files the kind reads (BEIR's layout, JSON lines), to a
+folder under embeval's cache (EMBEVAL_CACHE, else ~/.cache/embeval/mteb); the spec is a declaration
+of those files, read by the same reader as a task file, so scoring runs no code of mteb's.
+
+Names: a comma separates names, except inside parentheses, so `MTEB(eng, v2),BEIR,STS12` is three.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from embeval.errors import EmbevalError
+from embeval.tasks.spec import TaskSpec, read_spec
+
+TESTED = ((2, 26), (2, 27))  # the mteb versions whose loaders and evaluators embeval follows: >= first, < second
+EXTRA = "pip install 'embeval[mteb]'"
+OPTION = "--mteb"
+SOURCE = "mteb"  # a spec's source: "mteb TASK"
+CACHE = "EMBEVAL_CACHE"
+SAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+class MtebError(EmbevalError):
+    """A name, a task or a dataset `--mteb` cannot use."""
+
+
+# mteb's task types: the kind of each, and the function that writes one (subset, split) as its files.
+# A type mapped to None is a text type embeval does not score yet.
+Writer = Callable[[Any, "Part", Path], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Part:
+    """One (subset, split) of an mteb task: its spec's name and where its files go."""
+
+    task: Any
+    subset: str
+    split: str
+    name: str
+
+
+@dataclass
+class Requested:
+    """An mteb task object and the benchmarks it was asked through (empty: by its own name)."""
+
+    task: Any
+    benchmarks: list[str] = field(default_factory=list)
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
+
+
+def require_mteb() -> Any:
+    """The mteb module, with the network off; a missing mteb or one outside TESTED is one line."""
+    import importlib.metadata
+
+    try:
+        installed = importlib.metadata.version("mteb")
+    except importlib.metadata.PackageNotFoundError:
+        raise MtebError(f"MTEB's tasks by name need the mteb package ({EXTRA})", file=OPTION)
+    low, high = TESTED
+    if not low <= version_tuple(installed)[:2] < high:
+        raise MtebError(
+            f"mteb {installed} is outside the tested range >={low[0]}.{low[1]},<{high[0]}.{high[1]} ({EXTRA})",
+            file=OPTION,
+        )
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["HF_DATASETS_OFFLINE"] = "1"
+    import logging
+
+    import mteb
+
+    for name in ("mteb", "datasets", "huggingface_hub"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    try:
+        import datasets
+
+        datasets.disable_progress_bars()
+        datasets.config.HF_HUB_OFFLINE = True  # read when datasets was imported: set it again
+    except (ImportError, AttributeError):  # pragma: no cover
+        pass
+    return mteb
+
+
+def split_names(text: str) -> list[str]:
+    """Names from a --mteb value: commas separate them except inside parentheses."""
+    names: list[str] = []
+    current: list[str] = []
+    depth = 0
+    for char in text:
+        if char == "," and depth == 0:
+            names.append("".join(current).strip())
+            current = []
+            continue
+        depth += (char == "(") - (char == ")")
+        current.append(char)
+    names.append("".join(current).strip())
+    names = [n for n in names if n]
+    if not names:
+        raise MtebError("names no task or benchmark", file=OPTION)
+    return names
+
+
+def resolve(text: str) -> list[Requested]:
+    """The task objects a --mteb value names, each once, in the order given (a benchmark's tasks
+    filtered to its subsets and splits)."""
+    mteb = require_mteb()
+    from mteb.benchmarks.get_benchmark import _build_aliases_registry, _build_registry
+    from mteb.get_tasks import _TASKS_REGISTRY
+
+    benchmarks = {**_build_registry(), **_build_aliases_registry()}
+    found: dict[str, Requested] = {}
+    for name in split_names(text):
+        if name in benchmarks:
+            bench = benchmarks[name]
+            for task in bench.tasks:
+                found.setdefault(task.metadata.name, Requested(task)).benchmarks.append(bench.name)
+        elif name in _TASKS_REGISTRY:
+            if name not in found:
+                found[name] = Requested(mteb.get_task(name))
+        else:
+            known = list(_TASKS_REGISTRY) + list(benchmarks)
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise MtebError(f"{name!r} is not an mteb {mteb.__version__} task or benchmark{hint}", file=OPTION)
+    return list(found.values())
+
+
+# Where a dataset is.
+
+
+def metadata_revision(folder: Path) -> str | None:
+    """The revision a `huggingface-cli download --local-dir` copy records (None: none recorded)."""
+    records = folder / ".cache" / "huggingface" / "download"
+    for path in sorted(records.rglob("*.metadata")) if records.is_dir() else []:
+        try:
+            first = path.read_text(encoding="utf-8").split("\n", 1)[0].strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if first:
+            return first
+    return None
+
+
+def fetch_command(dataset: str, revision: str) -> str:
+    return f"huggingface-cli download {dataset} --repo-type dataset --revision {revision} --local-dir DIR/{dataset}"
+
+
+@dataclass(frozen=True)
+class Located:
+    folder: Path
+    recorded: str | None  # the revision the copy records
+
+
+def locate(task: Any, data_dir: str | Path | None) -> Located:
+    """The local copy of a task's dataset: DIR/ORG/NAME under --mteb-data, else the Hugging Face cache."""
+    dataset = task.metadata.dataset["path"]
+    revision = task.metadata.dataset.get("revision") or "main"
+    name = task.metadata.name
+    if data_dir is not None:
+        folder = Path(data_dir) / dataset
+        if folder.is_dir():
+            return Located(folder, metadata_revision(folder))
+        where = f"not in {data_dir}"
+    else:
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import LocalEntryNotFoundError
+
+        try:
+            path = snapshot_download(dataset, repo_type="dataset", revision=revision, local_files_only=True)
+            return Located(Path(path), revision)
+        except (LocalEntryNotFoundError, OSError, ValueError):
+            where = "not in the Hugging Face cache (give --mteb-data DIR)"
+    raise MtebError(
+        f"dataset {dataset} at revision {revision} is {where}; "
+        f"on a connected machine: {fetch_command(dataset, revision)}",
+        task=name,
+        file=OPTION,
+    )
+
+
+# The kinds' files.
+
+
+def _write(path: Path, text: str) -> None:
+    """A cache file, whole or not at all (written beside it, then renamed)."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
+
+
+def _jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
+    _write(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+
+
+def _tsv_field(value: Any, part: Part, what: str) -> str:
+    text = str(value)
+    if any(c in text for c in "\t\r\n"):
+        raise MtebError(f"a {what} holds a tab or a line break, which embeval's qrels cannot hold", task=part.name)
+    return text
+
+
+def _subset(task: Any, part: Part) -> Any:
+    """A subset's splits, as mteb's evaluate finds them (a task without subsets: the splits)."""
+    if part.subset not in task.dataset and part.subset == "default":
+        return task.dataset
+    return task.dataset[part.subset]
+
+
+def _column(task: Any, attribute: str, part: Part) -> str:
+    column = getattr(task, attribute)
+    if not isinstance(column, str):
+        raise MtebError(f"a {attribute} other than one text column is not supported", task=part.name)
+    return column
+
+
+def write_retrieval(task: Any, part: Part, folder: Path) -> dict[str, Any]:
+    data = _subset(task, part)[part.split]
+    relevant = {str(q): docs for q, docs in data["relevant_docs"].items() if len(docs)}  # mteb drops the others
+    queries = data["queries"]
+    if "instruction" in queries.column_names:
+        raise MtebError("queries with instructions are instruction retrieval, not scored yet", task=part.name)
+    corpus = data["corpus"]
+    has_title = "title" in corpus.column_names
+    ids, texts = list(corpus["id"]), list(corpus["text"])  # whole columns: far faster than rows
+    titles = list(corpus["title"]) if has_title else [""] * len(ids)
+    _jsonl(
+        folder / "corpus.jsonl",
+        (
+            {"_id": str(i), "title": title or "", "text": text}
+            for i, title, text in zip(ids, titles, texts, strict=True)
+        ),
+    )
+    kept = []
+    for query, text in zip(list(queries["id"]), list(queries["text"]), strict=True):
+        if str(query) in relevant:
+            if not isinstance(text, str):
+                raise MtebError("queries that are not one text (conversations) are not supported", task=part.name)
+            kept.append({"_id": str(query), "text": text})
+    _jsonl(folder / "queries.jsonl", kept)
+    lines = ["query-id\tcorpus-id\tscore"]
+    for query, docs in relevant.items():
+        for doc, grade in docs.items():
+            lines.append(f"{_tsv_field(query, part, 'query id')}\t{_tsv_field(doc, part, 'document id')}\t{int(grade)}")
+    _write(folder / "qrels.tsv", "\n".join(lines) + "\n")
+    files = {"corpus": "corpus.jsonl", "queries": "queries.jsonl", "qrels": "qrels.tsv"}
+    extra: dict[str, Any] = {}
+    if data.get("top_ranked") is not None:
+        lines = ["query-id\tcorpus-id"]
+        for query, docs in data["top_ranked"].items():
+            if str(query) in relevant:
+                for doc in dict.fromkeys(docs):
+                    lines.append(f"{_tsv_field(query, part, 'query id')}\t{_tsv_field(doc, part, 'document id')}")
+        _write(folder / "candidates.tsv", "\n".join(lines) + "\n")
+        files["candidates"] = "candidates.tsv"
+    if getattr(task, "skip_first_result", False):
+        raise MtebError("skip_first_result is not supported", task=part.name)
+    k_values = tuple(task.k_values)
+    if data.get("top_ranked") is None:
+        extra = {"depth": max(k_values), "ignore_identical_ids": bool(task.ignore_identical_ids)}
+    elif task.ignore_identical_ids:
+        raise MtebError("ignore_identical_ids on a reranking task is not supported", task=part.name)
+    return {"kind": "reranking" if "candidates" in files else "retrieval", "files": files, **extra}
+
+
+def write_sts(task: Any, part: Part, folder: Path) -> dict[str, Any]:
+    first, second = task.column_names
+    if not isinstance(first, str) or not isinstance(second, str):
+        raise MtebError("STS columns other than two text columns are not supported", task=part.name)
+    data = _subset(task, part)[part.split]
+    _jsonl(
+        folder / "pairs.jsonl",
+        ({"sentence1": r[first], "sentence2": r[second], "score": float(r["score"])} for r in data),
+    )
+    return {"kind": "sts", "files": {part.split: "pairs.jsonl"}, "cosine": "mteb"}
+
+
+def _label(value: Any) -> Any:
+    return value if isinstance(value, (str, int)) and not isinstance(value, bool) else str(value)
+
+
+def write_classification(task: Any, part: Part, folder: Path) -> dict[str, Any]:
+    from sklearn.linear_model import LogisticRegression
+
+    if task.is_cross_validation:
+        raise MtebError("MTEB's cross-validated classification is not scored by name yet", task=part.name)
+    model = task.evaluator_model
+    max_iter = model.get_params().get("max_iter") if isinstance(model, LogisticRegression) else None
+    reference = LogisticRegression(max_iter=max_iter).get_params() if max_iter is not None else None
+    ours = dict(model.get_params(), random_state=None) if reference is not None else None
+    if max_iter is None or reference is None or ours != dict(reference, random_state=None):
+        raise MtebError(f"the classifier {model!r} is not embeval's LogisticRegression", task=part.name)
+    text, label = _column(task, "input_column_name", part), task.label_column_name
+    subset = _subset(task, part)
+    for key, split in (("train", task.train_split), ("test", part.split)):
+        _jsonl(folder / f"{key}.jsonl", ({"text": r[text], "label": _label(r[label])} for r in subset[split]))
+    return {
+        "kind": "classification",
+        "protocol": "mteb",
+        "files": {"train": "train.jsonl", "test": "test.jsonl"},
+        "samples_per_label": int(task.samples_per_label),
+        "n_experiments": int(task.n_experiments),
+        "max_iter": int(max_iter),
+        "seed": int(task.seed),
+    }
+
+
+def write_pairs(task: Any, part: Part, folder: Path) -> dict[str, Any]:
+    first, second = task.input1_column_name, task.input2_column_name
+    if not isinstance(first, str) or not isinstance(second, str):
+        raise MtebError("pair columns other than two text columns are not supported", task=part.name)
+    data = _subset(task, part)[part.split]
+    rows = list(data)
+    if rows and isinstance(rows[0][first], list):  # mteb's one-row layout: lists of pairs
+        rows = [
+            {first: a, second: b, task.label_column_name: y}
+            for r in rows
+            for a, b, y in zip(r[first], r[second], r[task.label_column_name], strict=True)
+        ]
+    _jsonl(
+        folder / "pairs.jsonl",
+        ({"sentence1": r[first], "sentence2": r[second], "label": int(r[task.label_column_name])} for r in rows),
+    )
+    return {"kind": "pair-classification", "protocol": "mteb", "files": {"test": "pairs.jsonl"}}
+
+
+def write_clustering(task: Any, part: Part, folder: Path) -> dict[str, Any]:
+    from mteb.abstasks.clustering_legacy import AbsTaskClusteringLegacy
+
+    text, label = _column(task, "input_column_name", part), task.label_column_name
+    data = _subset(task, part)[part.split]
+    if isinstance(task, AbsTaskClusteringLegacy):
+        rows = (
+            {"text": t, "label": _label(y), "set": f"set{i}"}
+            for i, r in enumerate(data)
+            for t, y in zip(r[text], r[label], strict=True)
+        )
+        _jsonl(folder / "documents.jsonl", rows)
+        return {"kind": "clustering", "protocol": "sets", "files": {"test": "documents.jsonl"}, "seed": int(task.seed)}
+
+    def level(value: Any) -> Any:
+        return [_label(v) for v in value] if isinstance(value, list) else _label(value)
+
+    _jsonl(folder / "documents.jsonl", ({"text": r[text], "label": level(r[label])} for r in data))
+    keys: dict[str, Any] = {
+        "documents_per_experiment": int(task.max_documents_per_cluster),
+        "n_experiments": int(task.n_clusters),
+        "batch_size": int(task.k_mean_batch_size),
+        "seed": int(task.seed),
+    }
+    if task.max_document_to_embed is not None:
+        keys["max_documents"] = int(task.max_document_to_embed)
+    elif task.max_fraction_of_documents_to_embed is not None:
+        keys["max_fraction"] = float(task.max_fraction_of_documents_to_embed)
+    else:
+        keys["embed_all"] = True
+    if task.max_depth is not None:
+        keys["max_depth"] = int(task.max_depth)
+    return {"kind": "clustering", "protocol": "bootstrap", "files": {"test": "documents.jsonl"}, **keys}
+
+
+def write_summarization(task: Any, part: Part, folder: Path) -> dict[str, Any]:
+    from mteb._evaluators import SummarizationEvaluator
+
+    data = _subset(task, part)[part.split]
+    human, machine = task.human_summaries_column_name, task.machine_summaries_column_name
+    relevance = task.relevancy_column_name
+    _jsonl(
+        folder / "summaries.jsonl",
+        (
+            {
+                "human_summaries": r[human],
+                "machine_summaries": r[machine],
+                "relevance": [float(x) for x in r[relevance]],
+            }
+            for r in data
+        ),
+    )
+    protocol = "mteb" if task.evaluator is SummarizationEvaluator else "summeval"
+    return {"kind": "summarization", "protocol": protocol, "files": {"test": "summaries.jsonl"}}
+
+
+def write_bitext(task: Any, part: Part, folder: Path) -> dict[str, Any]:
+    if task.parallel_subsets:
+        raise MtebError("bitext mining over parallel subsets is not scored by name yet", task=part.name)
+    data = _subset(task, part)[part.split]
+    _jsonl(folder / "pairs.jsonl", ({"sentence1": r["sentence1"], "sentence2": r["sentence2"]} for r in data))
+    return {"kind": "bitext-mining", "files": {"test": "pairs.jsonl"}}
+
+
+# mteb's type -> the writer of its files (None: a text type embeval does not score yet).
+TYPES: dict[str, Writer | None] = {
+    "Retrieval": write_retrieval,
+    "Reranking": write_retrieval,
+    "STS": write_sts,
+    "Classification": write_classification,
+    "PairClassification": write_pairs,
+    "Clustering": write_clustering,
+    "Summarization": write_summarization,
+    "BitextMining": write_bitext,
+    "MultilabelClassification": None,
+    "Regression": None,
+    "InstructionRetrieval": None,
+    "InstructionReranking": None,
+}
+# Settings of a supported type that embeval does not follow yet: (attribute, what it means).
+LIMITS = (
+    ("is_cross_validation", "cross-validated classification"),
+    ("parallel_subsets", "bitext mining over parallel subsets"),
+    ("skip_first_result", "retrieval skipping each query's first result"),
+)
+# mteb's main score -> the kind's figure, where their names differ.
+FIGURE_OF = {"sts": {"cosine_spearman": "all.spearman.pooled", "cosine_pearson": "all.pearson.pooled"}}
+
+
+def unsupported(task: Any) -> str | None:
+    """Why a task cannot be scored (None: it can)."""
+    meta = task.metadata
+    if list(meta.modalities) != ["text"]:
+        return f"{meta.name} ({meta.type}, {'+'.join(meta.modalities)}): not text"
+    if meta.type not in TYPES:
+        return f"{meta.name} ({meta.type}): a type embeval does not score"
+    if TYPES[meta.type] is None:
+        return f"{meta.name} ({meta.type}): not scored yet"
+    for attribute, what in LIMITS:
+        if getattr(task, attribute, False):
+            return f"{meta.name} ({meta.type}): {what}, not scored yet"
+    return None
+
+
+def safe_name(text: str) -> str:
+    """A name that can be a task name and a file name: characters other than letters, digits, '_'
+    and '-' become '_'; a name not starting with a letter gets the prefix 'mteb_'."""
+    name = SAFE.sub("_", text)
+    return name if name[:1].isalpha() and name.isascii() else f"mteb_{name}"
+
+
+def parts(task: Any) -> list[Part]:
+    subsets = list(task.hf_subsets) or ["default"]
+    splits = list(task.eval_splits)
+    base = safe_name(task.metadata.name)
+    single = len(subsets) * len(splits) == 1
+    return [
+        Part(task, subset, split, base if single else f"{base}__{safe_name(subset)}__{safe_name(split)}")
+        for subset in subsets
+        for split in splits
+    ]
+
+
+def cache_root() -> Path:
+    root = os.environ.get(CACHE)
+    return Path(root) if root else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "embeval"
+
+
+def languages(task: Any, subset: str) -> list[str]:
+    mapping = task.metadata.hf_subsets_to_langscripts
+    return list(mapping.get(subset) or [lang for langs in mapping.values() for lang in langs])
+
+
+def part_folder(part: Part) -> Path:
+    """Where a (subset, split)'s files are written."""
+    meta = part.task.metadata
+    revision = str(meta.dataset.get("revision") or "none")
+    return (
+        cache_root()
+        / "mteb"
+        / safe_name(meta.name)
+        / safe_name(revision)
+        / safe_name(part.subset)
+        / safe_name(part.split)
+    )
+
+
+STAMP_FILE = "declaration.json"
+
+
+def cached(part: Part, stamp: str | None) -> dict[str, Any] | None:
+    """The declaration written for a part from the same copy of the data (None: none, or another)."""
+    if stamp is None:
+        return None
+    try:
+        saved = json.loads((part_folder(part) / STAMP_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return saved.get("declaration") if isinstance(saved, dict) and saved.get("stamp") == stamp else None
+
+
+def copy_stamp(task: Any, located: Located | None) -> str | None:
+    """A fingerprint of what a task's parts are written from: mteb's version, the task's facts and
+    every file of the local copy (path, size, modification time). None: not from a copy."""
+    if located is None:
+        return None
+    import hashlib
+    import importlib.metadata
+
+    files = sorted(
+        (str(p.relative_to(located.folder)), p.stat().st_size, p.stat().st_mtime_ns)
+        for p in located.folder.rglob("*")
+        if p.is_file() and ".cache" not in p.relative_to(located.folder).parts
+    )
+    facts = [
+        importlib.metadata.version("mteb"),
+        str(located.folder.resolve()),
+        task.metadata.name,
+        dict(task.metadata.dataset),
+        list(task.hf_subsets),
+        list(task.eval_splits),
+        files,
+    ]
+    return hashlib.sha256(json.dumps(facts, default=str).encode()).hexdigest()
+
+
+def part_spec(
+    part: Part, benchmarks: Sequence[str], mismatch: str | None, dataset: str, stamp: str | None = None
+) -> TaskSpec:
+    """Write one (subset, split)'s files (unless written from the same copy before: `stamp`) and
+    read its declaration."""
+    task, meta = part.task, part.task.metadata
+    revision = str(meta.dataset.get("revision") or "")
+    folder = part_folder(part)
+    declaration = cached(part, stamp)
+    if declaration is None:
+        folder.mkdir(parents=True, exist_ok=True)
+        writer = TYPES[meta.type]
+        assert writer is not None
+        declaration = writer(task, part, folder)
+        if stamp is not None:
+            _write(folder / STAMP_FILE, json.dumps({"stamp": stamp, "declaration": declaration}))
+    figure = FIGURE_OF.get(declaration["kind"], {}).get(meta.main_score, meta.main_score)
+    table: dict[str, Any] = {
+        "name": part.name,
+        "short_name": part.name,
+        **declaration,
+        "figure": figure,
+        "description": f"mteb {meta.name}, subset {part.subset}, split {part.split}",
+        "mteb": {
+            "name": meta.name,
+            "dataset": dataset,
+            "revision": revision,
+            "subset": part.subset,
+            "split": part.split,
+            "languages": languages(task, part.subset),
+            "type": meta.type,
+            "main_score": meta.main_score,
+            "benchmarks": list(benchmarks),
+            "parts": len(parts(task)),
+        },
+    }
+    if mismatch:
+        table["mteb"]["revision_mismatch"] = mismatch
+    source = f"{SOURCE} {meta.name}"
+    try:
+        spec = read_spec(table, source, str(folder))
+    except EmbevalError as err:
+        raise MtebError(f"cannot be scored: {err}", task=part.name) from None
+    return spec
+
+
+def load(task: Any, located: Located | None) -> None:
+    """Load a task's data with mteb's own code, from the local copy (None: the task loads itself,
+    as mteb's mock tasks do)."""
+    if task.data_loaded:
+        return
+    if located is not None:
+        meta = task.metadata.model_copy(deep=True)
+        meta.dataset["path"] = str(located.folder)
+        task.metadata = meta  # this task object only: mteb's class keeps its own
+    import tempfile
+
+    import datasets
+
+    saved = datasets.config.HF_DATASETS_CACHE
+    # datasets' cache of a local folder does not follow the folder's content: build afresh each time
+    # (in a folder of this load's own, removed afterwards; the loaded tables stay mapped).
+    scratch = tempfile.TemporaryDirectory(prefix="embeval-mteb-", ignore_cleanup_errors=True)
+    datasets.config.HF_DATASETS_CACHE = Path(scratch.name)
+    try:
+        task.load_data()
+        if hasattr(task, "convert_v1_dataset_format_to_v2"):
+            task.convert_v1_dataset_format_to_v2(num_proc=None)
+    except EmbevalError:
+        raise
+    except Exception as err:  # mteb's and datasets' own errors: one line
+        raise MtebError(
+            f"mteb could not load its data from {located.folder if located else 'memory'}: "
+            f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}",
+            task=task.metadata.name,
+            file=OPTION,
+        ) from None
+    finally:
+        datasets.config.HF_DATASETS_CACHE = saved
+        _SCRATCH.append(scratch)  # removed at exit, after the parts are written
+
+
+_SCRATCH: list[Any] = []
+
+
+def task_specs(
+    requested: Sequence[Requested],
+    data_dir: str | Path | None = None,
+    allow_revision_mismatch: bool = False,
+    skip_unsupported: bool = False,
+    offline_copy: bool = True,
+) -> tuple[list[TaskSpec], list[str]]:
+    """(the specs of every (subset, split) of the tasks, the tasks left out as unsupported).
+    Every dataset is located before any is loaded; offline_copy False: the tasks load themselves
+    (mteb's mock tasks)."""
+    refused = [why for r in requested if (why := unsupported(r.task))]
+    if refused and (not skip_unsupported or len(refused) == len(requested)):
+        hint = "" if skip_unsupported else "; --skip-unsupported scores the others"
+        raise MtebError(f"cannot score: {'; '.join(refused)}{hint}", file=OPTION)
+    chosen = [r for r in requested if not unsupported(r.task)]
+    located: dict[str, Located | None] = {}
+    mismatches: dict[str, str] = {}
+    for r in chosen:
+        meta = r.task.metadata
+        if not offline_copy:
+            located[meta.name] = None
+            continue
+        found = locate(r.task, data_dir)
+        wanted = meta.dataset.get("revision")
+        if found.recorded is not None and wanted and found.recorded != wanted:
+            note = f"local copy at revision {found.recorded}, mteb evaluates {wanted}"
+            if not allow_revision_mismatch:
+                raise MtebError(
+                    f"dataset {meta.dataset['path']}: {note} (--allow-revision-mismatch scores it anyway; "
+                    f"or {fetch_command(meta.dataset['path'], wanted)})",
+                    task=meta.name,
+                    file=OPTION,
+                )
+            mismatches[meta.name] = note
+        located[meta.name] = found
+    specs: list[TaskSpec] = []
+    names: dict[str, str] = {}
+    for r in chosen:
+        meta = r.task.metadata
+        dataset, stamp = str(meta.dataset["path"]), copy_stamp(r.task, located[meta.name])
+        if stamp is None or not all(cached(part, stamp) for part in parts(r.task)):
+            load(r.task, located[meta.name])  # else written from this very copy before: not loaded again
+        for part in parts(r.task):
+            if part.name in names:
+                raise MtebError(f"two mteb tasks give the name {part.name} ({names[part.name]})", file=OPTION)
+            names[part.name] = meta.name
+            specs.append(part_spec(part, r.benchmarks, mismatches.get(meta.name), dataset, stamp))
+    return specs, refused if skip_unsupported else []
+
+
+def specs_by_name(
+    text: str,
+    data_dir: str | Path | None = None,
+    allow_revision_mismatch: bool = False,
+    skip_unsupported: bool = False,
+) -> tuple[list[TaskSpec], list[str]]:
+    """The specs of the tasks and benchmarks a --mteb value names (see task_specs)."""
+    return task_specs(resolve(text), data_dir, allow_revision_mismatch, skip_unsupported)

@@ -1,0 +1,456 @@
+"""MTEB's tasks by name (`--mteb`), end to end with the network off: dataset copies written in Hugging
+Face's layout and loaded through `--mteb-data` by mteb's own task objects, `embeval export-sentences`,
+vectors of hashed word counts (many exact ties), `embeval score`; and `mteb.evaluate` on the same
+copies with an encoder that serves the same vectors. Every figure of every (subset, split) and each
+task's main score (mteb's aggregation) must agree.
+
+Agreement measured with mteb 2.26.24 (asserted below): retrieval, reranking, pair classification,
+classification, clustering and bitext mining identical (differences 0; the tests allow 1e-12); STS
+and summarization within 1e-7 (mteb's cosines are float32, embeval's float64)."""
+
+import json
+
+import numpy as np
+import pytest
+from mteb_helpers import mteb_client
+from mteb_snapshots import encode, hashed_counts, words, write_snapshot
+from threadpoolctl import threadpool_limits
+
+from embeval.formats.vectors import write
+
+EXACT = 1e-12
+FLOAT32 = 1e-6
+WORST: dict = {}  # the largest difference seen per kind (printed by `pytest -s` at the end of the module)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def worst_differences():
+    yield
+    print("\nlargest differences from mteb per kind:", WORST)
+
+
+@pytest.fixture(scope="module")
+def client():
+    return mteb_client()
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path, monkeypatch):
+    """embeval's cache and datasets' own cache in the test's folder; scikit-learn on one thread."""
+    monkeypatch.setenv("EMBEVAL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    try:
+        import datasets
+
+        monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-datasets")
+    except ImportError:
+        pass
+    with threadpool_limits(1):
+        yield
+
+
+class HashedCounts:
+    """mteb's encoder protocol serving hashed word counts, with mteb's cosine similarity."""
+
+    mteb_model_meta = None
+
+    def encode(self, inputs, *, task_metadata, hf_split, hf_subset, prompt_type=None, **kwargs):
+        return np.stack([hashed_counts(text) for batch in inputs for text in batch["text"]]).astype(np.float32)
+
+    def similarity(self, a, b):
+        from mteb.models.model_meta import ScoringFunction
+        from mteb.similarity_functions import select_similarity
+
+        return select_similarity(a, b, ScoringFunction("cosine"))
+
+    def similarity_pairwise(self, a, b):
+        from mteb.models.model_meta import ScoringFunction
+        from mteb.similarity_functions import select_pairwise_similarity
+
+        return select_pairwise_similarity(a, b, ScoringFunction("cosine"))
+
+
+def revision_of(client, name):
+    return client.get_task(name).metadata.dataset["revision"]
+
+
+def sts_copy(client, root, rng):
+    rows = [
+        {"sentence1": a, "sentence2": b, "score": float(rng.integers(0, 6))}
+        for a, b in zip(words(rng, 60), words(rng, 60), strict=True)
+    ]
+    write_snapshot(root, "mteb/stsbenchmark-sts", revision_of(client, "STSBenchmark"), {"default": {"test": rows}})
+
+
+def retrieval_copy(client, root, rng, form="jsonl"):
+    corpus = [{"_id": f"d{i}", "title": f"w{i % 3}" if i % 4 else "", "text": t} for i, t in enumerate(words(rng, 50))]
+    queries = [{"_id": f"q{i}", "text": t} for i, t in enumerate(words(rng, 12))]
+    qrels = [
+        {"query-id": f"q{q}", "corpus-id": f"d{d}", "score": int(rng.integers(1, 3))}
+        for q in range(10)
+        for d in rng.choice(50, size=3, replace=False)
+    ]
+    configs = {"corpus": {"corpus": corpus}, "queries": {"queries": queries}, "default": {"test": qrels}}
+    write_snapshot(root, "mteb/scifact", revision_of(client, "SciFact"), configs, form)
+
+
+def classification_copy(client, root, rng):
+    configs = {}
+    for subset in ("en", "de", "en-ext", "ja"):
+        configs[subset] = {
+            split: [{"text": t, "label": int(rng.integers(0, 2))} for t in words(rng, n)]
+            for split, n in (("train", 40), ("validation", 20), ("test", 25))
+        }
+    write_snapshot(
+        root, "mteb/amazon_counterfactual", revision_of(client, "AmazonCounterfactualClassification"), configs
+    )
+
+
+def mteb_scores(client, names, root):
+    """{task: TaskResult} of mteb.evaluate on the copies under root (each task's path pointed there)."""
+    tasks = []
+    for name in names:
+        task = client.get_task(name)
+        meta = task.metadata.model_copy(deep=True)
+        meta.dataset["path"] = str(root / task.metadata.dataset["path"])
+        task.metadata = meta
+        tasks.append(task)
+    result = client.evaluate(HashedCounts(), tasks, cache=None, show_progress_bar=False)
+    return {r.task_name: r for r in result.task_results}
+
+
+def embeval_scores(cli, tmp_path, names, root, *options):
+    export, vectors, out = tmp_path / "export", tmp_path / "vectors.h5", tmp_path / "results.json"
+    result = cli("export-sentences", "--mteb", names, "--mteb-data", root, "--out", export, *options)
+    assert result.exit_code == 0, result.stderr
+    write(vectors, export, encode, progress=False)
+    result = cli("score", vectors, "--mteb", names, "--mteb-data", root, "--out", out, "--bootstrap", "100", *options)
+    assert result.exit_code == 0, result.stderr
+    return json.loads(out.read_text()), json.loads((export / "manifest.json").read_text()), result
+
+
+def compare(record, theirs, tolerance):
+    """Every mteb figure embeval gives for each (subset, split) equals mteb's; each task's main score
+    is mteb's get_score()."""
+    from embeval.tasks.mteb_tasks import part_score
+    from embeval.tasks.registry import recorded_spec
+
+    checked = 0
+    for name, entry in record["tasks"].items():
+        spec = recorded_spec(name, entry)
+        fields, main = part_score(spec, entry["results"])
+        result = theirs[spec.mteb.name]
+        (mine,) = [s for s in result.scores[spec.mteb.split] if s["hf_subset"] == spec.mteb.subset]
+        common = [k for k, v in fields.items() if isinstance(v, float) and isinstance(mine.get(k), float)]
+        assert spec.mteb.main_score in common and len(common) >= 2, (name, fields, mine)
+        for key in common:
+            assert fields[key] == pytest.approx(mine[key], abs=tolerance), (name, key)
+            WORST[spec.kind] = max(WORST.get(spec.kind, 0.0), abs(fields[key] - mine[key]))
+        checked += 1
+    for task, summary in record["mteb"].items():
+        assert summary["value"] == pytest.approx(theirs[task].get_score(), abs=tolerance), task
+    return checked
+
+
+@pytest.mark.slow
+def test_retrieval_sts_and_classification_by_name_equal_mtebs(client, cli, tmp_path):
+    rng = np.random.default_rng(0)
+    root = tmp_path / "datasets"
+    sts_copy(client, root, rng)
+    retrieval_copy(client, root, rng)
+    classification_copy(client, root, rng)
+    names = "STSBenchmark,SciFact,AmazonCounterfactualClassification"
+    record, manifest, _ = embeval_scores(cli, tmp_path, names, root)
+    theirs = mteb_scores(client, names.split(","), root)
+    tasks = record["tasks"]
+    assert {"STSBenchmark", "SciFact"} <= set(tasks)
+    assert sum(n.startswith("AmazonCounterfactualClassification__") for n in tasks) == 8  # 4 subsets x 2 splits
+    assert compare(record, theirs, FLOAT32) == 10
+    row = tasks["AmazonCounterfactualClassification__de__test"]["mteb"]
+    assert row["task"] == "AmazonCounterfactualClassification" and row["type"] == "Classification"
+    assert (row["subset"], row["split"], row["main_score"]) == ("de", "test", "accuracy")
+    assert row["value"] == tasks["AmazonCounterfactualClassification__de__test"]["results"]["accuracy"]
+    partial = cli(
+        "score", tmp_path / "vectors.h5", "--mteb", names, "--mteb-data", root, "--out", tmp_path / "partial.json",
+        "--tasks", "AmazonCounterfactualClassification__de__test", "--strict",
+    )  # fmt: skip
+    assert partial.exit_code == 0, partial.stderr
+    partial = json.loads((tmp_path / "partial.json").read_text())["mteb"]["AmazonCounterfactualClassification"]
+    assert partial["value"] is None and len(partial["parts"]) == 1  # one part of eight: no main score
+    summary = record["mteb"]["AmazonCounterfactualClassification"]
+    assert summary["type"] == "Classification" and summary["main_score"] == "accuracy"
+    assert summary["revision"] == revision_of(client, "AmazonCounterfactualClassification")
+    done = cli("export-mteb", tmp_path / "results.json", "--model", "my-org/hashed", "--out", tmp_path / "mteb")
+    assert done.exit_code == 0, done.stderr
+    loaded = client.ResultCache(cache_path=tmp_path / "mteb").load_results(
+        include_remote=False, validate_and_filter=True, require_model_meta=True
+    )
+    exported = {t.task_name: t for t in loaded.model_results[0].task_results}
+    assert sorted(exported) == sorted(names.split(","))
+    for task, result in exported.items():
+        assert result.dataset_revision == revision_of(client, task)
+        assert result.get_score() == pytest.approx(record["mteb"][task]["value"], abs=1e-5)  # MTEB's rounding
+        assert result.get_score() == pytest.approx(theirs[task].get_score(), abs=1e-5)
+    scifact = manifest["tasks"]["SciFact"]
+    assert scifact["mteb"]["dataset"] == "mteb/scifact" and record["mteb"]["SciFact"]["dataset"] == "mteb/scifact"
+    assert scifact["mteb"]["task"] == "SciFact" and scifact["mteb"]["encode_as"] == {
+        "query": "query",
+        "document": "document",
+    }
+
+
+MOCKS = (
+    "MockSTSTask",
+    "MockMultilingualSTSTask",
+    "MockRetrievalTask",
+    "MockMultilingualRetrievalTask",
+    "MockRerankingTask",
+    "MockMultilingualRerankingTask",
+    "MockClassificationTask",
+    "MockMultilingualClassificationTask",
+    "MockPairClassificationTask",
+    "MockMultilingualPairClassificationTask",
+    "MockClusteringTask",
+    "LegacyMockClusteringFastTask",
+    "MockMultilingualClusteringFastTask",
+    "MockSummarizationTask",
+    "MockMultilingualSummarizationTask",
+    "MockBitextMiningTask",
+    "MockMultilingualBitextMiningTask",
+)
+
+
+@pytest.mark.slow
+def test_mtebs_mock_tasks_equal_mtebs(client, tmp_path):
+    """mteb's own mock tasks of every text type embeval scores: their specs read from the task
+    objects, exported and scored through embeval's API in one run, equal mteb.evaluate on the same
+    vectors, every (subset, split)."""
+    import importlib
+
+    import embeval
+    from embeval.tasks import mteb_source
+
+    modules = [importlib.import_module(f"mteb.mocks.mock_tasks{m}") for m in ("", ".clustering", ".summarization")]
+
+    def mock(name):
+        return getattr(next(m for m in modules if hasattr(m, name)), name)()
+
+    specs, _ = mteb_source.task_specs([mteb_source.Requested(mock(n)) for n in MOCKS], offline_copy=False)
+    assert {spec.mteb.type for spec in specs} == set(mteb_source.TYPES) - {
+        t for t, writer in mteb_source.TYPES.items() if writer is None
+    }
+    export, vectors, out = tmp_path / "export", tmp_path / "vectors.h5", tmp_path / "results.json"
+    embeval.export_sentences(tmp_path / "none", export, tasks=specs)
+    write(vectors, export, encode, progress=False)
+    record = embeval.score(vectors, tmp_path / "none", tasks=specs, out=out, progress=False, log=lambda m: None)
+    result = client.evaluate(HashedCounts(), [mock(n) for n in MOCKS], cache=None, show_progress_bar=False)
+    theirs = {r.task_name: r for r in result.task_results}
+    assert compare(json.loads(out.read_text()), theirs, FLOAT32) == len(specs) == len(record["tasks"]) > len(MOCKS)
+
+
+def reranking_copy(client, root, rng):
+    corpus = [{"_id": f"d{i}", "text": t} for i, t in enumerate(words(rng, 40))]
+    queries = [{"_id": f"q{i}", "text": t} for i, t in enumerate(words(rng, 8))]
+    candidates = {q: [f"d{d}" for d in rng.choice(40, size=8, replace=False)] for q in range(8)}
+    qrels = [
+        {"query-id": f"q{q}", "corpus-id": doc, "score": int(j < 2)}
+        for q, docs in candidates.items()
+        for j, doc in enumerate(docs)
+    ]
+    top = [{"query-id": f"q{q}", "corpus-ids": docs} for q, docs in candidates.items()]
+    configs = {
+        "corpus": {"test": corpus},
+        "queries": {"test": queries},
+        "default": {"test": qrels},
+        "top_ranked": {"test": top},
+    }
+    write_snapshot(root, "mteb/AskUbuntuDupQuestions", revision_of(client, "AskUbuntuDupQuestions"), configs, "parquet")
+
+
+def hierarchical_copy(client, root, rng):
+    """ArXivHierarchicalClusteringP2P's layout: sets of documents, labels 'main.sub' (mteb's transform
+    flattens the sets, splits the labels and samples 2048 documents)."""
+    sets = []
+    for _ in range(3):
+        texts = words(rng, 700, vocabulary=30)
+        labels = [f"c{rng.integers(3)}.s{rng.integers(2)}" for _ in texts]
+        sets.append({"sentences": texts, "labels": labels})
+    revision = revision_of(client, "ArXivHierarchicalClusteringP2P")
+    write_snapshot(root, "mteb/arxiv-clustering-p2p", revision, {"default": {"test": sets}}, "parquet")
+
+
+def pairs_copy(client, root, rng):
+    rows = [
+        {"sent1": a, "sent2": b, "labels": int(rng.integers(0, 2))}
+        for a, b in zip(words(rng, 80), words(rng, 80), strict=True)
+    ]
+    revision = revision_of(client, "SprintDuplicateQuestions")
+    write_snapshot(root, "mteb/sprintduplicatequestions-pairclassification", revision, {"default": {"test": rows}})
+
+
+def summaries_copy(client, root, rng):
+    rows = [
+        {
+            "text": " ".join(words(rng, 3)),
+            "human_summaries": words(rng, 3),
+            "machine_summaries": words(rng, 5),
+            "relevance": [float(x) for x in rng.integers(1, 6, size=5)],
+        }
+        for _ in range(12)
+    ]
+    write_snapshot(root, "mteb/summeval", revision_of(client, "SummEvalSummarization.v2"), {"default": {"test": rows}})
+
+
+@pytest.mark.slow
+def test_reranking_clustering_pairs_and_summarization_by_name_equal_mtebs(client, cli, tmp_path):
+    rng = np.random.default_rng(1)
+    root = tmp_path / "datasets"
+    reranking_copy(client, root, rng)
+    hierarchical_copy(client, root, rng)
+    pairs_copy(client, root, rng)
+    summaries_copy(client, root, rng)
+    names = "AskUbuntuDupQuestions,ArXivHierarchicalClusteringP2P,SprintDuplicateQuestions,SummEvalSummarization.v2"
+    record, _, _ = embeval_scores(cli, tmp_path, names, root)
+    theirs = mteb_scores(client, names.split(","), root)
+    assert compare(record, theirs, FLOAT32) == 4
+    assert record["tasks"]["AskUbuntuDupQuestions"]["kind"] == "reranking"
+    assert set(record["mteb"]) == set(names.split(","))
+
+
+def refused_line(result, *fragments):
+    """One line on stderr holding every fragment, exit code 2."""
+    assert result.exit_code == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def test_bad_requests_are_one_line_and_write_nothing(client, cli, tmp_path):
+    rng = np.random.default_rng(2)
+    root = tmp_path / "datasets"
+    sts_copy(client, root, rng)
+    out = tmp_path / "export"
+
+    def export(*args):
+        return cli("export-sentences", "--mteb-data", root, "--out", out, *args)
+
+    refused_line(export("--mteb", "SciFakt"), "SciFakt", "did you mean SciFact?")
+    refused_line(export("--mteb", "MTEB(eng, v3)"), "MTEB(eng, v3)", "did you mean MTEB(eng, v")
+    revision = revision_of(client, "SciFact")
+    refused_line(
+        export("--mteb", "STSBenchmark,SciFact"),
+        "SciFact",
+        "mteb/scifact",
+        revision,
+        f"huggingface-cli download mteb/scifact --repo-type dataset --revision {revision}",
+    )
+    refused_line(export("--mteb", "VisualSTS17Eng"), "VisualSTS17Eng", "not text")
+    refused_line(
+        export("--mteb", "STSBenchmark,RuSciBenchCitedCountRegression"),
+        "RuSciBenchCitedCountRegression (Regression): not scored yet",
+        "--skip-unsupported",
+    )
+    task_file = tmp_path / "mine.toml"
+    task_file.write_text('name = "SciFact"\nkind = "sts"\n[files]\ntest = "x.tsv"\n', encoding="utf-8")
+    retrieval_copy(client, root, rng)
+    refused_line(export("--mteb", "SciFact", "--task-file", task_file), "SciFact", "--mteb names too")
+    record = root / "mteb/stsbenchmark-sts/.cache/huggingface/download/README.md.metadata"
+    record.write_text("0123abc\netag\n0\n", encoding="utf-8")
+    refused_line(export("--mteb", "STSBenchmark"), "STSBenchmark", "revision 0123abc", "--allow-revision-mismatch")
+    assert not out.exists()
+    done = export(
+        "--mteb", "STSBenchmark,RuSciBenchCitedCountRegression", "--allow-revision-mismatch", "--skip-unsupported"
+    )
+    assert done.exit_code == 0, done.stderr
+    write(tmp_path / "v.h5", out, encode, progress=False)
+    results = tmp_path / "r.json"
+    done = cli(
+        "score", tmp_path / "v.h5", "--mteb", "STSBenchmark,RuSciBenchCitedCountRegression", "--mteb-data", root,
+        "--allow-revision-mismatch", "--skip-unsupported", "--out", results,
+    )  # fmt: skip
+    assert done.exit_code == 0, done.stderr
+    scored = json.loads(results.read_text())
+    assert scored["skipped"]["mteb_unsupported"] == ["RuSciBenchCitedCountRegression (Regression): not scored yet"]
+    assert "0123abc" in scored["mteb"]["STSBenchmark"]["revision_mismatch"]
+    sts_copy(client, root, np.random.default_rng(9))  # other data: the vectors were exported for another copy
+    again = cli(
+        "score", tmp_path / "v.h5", "--mteb", "STSBenchmark", "--mteb-data", root, "--out", tmp_path / "again.json"
+    )
+    refused_line(again, "STSBenchmark")
+    assert not (tmp_path / "again.json").exists()
+
+
+def test_mteb_outside_the_tested_range_is_one_line(cli, tmp_path, monkeypatch):
+    import importlib.metadata
+
+    real = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "2.40.1" if name == "mteb" else real(name))
+    result = cli("export-sentences", "--mteb", "STSBenchmark", "--out", tmp_path / "export")
+    refused_line(result, "mteb 2.40.1 is outside the tested range", "pip install 'embeval[mteb]'")
+    assert not (tmp_path / "export").exists()
+
+
+def test_names_split_at_commas_outside_parentheses():
+    from embeval.tasks.mteb_source import split_names
+
+    assert split_names("MTEB(eng, v2), BEIR,STS12") == ["MTEB(eng, v2)", "BEIR", "STS12"]
+    assert split_names(" NanoBEIR ") == ["NanoBEIR"]
+
+
+def test_a_benchmark_gives_its_own_subsets_and_splits(client):
+    """MTEB(eng, v2): 41 tasks, each with the subsets and splits the benchmark chose (read from its
+    task objects, never re-typed), every type one embeval scores."""
+    from embeval.tasks import mteb_source
+
+    requested = mteb_source.resolve("MTEB(eng, v2)")
+    assert len(requested) == len(client.get_benchmark("MTEB(eng, v2)").tasks) == 41
+    assert all(r.benchmarks == ["MTEB(eng, v2)"] and mteb_source.unsupported(r.task) is None for r in requested)
+    by_name = {r.task.metadata.name: r.task for r in requested}
+    amazon = by_name["AmazonCounterfactualClassification"]
+    assert list(amazon.hf_subsets) == ["en"] and len(client.get_task(amazon.metadata.name).hf_subsets) == 4
+    assert [p.name for p in mteb_source.parts(amazon)] == ["AmazonCounterfactualClassification"]
+    twice = mteb_source.resolve("STSBenchmark,MTEB(eng, v2)")
+    assert len(twice) == 41 and twice[0].task.metadata.name == "STSBenchmark"
+    assert twice[0].benchmarks == ["MTEB(eng, v2)"]
+
+
+def test_a_benchmark_of_tasks_not_scored_yet_is_refused(cli, tmp_path):
+    result = cli("export-sentences", "--mteb", "FollowIR", "--out", tmp_path / "export", "--skip-unsupported")
+    refused_line(result, "Robust04InstructionRetrieval (InstructionReranking): not scored yet", "Core17")
+    assert not (tmp_path / "export").exists()
+
+
+@pytest.mark.slow
+def test_union_export_and_sweep_score_as_score_does(client, cli, tmp_path):
+    """A union export of MTEB tasks embeds each shared sentence once (the output says how many it
+    saves); `embeval sweep` scores `--mteb` tasks as `embeval score` does."""
+    rng = np.random.default_rng(3)
+    root = tmp_path / "datasets"
+    sts_copy(client, root, rng)
+    classification_copy(client, root, rng)
+    names = "STSBenchmark,AmazonCounterfactualClassification"
+    record, _, _ = embeval_scores(cli, tmp_path, names, root)
+    union = tmp_path / "union"
+    done = cli("export-sentences", "--mteb", names, "--mteb-data", root, "--out", union, "--union")
+    assert done.exit_code == 0, done.stderr
+    manifest = json.loads((union / "manifest.json").read_text())
+    apart = sum(manifest["tasks"][n]["count"] for n in manifest["union"]["tasks"])
+    assert f"the union saves {apart - manifest['union']['count']} of {apart} embeddings" in done.stdout
+    assert manifest["union"]["count"] < apart
+    write(tmp_path / "union.h5", union, encode, progress=False)
+    done = cli("sweep", tmp_path / "union.h5", "--mteb", names, "--mteb-data", root, "--out-dir", tmp_path / "sweep")
+    assert done.exit_code == 0, done.stderr
+    swept = json.loads((tmp_path / "sweep" / "union.results.json").read_text())
+    assert swept["mteb"].keys() == record["mteb"].keys()
+    for task, summary in record["mteb"].items():
+        assert swept["mteb"][task]["value"] == summary["value"], task
+    report = cli("report", tmp_path / "results.json")
+    assert report.exit_code == 0 and "AmazonCounterfactualClassification__de__test" in report.stdout, report.stderr
+    compared = cli("compare", tmp_path / "results.json", tmp_path / "sweep" / "union.results.json")
+    assert compared.exit_code == 0 and "STSBenchmark" in compared.stdout, compared.stderr
+    listed = cli("tasks", "--mteb", names, "--mteb-data", root)
+    assert listed.exit_code == 0, listed.stderr
+    assert "STSBenchmark" in listed.stdout and "mteb STSBenchmark" in listed.stdout
+    assert listed.stdout.count("AmazonCounterfactualClassification__") == 8
