@@ -35,8 +35,8 @@ def nearest(queries: np.ndarray, candidates: np.ndarray, similarity: str = "cosi
         best_score = np.full(len(q[start : start + QUERY_CHUNK]), -np.inf)
         for first in range(0, len(c), CORPUS_CHUNK):
             scores = mteb_similarity.matrix(q[start : start + QUERY_CHUNK], c[first : first + CORPUS_CHUNK], similarity)
-            values, index = torch.topk(scores, 1, dim=1, largest=True, sorted=False)
-            values, index = values[:, 0].double().numpy(), index[:, 0].numpy() + first
+            top_values, top_index = torch.topk(scores, 1, dim=1, largest=True, sorted=False)
+            values, index = top_values[:, 0].double().numpy(), top_index[:, 0].numpy() + first
             better = values > best_score
             best_score[better] = values[better]
             out[start : start + len(values)][better] = index[better]

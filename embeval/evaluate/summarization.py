@@ -39,17 +39,17 @@ def best_scores(
     product / model similarity (`similarity`) with the human summaries of its text (machine_text,
     human_text: the text index of each summary), computed as mteb computes them: float32, one machine
     summary against its text's human summaries (the model's similarity one pair at a time)."""
-    machine, human = mteb_similarity.tensor(machine), mteb_similarity.tensor(human)
-    out = {kind: np.full(len(machine), np.nan) for kind in (*KINDS, "similarity")}
+    machines, human_rows = mteb_similarity.tensor(machine), mteb_similarity.tensor(human)
+    out = {kind: np.full(len(machines), np.nan) for kind in (*KINDS, "similarity")}
     for text in np.unique(machine_text):
         m, h = np.flatnonzero(machine_text == text), np.flatnonzero(human_text == text)
         if len(h) == 0:
             raise ValueError(f"text {text} has machine summaries but no human summary")
-        humans = human[torch.as_tensor(h)]
+        humans = human_rows[torch.as_tensor(h)]
         for i in m:
             for kind in KINDS:
-                out[kind][i] = torch.max(mteb_similarity.matrix(machine[i], humans, kind)).item()
-            pairs = [mteb_similarity.matrix(machine[i], row, similarity).item() for row in humans]
+                out[kind][i] = torch.max(mteb_similarity.matrix(machines[i], humans, kind)).item()
+            pairs = [mteb_similarity.matrix(machines[i], row, similarity).item() for row in humans]
             out["similarity"][i] = torch.max(torch.tensor(pairs)).item()
     return out
 
