@@ -64,5 +64,6 @@ def evaluate(ctx, main, depth, similarity, ignore_identical, reranking=False):
     values = ir_metrics.per_query(rows, scores, data.qrels, ir_metrics.id_ranks(data.doc_ids), exclude=exclude)
     ctx.keep("", query_set(values, main))
     results = ir_metrics.means(values)
+    results.update(ir_metrics.naucs(values, ir_metrics.confidences(rows, scores, exclude)))
     results.update(nqueries=len(data.query_ids), ndocs=len(data.doc_ids), depth=int(rows.shape[1]))
     return results
