@@ -72,7 +72,13 @@ def run_mteb(rows, vectors, deprecated):
             self.dataset = DatasetDict({"test": Dataset.from_dict(rows)})
             self.data_loaded = True
 
-    encoder = TableEncoder({None: vectors}, cosine=True)
+    class Cosine(TableEncoder):  # the similarity mteb gives a cosine model
+        def similarity(self, a, b):
+            from mteb.similarity_functions import cos_sim
+
+            return cos_sim(a, b)
+
+    encoder = Cosine({None: vectors})
     return Synthetic().evaluate(encoder, split="test", encode_kwargs={"batch_size": 32})["default"]
 
 
