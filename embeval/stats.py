@@ -129,10 +129,13 @@ def item_mean(W, a):
 
 @dataclass(frozen=True)
 class Statistic:
-    """A figure computed from a prediction set: its function and whether resamples are stratified."""
+    """A figure computed from a prediction set: its function, whether resamples are stratified, and
+    whether its interval is centred (`centred_interval`: for a figure whose resamples are shifted from
+    it by construction, e.g. a v-measure, biased upwards on fewer distinct items)."""
 
     function: object
     stratified: bool
+    centred: bool = False
 
 
 STATISTICS = {
@@ -185,14 +188,27 @@ def interval(values, level=LEVEL):
     return float(np.percentile(finite, tail)), float(np.percentile(finite, 100 - tail))
 
 
+def centred_interval(value, values, level=LEVEL):
+    """The interval of the figure's expected value from bootstrap values that a bias shifts from it:
+    the resamples' spread about their own mean, reflected about the figure (the basic bootstrap
+    interval with the bootstrap's bias taken out): value - (q_high - mean), value + (mean - q_low)."""
+    finite = values[np.isfinite(values)]
+    if len(finite) == 0:
+        return float("nan"), float("nan")
+    low, high = interval(finite - finite.mean(), level)
+    return float(value - high), float(value - low)
+
+
 def bootstrap_ci(stat, arrays, seed, task, resamples=RESAMPLES, level=LEVEL):
-    """{"value", "low", "high"}: the figure of Statistic `stat` and its percentile bootstrap interval."""
+    """{"value", "low", "high"}: the figure of Statistic `stat` and its percentile bootstrap interval
+    (the centred interval for a `centred` statistic)."""
     groups = strata_of(arrays, stat.stratified)
     n = items(arrays)
     rng = rng_for(seed, task, "strata" if groups is not None else "all")
     values = _distribution(stat, [arrays], _counts_source(rng, n, groups), resamples, n)[0]
-    low, high = interval(values, level)
-    return {"value": observed(stat, arrays), "low": low, "high": high}
+    value = observed(stat, arrays)
+    low, high = centred_interval(value, values, level) if getattr(stat, "centred", False) else interval(values, level)
+    return {"value": value, "low": low, "high": high}
 
 
 def paired_test(stat, arrays_a, arrays_b, seed, task, resamples=RESAMPLES, level=LEVEL):

@@ -612,8 +612,9 @@ def test_the_docs_task_files_are_valid_declarations(tmp_path):
 
 
 def test_a_near_chance_v_measure_and_its_interval_in_the_html_report(cli, tmp_path):
-    """Resampling repeats documents, which a small sample's v-measure reads as agreement: the interval
-    of a near-chance v-measure sits above it. The HTML report draws such an interval all the same."""
+    """Resampling repeats documents, which a small sample's v-measure reads as agreement: the resamples
+    of a near-chance v-measure sit above it, and the centred interval takes that shift out, so the
+    interval holds the figure. The HTML report draws it."""
     import importlib.util
 
     from report_helpers import need
@@ -630,7 +631,7 @@ def test_a_near_chance_v_measure_and_its_interval_in_the_html_report(cli, tmp_pa
     )
     entry, _, out = score(cli, tmp_path, declaration, {"noise.tsv": tsv(rows, ("text", "label"))}, table, "Noise")
     ci = entry["ci"]["figures"]["v_measure"]
-    assert entry["results"]["v_measure"] < ci["low"] < ci["high"] < 0.2
+    assert ci["low"] <= entry["results"]["v_measure"] <= ci["high"] < 0.2
     report = cli("report", out, "--format", "html", "--out", tmp_path / "report.html")
     assert report.exit_code == 0, report.stderr
     assert "Clustering (MTEB), v-measure x100" in (tmp_path / "report.html").read_text(encoding="utf-8")

@@ -279,6 +279,6 @@ def set_v_measure(W, arrays):
 
 # figure -> embeval.stats.Statistic (the set protocol resampled within each set)
 STATISTICS = {
-    "bootstrap.v_measure": Statistic(bootstrap_v_measure, stratified=False),
-    "sets.v_measure": Statistic(set_v_measure, stratified=True),
+    "bootstrap.v_measure": Statistic(bootstrap_v_measure, stratified=False, centred=True),
+    "sets.v_measure": Statistic(set_v_measure, stratified=True, centred=True),
 }

@@ -46,7 +46,7 @@ def _weighted(name: str) -> Statistic:
 
         return bitext.weighted_figures(W, arrays["gold"], arrays["pred"])[name]
 
-    return Statistic(figure, False)
+    return Statistic(figure, False, centred=True)
 
 
 class Bitext(Kind):

@@ -21,14 +21,14 @@ from embeval.tasks.spec import TaskSpec
 MTEB_VERSION = "2.26.24"  # the mteb whose evaluators the figures equal (embeval/evaluate's protocol modules)
 
 
-def lazy_statistic(module: str, name: str, stratified: bool) -> Statistic:
+def lazy_statistic(module: str, name: str, stratified: bool, centred: bool = False) -> Statistic:
     """The Statistic `name` of `module`'s STATISTICS, its module imported on first use (the protocol
     modules import scikit-learn; a kind module must stay light to import)."""
 
     def function(W: Any, arrays: Any) -> Any:
         return importlib.import_module(module).STATISTICS[name].function(W, arrays)
 
-    return Statistic(function, stratified)
+    return Statistic(function, stratified, centred)
 
 
 def fractions_line(
