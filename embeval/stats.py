@@ -122,6 +122,20 @@ def _per_group(coefficient, weighting):
     return statistic
 
 
+def experiment_counts(W, n_experiments):
+    """(b, experiments) how often each of a protocol's experiments (MTEB's training draws, its
+    clustering runs) is drawn in each resample: the experiments are resampled with the items, so the
+    interval of their mean holds the spread between experiments too. The stream is fixed by W (a
+    paired comparison draws the same experiments for both encoders); a row of W that is all ones (the
+    figure itself) keeps every experiment once."""
+    W = np.ascontiguousarray(W, dtype=np.float64)
+    rng = np.random.default_rng(zlib.crc32(W.tobytes()))
+    counts = rng.multinomial(n_experiments, np.full(n_experiments, 1 / n_experiments), size=len(W))
+    counts = counts.astype(np.float64)
+    counts[np.all(W == 1, axis=1)] = 1.0
+    return counts
+
+
 def item_mean(W, a):
     """Mean of per-item values a["value"] (e.g. each query's nDCG@10: resampling queries) with item weights W."""
     return (W @ a["value"]) / W.sum(1)

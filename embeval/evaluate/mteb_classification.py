@@ -28,7 +28,6 @@ figure is averaged over the drawn experiments as reported (`STATISTICS`): the in
 over experiments holds both the test items' sampling and the spread of the training draws.
 """
 
-import zlib
 from collections import defaultdict
 from typing import Any, Protocol
 
@@ -38,6 +37,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import accuracy_score, average_precision_score, f1_score, precision_score, recall_score
 from sklearn.model_selection import KFold
 
+from embeval import stats
 from embeval.stats import Statistic
 
 MTEB_VERSION = "2.26.24"
@@ -189,26 +189,12 @@ def _by_group(statistic):
     return grouped
 
 
-def experiment_counts(W, n_experiments):
-    """(b, experiments) how often each experiment (a training draw and its classifier) is drawn in
-    each resample: the experiments are resampled with the test items, so the interval of their mean
-    holds the spread of the training draws too. The stream is fixed by W (a paired comparison sees
-    the same draws for both encoders); a row of W that is all ones (the figure itself) keeps every
-    experiment once."""
-    W = np.ascontiguousarray(W, dtype=np.float64)
-    rng = np.random.default_rng(zlib.crc32(W.tobytes()))
-    counts = rng.multinomial(n_experiments, np.full(n_experiments, 1 / n_experiments), size=len(W))
-    counts = counts.astype(np.float64)
-    counts[np.all(W == 1, axis=1)] = 1.0
-    return counts
-
-
 @_by_group
 def accuracy(W, arrays):
     """The mean over experiments of the weighted accuracy (fraction), experiments resampled too."""
     correct = (arrays["pred"] == arrays["gold"][:, None]).astype(np.float64)
     per_experiment = (W @ correct) / W.sum(1)[:, None]
-    counts = experiment_counts(W, correct.shape[1])
+    counts = stats.experiment_counts(W, correct.shape[1])
     return (per_experiment * counts).sum(1) / counts.sum(1)
 
 
@@ -230,7 +216,7 @@ def macro_f1(W, arrays):
         present = denominator > 0
         f1 = np.where(present, 2 * true_positive / np.where(present, denominator, 1), 0.0)
         values.append(f1.sum(1) / present.sum(1))
-    counts = experiment_counts(W, len(values))
+    counts = stats.experiment_counts(W, len(values))
     return (np.array(values).T * counts).sum(1) / counts.sum(1)
 
 
