@@ -237,6 +237,42 @@ def test_classification_equals_mtebs(client, cli, tmp_path, n_classes, options):
     check_interval_and_report(cli, entry, out, "accuracy", "Classification (MTEB), x100")
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.UndefinedMetricWarning")  # mteb's side
+def test_classification_under_several_seeds_is_each_seeds_mteb_run(client, cli, tmp_path):
+    """`seeds = [42, 7]`: each seed's figures are mteb's under that seed, the figures the mean over all
+    their experiments, the export (one seed's figure in MTEB) left out."""
+    from mteb.abstasks.classification import AbsTaskClassification
+
+    train_texts, train_labels, table = classification_rows(3, 3, 200, "train")
+    test_texts, test_labels, test_table = classification_rows(4, 3, 90, "test")
+    table |= test_table
+    declaration = (
+        'name = "Seeds"\nkind = "classification"\nprotocol = "mteb"\nn_experiments = 3\nseeds = [42, 7]\n'
+        '[files]\ntrain = "train.tsv"\ntest = "test.tsv"\n[mteb]\nname = "Seeds"\nrevision = "r"\n'
+    )
+    files = {
+        "train.tsv": tsv(zip(train_texts, train_labels, strict=True), ("text", "label")),
+        "test.tsv": tsv(zip(test_texts, test_labels, strict=True), ("text", "label")),
+    }
+    entry, _, out = score(cli, tmp_path, declaration, files, table, "Seeds")
+    splits = {
+        "train": {"text": train_texts, "label": train_labels.tolist()},
+        "test": {"text": test_texts, "label": test_labels.tolist()},
+    }
+    ours = entry["results"]
+    theirs = {}
+    for seed in (42, 7):
+        task = mteb_task(AbsTaskClassification, "Classification", "accuracy", splits, n_experiments=3)
+        task.seed = seed  # mteb's task seed (its constructor's)
+        theirs[seed] = run_mteb(task, table)
+        assert ours["per_seed"][str(seed)]["accuracy"] == theirs[seed]["accuracy"]
+    assert ours["seeds"] == [42, 7] and theirs[42]["accuracy"] != theirs[7]["accuracy"]
+    assert ours["accuracy"] == pytest.approx((theirs[42]["accuracy"] + theirs[7]["accuracy"]) / 2, abs=1e-12)
+    assert len(ours["scores_per_experiment"]) == 6
+    result = cli("export-mteb", out, "--model", "a/b", "--out", tmp_path / "mteb")
+    assert result.exit_code == 2 and "Seeds: left out" in result.stderr
+
+
 # Clustering.
 
 
