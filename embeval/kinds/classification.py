@@ -18,8 +18,10 @@ Protocol "mteb" (MTEB's AbsTaskClassification, embeval.evaluate.mteb_classificat
 and test; n_experiments times, a training set of up to samples_per_label sentences of each label
 drawn from train as mteb draws it, scikit-learn's logistic regression fitted on it and tested on
 all of test. Keys with MTEB's defaults: samples_per_label (8), n_experiments (10), max_iter (100),
-seed (42, MTEB's task seed, not the run's --seed). Only the train sentences some experiment draws
-are exported (the draws depend on the labels and the seed only), as mteb embeds only those.
+seed (42, MTEB's task seed, not the run's --seed; or `seeds`, a list: scored under each seed,
+the figures the means over all their experiments, `per_seed` each seed's). Only the train
+sentences some experiment draws are exported (the draws depend on the labels and the seeds only),
+as mteb embeds only those.
 Figures (fractions, means over the experiments): accuracy (the headline), macro f1, f1_weighted,
 precision, precision_weighted, recall, recall_weighted, and for two labels ap and ap_weighted.
 """
