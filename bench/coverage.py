@@ -14,6 +14,7 @@ pairs, texts, first sentences, embedded documents, test items (and, for MTEB cla
 experiments: the training draws).
 
   python bench/coverage.py [--datasets 400] [--resamples 500] [--out bench/results/coverage.json]
+  python bench/coverage.py --markdown      # the table of docs/comparison.md, from the results file
 """
 
 import argparse
@@ -133,7 +134,7 @@ KINDS = {
     "retrieval and reranking": (retrieval, "query_means", "ndcg_at_10", "queries"),
     "pair-classification (mteb)": (pairs, "mteb-pairs", "max_ap", "pairs"),
     "classification (mteb)": (mteb_classification_task, "mteb-classification", "accuracy", "test items, experiments"),
-    "clustering (bootstrap)": (clustering_task, "mteb-clustering", "v_measure", "embedded documents"),
+    "clustering (bootstrap)": (clustering_task, "mteb-clustering", "v_measure", "embedded documents, experiments"),
     "summarization": (summarization_task, "mteb-summarization", "cosine_spearman", "texts kept"),
     "bitext-mining": (bitext_task, "mteb-bitext", "f1", "first sentences"),
     "sts (pooled Spearman)": (sts_task, "scores", "spearman.pooled", "pairs"),
@@ -172,13 +173,30 @@ def coverage(name, datasets, resamples):
     }
 
 
+def table(result):
+    """The markdown table of a results file (docs/comparison.md holds it; a test checks they agree)."""
+    lines = [
+        "| kind | figure | resampled | coverage of the 95% interval | within 93-97% |",
+        "|---|---|---|---|---|",
+    ]
+    for row in result["kinds"]:
+        coverage = f"{100 * row['coverage']:.1f}% ± {100 * row['standard_error']:.1f}"
+        verdict = "yes" if row["within_target"] else "**no**"
+        lines.append(f"| {row['kind']} | `{row['figure']}` | {row['resampled']} | {coverage} | {verdict} |")
+    return "\n".join(lines)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--datasets", type=int, default=400)
     parser.add_argument("--resamples", type=int, default=500)
     parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated kind names (default: all)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "coverage.json"))
+    parser.add_argument("--markdown", action="store_true", help="print the table of the results file --out and stop")
     args = parser.parse_args()
+    if args.markdown:
+        print(table(json.loads(Path(args.out).read_text())))
+        return
     rows = []
     with threadpool_limits(1):
         for name in [k for k in KINDS if k in args.kinds.split(",")]:
