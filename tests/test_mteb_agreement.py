@@ -386,6 +386,7 @@ def score_cell(cli, folder, family, similarity, built):
     exported = {}
     for kind in built:
         content = json.loads((written / f"{task_name(kind)}.json").read_text())
+        assert content["dataset_revision"] == "r1"  # the task file's [mteb] revision
         (entry,) = content["scores"]["test"]
         exported[kind] = {k: v for k, v in entry.items() if k not in ("hf_subset", "languages")}
     return exported
