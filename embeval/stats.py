@@ -122,6 +122,20 @@ def _per_group(coefficient, weighting):
     return statistic
 
 
+def experiment_counts(W, n_experiments):
+    """(b, experiments) how often each of a protocol's experiments (MTEB's training draws, its
+    clustering runs) is drawn in each resample: the experiments are resampled with the items, so the
+    interval of their mean holds the spread between experiments too. The stream is fixed by W (a
+    paired comparison draws the same experiments for both encoders); a row of W that is all ones (the
+    figure itself) keeps every experiment once."""
+    W = np.ascontiguousarray(W, dtype=np.float64)
+    rng = np.random.default_rng(zlib.crc32(W.tobytes()))
+    counts = rng.multinomial(n_experiments, np.full(n_experiments, 1 / n_experiments), size=len(W))
+    counts = counts.astype(np.float64)
+    counts[np.all(W == 1, axis=1)] = 1.0
+    return counts
+
+
 def item_mean(W, a):
     """Mean of per-item values a["value"] (e.g. each query's nDCG@10: resampling queries) with item weights W."""
     return (W @ a["value"]) / W.sum(1)
@@ -129,10 +143,13 @@ def item_mean(W, a):
 
 @dataclass(frozen=True)
 class Statistic:
-    """A figure computed from a prediction set: its function and whether resamples are stratified."""
+    """A figure computed from a prediction set: its function, whether resamples are stratified, and
+    whether its interval is centred (`centred_interval`: for a figure whose resamples are shifted from
+    it by construction, e.g. a v-measure, biased upwards on fewer distinct items)."""
 
     function: object
     stratified: bool
+    centred: bool = False
 
 
 STATISTICS = {
@@ -185,14 +202,27 @@ def interval(values, level=LEVEL):
     return float(np.percentile(finite, tail)), float(np.percentile(finite, 100 - tail))
 
 
+def centred_interval(value, values, level=LEVEL):
+    """The interval of the figure's expected value from bootstrap values that a bias shifts from it:
+    the resamples' spread about their own mean, reflected about the figure (the basic bootstrap
+    interval with the bootstrap's bias taken out): value - (q_high - mean), value + (mean - q_low)."""
+    finite = values[np.isfinite(values)]
+    if len(finite) == 0:
+        return float("nan"), float("nan")
+    low, high = interval(finite - finite.mean(), level)
+    return float(value - high), float(value - low)
+
+
 def bootstrap_ci(stat, arrays, seed, task, resamples=RESAMPLES, level=LEVEL):
-    """{"value", "low", "high"}: the figure of Statistic `stat` and its percentile bootstrap interval."""
+    """{"value", "low", "high"}: the figure of Statistic `stat` and its percentile bootstrap interval
+    (the centred interval for a `centred` statistic)."""
     groups = strata_of(arrays, stat.stratified)
     n = items(arrays)
     rng = rng_for(seed, task, "strata" if groups is not None else "all")
     values = _distribution(stat, [arrays], _counts_source(rng, n, groups), resamples, n)[0]
-    low, high = interval(values, level)
-    return {"value": observed(stat, arrays), "low": low, "high": high}
+    value = observed(stat, arrays)
+    low, high = centred_interval(value, values, level) if getattr(stat, "centred", False) else interval(values, level)
+    return {"value": value, "low": low, "high": high}
 
 
 def paired_test(stat, arrays_a, arrays_b, seed, task, resamples=RESAMPLES, level=LEVEL):

@@ -75,9 +75,23 @@ def test_weighted_figures_equal_sklearn_with_sample_weights(seed):
             assert figures[name][row] == pytest.approx(value, abs=TOL), (name, row)
 
 
-def test_nearest_takes_the_lowest_index_among_ties_and_matches_brute_force():
-    first, second = synthetic(seed=3, n=50)
-    second[7] = second[3]  # a duplicate
-    cosine = (first @ second.T) / np.outer(np.linalg.norm(first, axis=1), np.linalg.norm(second, axis=1))
-    assert np.array_equal(bitext.nearest(first, second), cosine.argmax(1))
-    assert 7 not in bitext.nearest(first, second)
+@pytest.mark.parametrize("similarity", ["cosine", "dot"])
+def test_nearest_is_mtebs_choice_among_ties(client, similarity):
+    """mteb's own search (its chunks of 100 first sentences, float32 similarities, torch.topk) on
+    vectors with duplicated second sentences: the same match for every first sentence."""
+    from types import SimpleNamespace
+
+    from mteb._evaluators.text.bitext_mining_evaluator import BitextMiningEvaluator
+    from mteb.models.model_meta import ScoringFunction
+    from mteb.similarity_functions import select_similarity
+
+    first, second = synthetic(seed=3, n=250)
+    second[7] = second[3]
+    second[60:70] = second[50]  # exact ties
+    first[100:110] = first[5]  # the same first sentence in another chunk
+    first, second = first.astype(np.float32), second.astype(np.float32)
+    model = SimpleNamespace(similarity=lambda a, b: select_similarity(a, b, ScoringFunction(similarity)))
+    found = BitextMiningEvaluator._similarity_search(None, first, second, model)
+    ours = bitext.nearest(first, second, similarity)
+    assert ours.tolist() == [match["corpus_id"] for match in found]
+    assert len({int(ours[i]) for i in range(100, 110)} | {int(ours[5])}) == 1

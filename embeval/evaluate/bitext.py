@@ -1,14 +1,16 @@
 """MTEB's bitext mining protocol, as mteb 2.26.24 computes it (BitextMiningEvaluator, AbsTaskBitextMining).
 
 Each sentence of the first side is matched with its nearest neighbour on the other side by the model's
-similarity (the cosine here); the gold match of sentence i is sentence i (BUCC names its own pairs).
+similarity (the task's `similarity`: cosine or dot); the gold match of sentence i is sentence i
+(BUCC names its own pairs).
 Figures, from scikit-learn over (gold, predicted) indices with zero_division=0: accuracy, and precision,
 recall and F1 averaged over the gold classes weighted by their support ("weighted"); the main score of
 most tasks is f1. With one gold sentence per class, weighted recall equals accuracy, a class's F1 is
 2 / (1 + c) when its sentence is matched correctly and c sentences in all chose it, and its precision 1 / c.
 
-Ties: mteb takes torch.topk(k=1) of the similarities, which leaves the choice among exactly equal
-similarities (duplicate sentences) unspecified; here the lowest index wins.
+Ties: mteb takes torch.topk(k=1, sorted=False) of float32 similarities, which leaves the choice among
+exactly equal similarities (duplicate sentences) to torch; `nearest` makes the same call on the same
+float32 similarities (embeval.evaluate.mteb_similarity), so ties fall as in mteb.
 
 The figures are not means of fixed per-sentence values (a sentence's precision depends on how many other
 sentences chose the same match), so `weighted_figures` computes them under item weights directly: the
@@ -16,20 +18,28 @@ figure of a bootstrap resample (weights = counts) equals scikit-learn's on the r
 """
 
 import numpy as np
+import torch
 
-BLOCK_CELLS = 1 << 22  # similarities held at once
+from embeval.evaluate import mteb_similarity
+
+QUERY_CHUNK, CORPUS_CHUNK = 100, 500_000  # mteb's chunks of first and second sentences
 
 
-def nearest(queries: np.ndarray, candidates: np.ndarray) -> np.ndarray:
-    """(queries,) the index of each query's most cosine-similar candidate (the lowest index among ties)."""
-    q = np.asarray(queries, dtype=np.float64)
-    c = np.asarray(candidates, dtype=np.float64)
-    q = q / np.linalg.norm(q, axis=1, keepdims=True)
-    c = c / np.linalg.norm(c, axis=1, keepdims=True)
+def nearest(queries: np.ndarray, candidates: np.ndarray, similarity: str = "cosine") -> np.ndarray:
+    """(queries,) the index of each query's most similar candidate, as mteb's BitextMiningEvaluator
+    finds it: float32 similarities of 100 queries at a time against chunks of 500,000 candidates,
+    torch.topk(k=1, sorted=False) in each chunk, the best over chunks (the earlier chunk on a tie)."""
+    q, c = mteb_similarity.tensor(queries), mteb_similarity.tensor(candidates)
     out = np.empty(len(q), dtype=np.int64)
-    block = max(1, BLOCK_CELLS // max(1, len(c)))
-    for start in range(0, len(q), block):
-        out[start : start + block] = (q[start : start + block] @ c.T).argmax(1)
+    for start in range(0, len(q), QUERY_CHUNK):
+        best_score = np.full(len(q[start : start + QUERY_CHUNK]), -np.inf)
+        for first in range(0, len(c), CORPUS_CHUNK):
+            scores = mteb_similarity.matrix(q[start : start + QUERY_CHUNK], c[first : first + CORPUS_CHUNK], similarity)
+            top_values, top_index = torch.topk(scores, 1, dim=1, largest=True, sorted=False)
+            values, index = top_values[:, 0].double().numpy(), top_index[:, 0].numpy() + first
+            better = values > best_score
+            best_score[better] = values[better]
+            out[start : start + len(values)][better] = index[better]
     return out
 
 

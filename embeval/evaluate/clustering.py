@@ -48,7 +48,7 @@ from sklearn.cluster import MiniBatchKMeans
 from sklearn.metrics.cluster import adjusted_mutual_info_score, v_measure_score
 
 from embeval.errors import EmbevalError
-from embeval.stats import Statistic
+from embeval.stats import Statistic, experiment_counts
 
 MTEB_VERSION = "2.26.24"
 SEED = 42
@@ -257,13 +257,15 @@ def weighted_v_measure(W, gold, pred):
 
 
 def bootstrap_v_measure(W, arrays):
-    """The bootstrap protocol's v_measure: the mean over experiments of the v-measure of the drawn
-    documents with weights (draw count x W)."""
+    """The bootstrap protocol's v_measure: the mean over experiments (resampled with the documents,
+    embeval.stats.experiment_counts) of the v-measure of the drawn documents with weights (draw
+    count x W)."""
     values = []
     for gold, count, pred in zip(arrays["gold"].T, arrays["count"].T, arrays["pred"].T, strict=True):
         members = count > 0
         values.append(weighted_v_measure(W[:, members] * count[members], gold[members], pred[members]))
-    return np.mean(values, axis=0)
+    drawn = experiment_counts(W, len(values))
+    return (np.array(values).T * drawn).sum(1) / drawn.sum(1)
 
 
 def set_v_measure(W, arrays):
@@ -279,6 +281,6 @@ def set_v_measure(W, arrays):
 
 # figure -> embeval.stats.Statistic (the set protocol resampled within each set)
 STATISTICS = {
-    "bootstrap.v_measure": Statistic(bootstrap_v_measure, stratified=False),
-    "sets.v_measure": Statistic(set_v_measure, stratified=True),
+    "bootstrap.v_measure": Statistic(bootstrap_v_measure, stratified=False, centred=True),
+    "sets.v_measure": Statistic(set_v_measure, stratified=True, centred=True),
 }

@@ -29,7 +29,11 @@ What mteb does (mteb/_evaluators/retrieval_metrics.py, calculate_retrieval_score
 - Reranking (type "Reranking"): the same figures, computed over each query's candidate list
   ("top_ranked") scored by the model, instead of the whole corpus; relevant documents outside the
   candidates still count in Recall's and MAP's denominators and in the ideal DCG.
-- Not reproduced: the nAUC abstention figures (nauc_*), which are not means over queries.
+- nAUC (mteb's abstention figures, arXiv 2402.12997): for each of nDCG, MAP, Recall, P and MRR at each
+  cut-off and each of three confidences of a query (its retrieved scores' maximum, standard deviation,
+  and the gap between its two best), the area under the curve of the figure's mean over the queries
+  kept when the least confident are left out (rates 0, 0.1, ..., 0.9; a group of equal confidences
+  counted at its mean), scaled between the flat curve (0) and the oracle's (1): `naucs`.
 
 Retrieval at depth 1000: mteb keeps the top 1000 documents by score, choosing among documents tied at
 rank 1000 by torch.topk and a heap on (score, id); the search here breaks that tie by row. The
@@ -222,3 +226,61 @@ def mteb_scores(values: dict[str, np.ndarray], main_score: str = MAIN_SCORE) -> 
         scores["accuracy"] = scores["recall_at_1"]
     scores["main_score"] = scores[main_score]
     return scores
+
+
+ABSTENTION_RATES = np.linspace(0, 1, 11)[:-1]
+CONFIDENCES = ("max", "std", "diff1")
+NAUC_FAMILIES = ("ndcg", "map", "recall", "precision", "mrr")
+
+
+def confidences(rows: np.ndarray, scores: np.ndarray, exclude: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """{"max", "std", "diff1"}: (queries,) each query's confidence from its retrieved documents' scores
+    (as float64 values of the scores): the largest, their population standard deviation, the largest
+    minus the second (0 with fewer than two documents; all 0 for a query with none)."""
+    out = {name: np.zeros(len(rows)) for name in CONFIDENCES}
+    for query, (row, score) in enumerate(zip(np.asarray(rows), np.asarray(scores), strict=True)):
+        valid = row >= 0
+        if exclude is not None:
+            valid &= row != exclude[query]
+        values = np.sort(score[valid].astype(np.float64))[::-1]
+        if len(values) == 0:
+            continue
+        out["max"][query] = values[0]
+        out["std"][query] = float(np.std(score[valid].astype(np.float64)))
+        out["diff1"][query] = values[0] - values[1] if len(values) > 1 else 0.0
+    return out
+
+
+def _abstention_curve(confidence: np.ndarray, metric: np.ndarray) -> np.ndarray:
+    """The mean of `metric` over the queries kept at each abstention rate, the least confident left out
+    first; queries of equal confidence count at their group's mean (the expectation over tie orders)."""
+    if confidence.size == 0:
+        return np.full(len(ABSTENTION_RATES), np.nan)
+    order = np.argsort(confidence, kind="stable")
+    ranked, values = confidence[order], metric[order]
+    starts = np.flatnonzero(np.r_[True, ranked[1:] != ranked[:-1]])
+    sizes = np.diff(np.r_[starts, len(ranked)])
+    values = np.repeat(np.add.reduceat(values, starts) / sizes, sizes)
+    left_out = [min(round(rate * len(ranked)), len(ranked) - 1) for rate in ABSTENTION_RATES]
+    return np.array([values[n:].mean() for n in left_out])
+
+
+def nauc(confidence: np.ndarray, metric: np.ndarray) -> float:
+    """The normalized area under the abstention curve: 0 for the flat curve, 1 for the oracle's
+    (confidence = the metric itself); NaN when the two coincide."""
+    curve = _abstention_curve(confidence, metric)
+    oracle = _abstention_curve(metric, metric)
+    area, best = np.trapezoid(curve, ABSTENTION_RATES), np.trapezoid(oracle, ABSTENTION_RATES)
+    flat = oracle[0] * (ABSTENTION_RATES[-1] - ABSTENTION_RATES[0])
+    return float("nan") if best == flat else float((area - flat) / (best - flat))
+
+
+def naucs(values: dict[str, np.ndarray], confidence: dict[str, np.ndarray]) -> dict[str, float]:
+    """mteb's nauc_{figure}_at_{k}_{confidence} of every figure of NAUC_FAMILIES at every cut-off of
+    `values` (per-query figures, the queries in the order of `confidence`)."""
+    out = {}
+    for name, metric in values.items():
+        if name.split("_at_")[0] in NAUC_FAMILIES:
+            for kind in CONFIDENCES:
+                out[f"nauc_{name}_{kind}"] = nauc(confidence[kind], np.asarray(metric, dtype=np.float64))
+    return out

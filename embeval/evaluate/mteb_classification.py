@@ -22,8 +22,10 @@ What mteb does on one subset and evaluation split:
   above, except that the order carried over has the length of the first fold's train rows (a
   later, larger fold never draws its last rows).
 
-Bootstrap: the test items are resampled; each experiment's predictions stay fixed and a figure is
-averaged over experiments as reported (`STATISTICS`).
+Bootstrap: the test items and the experiments are resampled together (each experiment's predictions
+stay fixed; a resample weights the test items and draws the experiments with replacement), and a
+figure is averaged over the drawn experiments as reported (`STATISTICS`): the interval of the mean
+over experiments holds both the test items' sampling and the spread of the training draws.
 """
 
 from collections import defaultdict
@@ -35,6 +37,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import accuracy_score, average_precision_score, f1_score, precision_score, recall_score
 from sklearn.model_selection import KFold
 
+from embeval import stats
 from embeval.stats import Statistic
 
 MTEB_VERSION = "2.26.24"
@@ -188,9 +191,11 @@ def _by_group(statistic):
 
 @_by_group
 def accuracy(W, arrays):
-    """The mean over experiments of the weighted accuracy (fraction)."""
-    correct = (arrays["pred"] == arrays["gold"][:, None]).mean(1)
-    return (W @ correct) / W.sum(1)
+    """The mean over experiments of the weighted accuracy (fraction), experiments resampled too."""
+    correct = (arrays["pred"] == arrays["gold"][:, None]).astype(np.float64)
+    per_experiment = (W @ correct) / W.sum(1)[:, None]
+    counts = stats.experiment_counts(W, correct.shape[1])
+    return (per_experiment * counts).sum(1) / counts.sum(1)
 
 
 def _one_hot(codes, n_classes):
@@ -200,7 +205,7 @@ def _one_hot(codes, n_classes):
 @_by_group
 def macro_f1(W, arrays):
     """The mean over experiments of scikit-learn's macro F1 with item weights: the mean F1 of the
-    labels present (weight > 0) in the resample's gold or predicted labels."""
+    labels present (weight > 0) in the resample's gold or predicted labels; experiments resampled too."""
     gold, predictions, n_classes = _codes(arrays)
     gold_hot = _one_hot(gold, n_classes)
     in_gold = np.asarray(W @ gold_hot)
@@ -211,7 +216,8 @@ def macro_f1(W, arrays):
         present = denominator > 0
         f1 = np.where(present, 2 * true_positive / np.where(present, denominator, 1), 0.0)
         values.append(f1.sum(1) / present.sum(1))
-    return np.mean(values, axis=0)
+    counts = stats.experiment_counts(W, len(values))
+    return (np.array(values).T * counts).sum(1) / counts.sum(1)
 
 
 # figure -> embeval.stats.Statistic (stratified: resampled within folds where the arrays have them)

@@ -4,16 +4,17 @@ over shards: the document list's source searches), or each query's candidates sc
 then MTEB's figures per query (embeval.evaluate.ir_metrics) and their means.
 
 Scores are float32 inner products of the float32 vectors (L2-normalized for cosine), as mteb's
-search computes them; documents of equal score are ranked by document id, descending, as
+search computes them (reranking: each query against its candidates, mteb's shapes and
+operations); documents of equal score are ranked by document id, descending, as
 pytrec_eval ranks them (the search's own tie rule, lowest row first, only decides which of the
 documents tied at the depth limit are kept).
 """
 
 import numpy as np
+import torch
 
-from embeval.evaluate import ir_metrics
+from embeval.evaluate import ir_metrics, mteb_similarity
 from embeval.formats import predictions
-from embeval.train import search
 
 # The figures whose per-query values are kept for intervals and paired comparisons.
 KEPT = ("ndcg_at_10", "map_at_10", "map_at_1000", "mrr_at_10", "recall_at_100", "recall_at_1000")
@@ -36,18 +37,22 @@ def retrieve(ctx, depth, similarity, role="query"):
 
 
 def rerank(ctx, similarity, role="query"):
-    """(scores, document rows) of each query's candidates, scored by the similarity of the vectors."""
+    """(scores, document rows) of each query's candidates, scored as mteb's reranking scores them:
+    per query, its float32 vector against its candidates' in their given order (mteb's cos_sim or
+    dot_score on those shapes), so equal and near-equal scores fall as they do in mteb."""
     data = ctx.data
-    queries = ctx.sources[role].gather(ctx.rows[role]).astype(np.float32)
+    queries = mteb_similarity.tensor(ctx.sources[role].gather(ctx.rows[role]))
     rows = ir_metrics.pad_candidates(len(data.query_ids), *data.candidates)
-    valid = rows >= 0
-    documents = np.zeros((*rows.shape, queries.shape[1]), dtype=np.float32)
-    documents[valid] = ctx.sources["document"].gather(ctx.rows["document"][rows[valid]])
-    if similarity == "cosine":
-        queries = queries / np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), search.NORM_EPS)
-        documents = documents / np.maximum(np.linalg.norm(documents, axis=2, keepdims=True), search.NORM_EPS)
-    scores = np.einsum("qd,qkd->qk", queries, documents).astype(np.float32)
-    return np.where(valid, scores, np.float32(0)), rows
+    needed = np.unique(rows[rows >= 0])
+    table = mteb_similarity.tensor(ctx.sources["document"].gather(ctx.rows["document"][needed]))
+    scores = np.zeros(rows.shape, dtype=np.float32)
+    for query, candidates in enumerate(rows):
+        valid = candidates[candidates >= 0]
+        if len(valid) == 0:
+            continue
+        documents = table[torch.as_tensor(np.searchsorted(needed, valid))]
+        scores[query, : len(valid)] = mteb_similarity.matrix(queries[query], documents, similarity)[0].numpy()
+    return scores, rows
 
 
 def evaluate(ctx, main, depth, similarity, ignore_identical, reranking=False):
@@ -59,5 +64,6 @@ def evaluate(ctx, main, depth, similarity, ignore_identical, reranking=False):
     values = ir_metrics.per_query(rows, scores, data.qrels, ir_metrics.id_ranks(data.doc_ids), exclude=exclude)
     ctx.keep("", query_set(values, main))
     results = ir_metrics.means(values)
+    results.update(ir_metrics.naucs(values, ir_metrics.confidences(rows, scores, exclude)))
     results.update(nqueries=len(data.query_ids), ndocs=len(data.doc_ids), depth=int(rows.shape[1]))
     return results

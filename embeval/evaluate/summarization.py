@@ -7,39 +7,50 @@ computed (scipy), and the figures are their means over texts. A text is left out
 all equal, or its machine summaries' best cosines are all equal, or their best dot products are all
 equal. mteb rescales grades to [0, 1] first ((x - min) / (max - min)), which changes no correlation.
 Keys: cosine_spearman (main score), cosine_pearson, dot_spearman, dot_pearson, and spearman/pearson
-for the model's own similarity, which is the cosine here.
+for the model's own similarity (the task's `similarity`: cosine or dot).
 
 SummEval (the original task, type Summarization) is scored by mteb's DeprecatedSummarizationEvaluator,
 which keeps a bug for comparability (mteb issue 1156): it averages each text's (correlation, p-value)
 pair together, i.e. the figure is the mean over texts of (r + p) / 2. SummEvalSummarization.v2 uses the
 fixed evaluator. `mteb_scores(values, deprecated=True)` gives the former.
 
-mteb computes cosines and dot products in float32 (mteb.similarity_functions); here they are float64,
-which moves the figures by about 1e-8 and could, only for summaries whose scores agree to float32's
-resolution, change a tie in Spearman's ranks or the rule that leaves a text out.
+The cosines and dot products are computed as mteb computes them (embeval.evaluate.mteb_similarity:
+float32 torch, one machine summary against its text's human summaries; the model's similarity one
+pair at a time), so identical summaries tie and a text is left out exactly when mteb leaves it out.
 """
 
 import numpy as np
+import torch
 from scipy.stats import pearsonr, spearmanr
+
+from embeval.evaluate import mteb_similarity
 
 KINDS = ("cosine", "dot")
 
 
 def best_scores(
-    machine: np.ndarray, human: np.ndarray, machine_text: np.ndarray, human_text: np.ndarray
+    machine: np.ndarray,
+    human: np.ndarray,
+    machine_text: np.ndarray,
+    human_text: np.ndarray,
+    similarity: str = "cosine",
 ) -> dict[str, np.ndarray]:
-    """{"cosine", "dot"}: (machine summaries,) each machine summary's largest cosine / dot product with
-    the human summaries of its text (machine_text, human_text: the text index of each summary)."""
-    machine, human = np.asarray(machine, dtype=np.float64), np.asarray(human, dtype=np.float64)
-    machine_unit = machine / np.linalg.norm(machine, axis=1, keepdims=True)
-    human_unit = human / np.linalg.norm(human, axis=1, keepdims=True)
-    out = {kind: np.full(len(machine), np.nan) for kind in KINDS}
+    """{"cosine", "dot", "similarity"}: (machine summaries,) each machine summary's largest cosine / dot
+    product / model similarity (`similarity`) with the human summaries of its text (machine_text,
+    human_text: the text index of each summary), computed as mteb computes them: float32, one machine
+    summary against its text's human summaries (the model's similarity one pair at a time)."""
+    machines, human_rows = mteb_similarity.tensor(machine), mteb_similarity.tensor(human)
+    out = {kind: np.full(len(machines), np.nan) for kind in (*KINDS, "similarity")}
     for text in np.unique(machine_text):
         m, h = np.flatnonzero(machine_text == text), np.flatnonzero(human_text == text)
         if len(h) == 0:
             raise ValueError(f"text {text} has machine summaries but no human summary")
-        out["cosine"][m] = (machine_unit[m] @ human_unit[h].T).max(1)
-        out["dot"][m] = (machine[m] @ human[h].T).max(1)
+        humans = human_rows[torch.as_tensor(h)]
+        for i in m:
+            for kind in KINDS:
+                out[kind][i] = torch.max(mteb_similarity.matrix(machines[i], humans, kind)).item()
+            pairs = [mteb_similarity.matrix(machines[i], row, similarity).item() for row in humans]
+            out["similarity"][i] = torch.max(torch.tensor(pairs)).item()
     return out
 
 
@@ -50,7 +61,8 @@ def per_text(scores: dict[str, np.ndarray], gold: np.ndarray, machine_text: np.n
     gold = np.asarray(gold, dtype=np.float64)
     texts = np.unique(machine_text)
     out = {"kept": np.zeros(len(texts), dtype=bool)}
-    for kind in KINDS:
+    kinds = tuple(kind for kind in (*KINDS, "similarity") if kind in scores)
+    for kind in kinds:
         for name in ("spearman", "pearson"):
             out[f"{kind}_{name}"] = np.full(len(texts), np.nan)
             out[f"{kind}_{name}_p"] = np.full(len(texts), np.nan)
@@ -60,7 +72,7 @@ def per_text(scores: dict[str, np.ndarray], gold: np.ndarray, machine_text: np.n
         if any(constant):
             continue
         out["kept"][i] = True
-        for kind in KINDS:
+        for kind in kinds:
             for name, correlation in (("spearman", spearmanr), ("pearson", pearsonr)):
                 result = correlation(gold[member], scores[kind][member])
                 out[f"{kind}_{name}"][i], out[f"{kind}_{name}_p"][i] = result.statistic, result.pvalue
@@ -72,7 +84,9 @@ def item_values(values: dict[str, np.ndarray], deprecated: bool = False) -> dict
     `deprecated` (SummEval v1) the mean of the correlation and its p-value."""
     kept = values["kept"]
     out = {}
-    for kind in KINDS:
+    for kind in (*KINDS, "similarity"):
+        if f"{kind}_spearman" not in values:
+            continue
         for name in ("spearman", "pearson"):
             key = f"{kind}_{name}"
             out[key] = (values[key] + values[key + "_p"]) / 2 if deprecated else values[key]
@@ -81,11 +95,13 @@ def item_values(values: dict[str, np.ndarray], deprecated: bool = False) -> dict
 
 
 def mteb_scores(values: dict[str, np.ndarray], deprecated: bool = False) -> dict[str, float]:
-    """The figures as mteb reports them (the model's similarity taken as the cosine)."""
+    """The figures as mteb reports them (`pearson` and `spearman`: the model's similarity, the cosine
+    when the scores hold no "similarity")."""
     means = {name: float(np.mean(v)) for name, v in item_values(values, deprecated).items()}
+    model = "similarity" if "similarity_spearman" in means else "cosine"
     return {
-        "pearson": means["cosine_pearson"],
-        "spearman": means["cosine_spearman"],
+        "pearson": means.pop(f"{model}_pearson") if model == "similarity" else means["cosine_pearson"],
+        "spearman": means.pop(f"{model}_spearman") if model == "similarity" else means["cosine_spearman"],
         **means,
         "main_score": means["cosine_spearman"],
     }

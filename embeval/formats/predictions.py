@@ -81,12 +81,16 @@ def figure_path(set_name, figure):
 
 
 def intervals(task, sets, seed, resamples, level=stats.LEVEL):
-    """{"method", "level", "resamples", "seed", "figures": {path: {value, low, high, n}}} for every figure."""
+    """{"method", "level", "resamples", "seed", "figures": {path: {value, low, high, n}}} for every figure
+    (a figure whose statistic is centred says so in its own "method")."""
     figures = {}
     for name, pset in sets.items():
         for figure in pset.figures:
-            ci = stats.bootstrap_ci(statistic(pset.kind, figure), pset.arrays, seed, task, resamples, level)
+            stat = statistic(pset.kind, figure)
+            ci = stats.bootstrap_ci(stat, pset.arrays, seed, task, resamples, level)
             ci["n"] = pset.items
+            if stat.centred:  # not the percentile interval: say which
+                ci["method"] = "centred bootstrap (the resamples' spread about their mean, reflected about the figure)"
             figures[figure_path(name, figure)] = ci
     return {
         "method": "percentile bootstrap over test items (paired across runs)",

@@ -1,13 +1,13 @@
 """Bitext mining, scored as MTEB scores it (embeval.evaluate.bitext, mteb 2.26.24's BitextMiningEvaluator):
-each first sentence is matched with its most cosine-similar second sentence; the gold match of the
+each first sentence is matched with its most similar second sentence; the gold match of the
 sentence of row i is the second sentence of row i.
 
 File: `test` with sentence1 and sentence2 columns (mteb's), one translation pair a row.
 Figures (fractions, scikit-learn's over the gold and matched rows): f1 (the headline, mteb's main
 score for most bitext tasks), accuracy, and precision and recall weighted by the gold rows'
-support. Exactly tied similarities (a second sentence written twice) go to the lowest row; mteb's
-torch.topk leaves that choice unspecified, and mteb computes the cosines in float32 where embeval
-uses float64, which can break a near-tie the other way. The bootstrap resamples the first sentences
+support. Key `similarity`: "cosine" (the default) or "dot", the model's similarity. Similarities and
+the choice among ties are mteb's (float32 torch, torch.topk(k=1, sorted=False) on mteb's chunks).
+The bootstrap resamples the first sentences
 and recomputes the weighted figures (a sentence's precision depends on how many others chose its
 match).
 """
@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from embeval.evaluate import bitext
 from embeval.kinds.mteb_shared import figures_of, fractions_line, headline_column
 from embeval.kinds.mteb_shared import score_fields as mteb_fields
 from embeval.stats import Statistic
+from embeval.tasks.declaration import Declaration
 from embeval.tasks.figures import Column, Figure
 from embeval.tasks.kind import Kind, Line
 from embeval.tasks.spec import TaskSpec
@@ -41,7 +41,12 @@ MTEB_KEYS = ("precision", "recall", "f1", "accuracy")
 
 
 def _weighted(name: str) -> Statistic:
-    return Statistic(lambda W, arrays: bitext.weighted_figures(W, arrays["gold"], arrays["pred"])[name], False)
+    def figure(W: Any, arrays: Any) -> Any:
+        from embeval.evaluate import bitext
+
+        return bitext.weighted_figures(W, arrays["gold"], arrays["pred"])[name]
+
+    return Statistic(figure, False, centred=True)
 
 
 class Bitext(Kind):
@@ -51,6 +56,9 @@ class Bitext(Kind):
 
     def column_keys(self, protocol: str | None) -> tuple[str, ...]:
         return ("sentence1", "sentence2")
+
+    def read_params(self, decl: Declaration, protocol: str | None) -> str:
+        return str(decl.take("similarity", default="cosine", choices=("cosine", "dot")))
 
     def load(self, spec: TaskSpec, paths: Mapping[str, Path]) -> Any:
         return read_pairs(spec, paths["test"])
@@ -62,11 +70,12 @@ class Bitext(Kind):
         return False
 
     def evaluate(self, ctx: Any) -> dict[str, Any]:
+        from embeval.evaluate import bitext
         from embeval.formats.predictions import PredictionSet
 
         table = ctx.table.cpu().numpy()
         first, second = ctx.rows["test"]
-        predicted = bitext.nearest(table[first], table[second])
+        predicted = bitext.nearest(table[first], table[second], ctx.task.params or "cosine")
         gold = np.arange(len(first), dtype=np.int64)
         ctx.keep("", PredictionSet(SET_KIND, {"gold": gold, "pred": predicted}, tuple(f.path for f in FIGURES)))
         figures = bitext.mteb_scores(gold, predicted)

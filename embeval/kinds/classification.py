@@ -18,8 +18,10 @@ Protocol "mteb" (MTEB's AbsTaskClassification, embeval.evaluate.mteb_classificat
 and test; n_experiments times, a training set of up to samples_per_label sentences of each label
 drawn from train as mteb draws it, scikit-learn's logistic regression fitted on it and tested on
 all of test. Keys with MTEB's defaults: samples_per_label (8), n_experiments (10), max_iter (100),
-seed (42, MTEB's task seed, not the run's --seed). Only the train sentences some experiment draws
-are exported (the draws depend on the labels and the seed only), as mteb embeds only those.
+seed (42, MTEB's task seed, not the run's --seed; or `seeds`, a list: scored under each seed,
+the figures the means over all their experiments, `per_seed` each seed's). Only the train
+sentences some experiment draws are exported (the draws depend on the labels and the seeds only),
+as mteb embeds only those.
 Figures (fractions, means over the experiments): accuracy (the headline), macro f1, f1_weighted,
 precision, precision_weighted, recall, recall_weighted, and for two labels ap and ap_weighted.
 """
@@ -188,20 +190,38 @@ class MtebClassifierParams:
     n_experiments: int = 10
     max_iter: int = 100
     seed: int = 42
+    more_seeds: tuple[int, ...] = ()  # `seeds = [...]`: the task scored under each seed, one after another
+
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        return (self.seed, *self.more_seeds)
 
     def training_rows(self, labels: Any) -> list[Any]:
-        """The train rows of each experiment, as mteb draws them."""
+        """The train rows of each experiment, as mteb draws them (every seed's experiments in turn)."""
         from embeval.evaluate import mteb_classification
 
-        return mteb_classification.training_rows(labels, self.n_experiments, self.samples_per_label, self.seed)
+        return [
+            rows
+            for seed in self.seeds
+            for rows in mteb_classification.training_rows(labels, self.n_experiments, self.samples_per_label, seed)
+        ]
 
 
 def read_mteb_keys(decl: Declaration) -> MtebClassifierParams:
-    values = {}
+    values: dict[str, Any] = {}
     for key, least in (("samples_per_label", 1), ("n_experiments", 1), ("max_iter", 1), ("seed", 0)):
         values[key] = decl.take(key, (int,), getattr(MtebClassifierParams, key))
         if values[key] < least:
             raise decl.error(f"must be an integer >= {least}, got {values[key]}", key)
+    if decl.has("seeds"):
+        if decl.has("seed"):
+            raise decl.error("give `seed` or `seeds`, not both", "seeds")
+        seeds = decl.take("seeds", (list,), [])
+        if not seeds or any(not isinstance(v, int) or isinstance(v, bool) or v < 0 for v in seeds):
+            raise decl.error(f"must be a non-empty list of integers >= 0, got {seeds}", "seeds")
+        if len(set(seeds)) != len(seeds):
+            raise decl.error(f"lists a seed twice: {seeds}", "seeds")
+        values["seed"], values["more_seeds"] = seeds[0], tuple(seeds[1:])
     return MtebClassifierParams(**values)
 
 
@@ -296,7 +316,7 @@ class Classification(SentEvalClassifierKind):
         return headline_column(spec, "mteb-classification", note)
 
     def mteb_scores(self, spec: TaskSpec, results: Mapping[str, Any]) -> dict[str, Any] | None:
-        if spec.protocol != MTEB:
+        if spec.protocol != MTEB or "seeds" in results:  # several seeds: not one MTEB result
             return None
         return mteb_fields(spec, results, tuple(f.path for f in MTEB_FIGURES) + ("scores_per_experiment",))
 
@@ -378,18 +398,33 @@ def evaluate_mteb(ctx: Any) -> dict[str, Any]:
     train, test = ctx.data.splits["train"], ctx.data.splits["test"]
     # One thread: the fits are small, and a pool of threads made them 12x slower on a shared machine
     # (bench/mteb_threads.py). A label never predicted has precision 0 (scikit-learn's, mteb's), unsaid.
+    runs = []
     with threadpool_limits(1), warnings.catch_warnings():
         warnings.simplefilter("ignore", UndefinedMetricWarning)
-        figures, arrays = mteb_classification.classify(
-            RowsOf(table, ctx.rows["train"][0]),
-            train.y,
-            table[ctx.rows["test"][0]],
-            test.y,
-            n_experiments=params.n_experiments,
-            samples_per_label=params.samples_per_label,
-            seed=params.seed,
-            max_iter=params.max_iter,
-        )
+        for seed in params.seeds:
+            runs.append(
+                mteb_classification.classify(
+                    RowsOf(table, ctx.rows["train"][0]),
+                    train.y,
+                    table[ctx.rows["test"][0]],
+                    test.y,
+                    n_experiments=params.n_experiments,
+                    samples_per_label=params.samples_per_label,
+                    seed=seed,
+                    max_iter=params.max_iter,
+                )
+            )
+    figures, arrays = runs[0]
+    if len(runs) > 1:  # every seed's experiments together: the figures are their means
+        import numpy as np
+
+        figures = mteb_classification.average([e for f, _ in runs for e in f["scores_per_experiment"]])
+        figures["seeds"] = list(params.seeds)
+        figures["per_seed"] = {
+            str(seed): {k: v for k, v in f.items() if k != "scores_per_experiment"}
+            for seed, (f, _) in zip(params.seeds, runs, strict=True)
+        }
+        arrays = {"gold": arrays["gold"], "pred": np.concatenate([a["pred"] for _, a in runs], axis=1)}
     ctx.keep(
         "", PredictionSet(MTEB_SET, arrays, ("accuracy", "f1"), "test split, file order; one column per experiment")
     )

@@ -144,8 +144,8 @@ class Clustering(Kind):
     summary = "labelled documents; MiniBatchKMeans scored by v-measure (MTEB's bootstrap or per-set protocol)"
     protocols = (BOOTSTRAP, SETS)
     statistics = {
-        BOOTSTRAP_SET: {"v_measure": lazy_statistic(PROTOCOL, "bootstrap.v_measure", False)},
-        SETS_SET: {"v_measure": lazy_statistic(PROTOCOL, "sets.v_measure", True)},
+        BOOTSTRAP_SET: {"v_measure": lazy_statistic(PROTOCOL, "bootstrap.v_measure", False, centred=True)},
+        SETS_SET: {"v_measure": lazy_statistic(PROTOCOL, "sets.v_measure", True, centred=True)},
     }
 
     def column_keys(self, protocol: str | None) -> tuple[str, ...]:

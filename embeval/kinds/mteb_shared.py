@@ -21,14 +21,14 @@ from embeval.tasks.spec import TaskSpec
 MTEB_VERSION = "2.26.24"  # the mteb whose evaluators the figures equal (embeval/evaluate's protocol modules)
 
 
-def lazy_statistic(module: str, name: str, stratified: bool) -> Statistic:
+def lazy_statistic(module: str, name: str, stratified: bool, centred: bool = False) -> Statistic:
     """The Statistic `name` of `module`'s STATISTICS, its module imported on first use (the protocol
     modules import scikit-learn; a kind module must stay light to import)."""
 
     def function(W: Any, arrays: Any) -> Any:
         return importlib.import_module(module).STATISTICS[name].function(W, arrays)
 
-    return Statistic(function, stratified)
+    return Statistic(function, stratified, centred)
 
 
 def fractions_line(
@@ -61,13 +61,20 @@ def headline_column(spec: TaskSpec, group: str, note: str) -> tuple[Column, ...]
 def score_fields(spec: TaskSpec, results: Mapping[str, Any], keys: Sequence[str]) -> dict[str, Any] | None:
     """MTEB's score fields `keys` of a result and its main_score (the task's headline figure, which a
     task names with `figure` when its MTEB counterpart's main score is another), or None when the
-    results lack one of them."""
+    results lack one of them; a null figure is written as mteb writes it, NaN."""
     if any(key not in results for key in keys):
         return None
     main = lookup(results, spec.headline.path)
     if not isinstance(main, (int, float)) or isinstance(main, bool):
         return None
-    return {**{key: results[key] for key in keys}, "main_score": main}
+    return {**{key: nan_for_null(results[key]) for key in keys}, "main_score": main}
+
+
+def nan_for_null(value: Any) -> Any:
+    """A figure as mteb writes it: a null figure of the results file (a NaN) back to NaN (mteb writes
+    NaN, e.g. `ap` of a multi-class classification; inside lists, such as each experiment's scores,
+    mteb writes null itself, so those are left as they are)."""
+    return float("nan") if value is None else value
 
 
 def figures_of(paths_and_labels: Sequence[tuple[str, str]]) -> tuple[Figure, ...]:

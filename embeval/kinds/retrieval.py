@@ -174,6 +174,10 @@ class Retrieval(Kind):
             if not isinstance(value, (int, float)):
                 return None
             scores[name] = round(value, 5) if name.split("_at_")[0] in ROUNDED else value
+        scores["accuracy"] = scores["recall_at_1"]  # mteb's, for its multiple-choice tasks
+        for name, value in results.items():
+            if name.startswith("nauc_"):  # mteb's abstention figures, unrounded (NaN kept)
+                scores[name] = float("nan") if value is None else value
         scores["main_score"] = scores[spec.headline.path]
         return scores
 

@@ -119,7 +119,14 @@ class Sts(Kind):
         pairs = (
             sum(c for c in counts if isinstance(c, int)) if counts and all(isinstance(c, int) for c in counts) else None
         )
-        return {"cosine_spearman": spearman, "cosine_pearson": pearson, "main_score": spearman, "pairs": pairs}
+        return {
+            "cosine_spearman": spearman,
+            "cosine_pearson": pearson,
+            "spearman": spearman,  # the model's similarity: cosine (model_meta.json's similarity_fn_name)
+            "pearson": pearson,
+            "main_score": spearman,
+            "pairs": pairs,
+        }
 
 
 KIND = Sts()

@@ -14,9 +14,9 @@ DeprecatedSummarizationEvaluator, which SummEval keeps: each text's value is the
 correlation and its p-value, mteb issue 1156).
 
 Figures (mteb's names): cosine_spearman (the headline), cosine_pearson, dot_spearman, dot_pearson;
-spearman and pearson (the model's similarity, the cosine here) repeat the cosine figures in MTEB's
-result files. The bootstrap resamples the texts kept. embeval computes the similarities in float64,
-mteb in float32: figures agree to about 1e-8.
+spearman and pearson: the model's similarity (key `similarity`: "cosine", the default, or "dot"), as
+in MTEB's result files. The bootstrap resamples the texts kept. The similarities are computed as mteb
+computes them (float32 torch; identical summaries tie).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import numpy as np
 from embeval.kinds.mteb_shared import figures_of, fractions_line, headline_column
 from embeval.kinds.mteb_shared import score_fields as mteb_fields
 from embeval.stats import Statistic
+from embeval.tasks.declaration import Declaration
 from embeval.tasks.figures import Column, Figure
 from embeval.tasks.kind import TEXT, Kind, Line
 from embeval.tasks.spec import TaskSpec
@@ -80,6 +81,9 @@ class Summarization(Kind):
     def column_keys(self, protocol: str | None) -> tuple[str, ...]:
         return ("human_summaries", "machine_summaries", "relevance")
 
+    def read_params(self, decl: Declaration, protocol: str | None) -> str:
+        return str(decl.take("similarity", default="cosine", choices=("cosine", "dot")))
+
     def load(self, spec: TaskSpec, paths: Mapping[str, Path]) -> Summaries:
         return read_summaries(spec, paths["test"])
 
@@ -105,7 +109,11 @@ class Summarization(Kind):
 
         data, table = ctx.data, ctx.table.cpu().numpy()
         scores = summarization.best_scores(
-            table[ctx.rows["machine"][0]], table[ctx.rows["human"][0]], data.machine_text, data.human_text
+            table[ctx.rows["machine"][0]],
+            table[ctx.rows["human"][0]],
+            data.machine_text,
+            data.human_text,
+            ctx.task.params or "cosine",
         )
         values = summarization.per_text(scores, data.relevance, data.machine_text)
         deprecated = ctx.task.protocol == SUMMEVAL
@@ -114,7 +122,8 @@ class Summarization(Kind):
             figures = summarization.mteb_scores(values, deprecated)
             items = summarization.item_values(values, deprecated)
             order = "texts kept, file order"
-            ctx.keep("", PredictionSet(SET_KIND, {f.path: items[f.path] for f in FIGURES}, tuple(items), order))
+            names = tuple(f.path for f in FIGURES)
+            ctx.keep("", PredictionSet(SET_KIND, {name: items[name] for name in names}, names, order))
         else:
             figures = dict.fromkeys(MTEB_KEYS + ("main_score",), float("nan"))
         figures.pop("main_score")

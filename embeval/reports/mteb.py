@@ -65,6 +65,8 @@ def scores(record, path="results", registry=None):
                 f"{spec.mteb.name}: left out: scored on {pairs} pairs, MTEB's {spec.mteb.name} has {spec.mteb.pairs}"
             )
             continue
+        if not spec.mteb.revision:
+            notes.append(f"{spec.mteb.name}: dataset_revision left empty (the [mteb] table declares no `revision`)")
         chosen.setdefault(spec.mteb.name, []).append((spec, fields))  # several: the subsets and splits of a task
     for spec in builtin().values():  # a task named like an MTEB task whose figures another task holds
         if (
