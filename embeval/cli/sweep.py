@@ -5,7 +5,7 @@ import sys
 import click
 
 from embeval.cli.common import data_option, fails_cleanly, say, task_file_option, task_registry, tasks_option
-from embeval.cli.options import config_option, device_option, options
+from embeval.cli.options import config_option, device_option, options, threads_option
 from embeval.errors import EXIT_BAD_INPUT, EmbevalError
 
 
@@ -81,6 +81,7 @@ def parse_dims(text):
     config_option("bootstrap"),
     config_option("seed"),
 )
+@threads_option
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
 @fails_cleanly
 def sweep(
@@ -102,6 +103,7 @@ def sweep(
     normalize,
     bootstrap,
     seed,
+    threads,
     quiet,
 ):
     """Score many vectors files in one run: checkpoints, models, truncations.
@@ -148,6 +150,7 @@ def sweep(
         log=(lambda m: None) if quiet else say,
         restart=restart,
         registry=registry,
+        threads=threads,
     )
     if summary["sources"]:
         click.echo(sweep_report.table(summary))

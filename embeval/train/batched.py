@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from embeval import threads
 from embeval.train import rounds
 from embeval.train.features import to_device
 from embeval.train.optimizers import BatchedOptimizer, parse
@@ -267,8 +268,19 @@ def train(features, labels, nclasses, groups, regs, classifier, seed, device, dr
         if progress:
             progress(passes_done[0], int(stopping.running.sum()), G * R)
 
-    stopping, _ = rounds.run(train_round, score, keep_best, (G, R), tenacity, epoch_size, max_epoch)
+    with threads.for_work(step_flops(min(G, chunk) * batch, features.dim, R, nclasses, nhid), device):
+        stopping, _ = rounds.run(train_round, score, keep_best, (G, R), tenacity, epoch_size, max_epoch)
     return Trained(best, stopping.best, stopping.rounds, nhid)
+
+
+def step_flops(rows, dim, regs, nclasses, nhid):
+    """Arithmetic of one training step's products over `rows` gathered samples (forward and both
+    gradients: about 3 products of 2 flops per multiply-add) for every regularization."""
+    width = nhid or nclasses
+    flops = 6 * rows * dim * regs * width
+    if nhid:
+        flops += 6 * rows * regs * nhid * nclasses
+    return float(flops)
 
 
 class _RoundPlan:
