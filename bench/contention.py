@@ -18,9 +18,11 @@ Vectors: tests/devbow.py's encoder (the sweep's files: its construction salted p
 Arms: beside k busy processes (`yes > /dev/null`, started before the arm's runs and stopped after),
 k from --busy; the other tree runs in the arms of --against-busy, alternately with this one. The
 seconds are those embeval records for the task (the search's are timed around it; the sweep's are
-its whole process). A run over --timeout is stopped and recorded as at least that long. Every arm
+its whole process). A run of the other tree over --timeout is stopped and recorded as at least that long. Every arm
 records the load average (`uptime`) before and after it; the figures of every run are compared
-with this tree's first. Targets: beside k busy processes on c CPUs, each task within
+with this tree's first (or, with --compare-with FILE, with that run's). `--this-threads 1
+--compare-with bench/results/contention.json --busy 0 --against-busy ""` checks that one thread
+gives the same figures. Targets: beside k busy processes on c CPUs, each task within
 (c + k) / c x its time alone x 1.5; alone, within 5% of the other tree's time.
 """
 
@@ -28,6 +30,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -41,6 +44,7 @@ SCORED = {"sick-e": ("SICKEntailment", "senteval"), "mrpc": ("MRPC", "senteval")
 SWEEP_TASKS = "SICKEntailment"
 SWEEP_FILES = 3
 SEARCH = {"queries": 2000, "corpus": 100_000, "dim": 256, "k": 100}
+THIS_TIMEOUT = 600.0  # this tree's runs are stopped only after this long (or --timeout, if longer)
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY", "KMP_BLOCKTIME", "GOMP_SPINCOUNT")
 
 SEARCH_CHILD = """
@@ -88,23 +92,27 @@ def environment(tree):
     return env
 
 
-def run_task(task, tree, data, work, timeout):
-    """(seconds, figures) of one task run by the code in `tree`; (timeout, None) when stopped."""
+def run_task(task, tree, data, work, timeout, threads=None):
+    """(seconds, figures, threads record) of one task run by the code in `tree`; (timeout, None,
+    None) when stopped. threads: --threads N (the search: OMP_NUM_THREADS=N)."""
     env = environment(tree)
+    option = [] if threads is None else ["--threads", str(threads)]
+    if threads is not None and task == "search":
+        env["OMP_NUM_THREADS"] = str(threads)
     with tempfile.TemporaryDirectory(dir=work) as tmp:
         out = Path(tmp)
         if task in SCORED:
             name, solver = SCORED[task]
             command = [sys.executable, "-m", "embeval", "score", str(work / "devbow.h5"), "--data", str(data)]
             command += ["--tasks", name, "--solver", solver, "--device", "cpu", "--bootstrap", "0", "--quiet"]
-            command += ["--out", str(out / "r.json")]
+            command += ["--out", str(out / "r.json")] + option
         elif task == "search":
             command = [sys.executable, "-c", SEARCH_CHILD] + [str(SEARCH[k]) for k in ("queries", "corpus", "dim", "k")]
         else:
             files = [str(work / f"file{i}.h5") for i in range(SWEEP_FILES)]
             command = [sys.executable, "-m", "embeval", "sweep", *files, "--data", str(data), "--tasks", SWEEP_TASKS]
             command += ["--solver", "senteval", "--device", "cpu", "--bootstrap", "0", "--quiet"]
-            command += ["--out-dir", str(out / "sweep")]
+            command += ["--out-dir", str(out / "sweep")] + option
         start = time.perf_counter()
         try:
             done = subprocess.run(command, env=env, cwd=tmp, capture_output=True, text=True, timeout=timeout)
@@ -162,13 +170,16 @@ def main():
     parser.add_argument("--repeats", type=int, default=1, help="runs of each (task, tree) per arm; the fastest kept")
     parser.add_argument("--timeout", type=float, default=45.0, help="seconds before a run is stopped")
     parser.add_argument("--out", default=str(HERE / "results" / "contention.json"))
+    parser.add_argument("--this-threads", type=int, help="run this tree with --threads N")
+    parser.add_argument("--compare-with", help="a results file of this bench whose figures every run must equal")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the busy processes on the way out
     tasks = args.tasks.split(",")
     unknown = sorted(set(tasks) - set(TASKS))
     if unknown:
         parser.error(f"unknown task {', '.join(unknown)}; tasks are {', '.join(TASKS)}")
     busy = [int(k) for k in args.busy.split(",")]
-    against = {int(k) for k in args.against_busy.split(",")} if args.against_busy else set()
+    against = {int(k) for k in args.against_busy.split(",") if k}
     trees = {"this": ROOT, "before": Path(args.against_tree).resolve()}
     c = cpus()
     started = time.perf_counter()
@@ -187,7 +198,8 @@ def main():
     with tempfile.TemporaryDirectory(prefix="embeval-contention-") as tmp:
         work = Path(tmp)
         make_vectors(args.data, work)
-        reference = {}
+        reference = json.loads(Path(args.compare_with).read_text())["reference_figures"] if args.compare_with else {}
+        result["this_threads"], result["compared_with"] = args.this_threads, args.compare_with
         print(f"{'busy':>4} {'task':11s} {'this s':>8} {'before s':>9}  same figures  load before/after", flush=True)
         for k in busy:
             arm = {"busy": k, "uptime_before": uptime(), "load_before": os.getloadavg()[0], "runs": {}}
@@ -197,7 +209,9 @@ def main():
                     runs = {name: [] for name in trees if name == "this" or k in against}
                     for _ in range(args.repeats):
                         for name in runs:
-                            runs[name].append(run_task(task, trees[name], args.data, work, args.timeout))
+                            threads = args.this_threads if name == "this" else None
+                            limit = args.timeout if name == "before" else max(args.timeout, THIS_TIMEOUT)
+                            runs[name].append(run_task(task, trees[name], args.data, work, limit, threads))
                     row = {}
                     for name, measured in runs.items():
                         finished = [m for m in measured if m[1] is not None]

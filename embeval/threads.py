@@ -11,8 +11,10 @@ wait take the CPU from the one they wait for. So: idle OpenMP threads sleep at o
 spinning (OMP_WAIT_POLICY=PASSIVE, KMP_BLOCKTIME=0, set before torch loads its OpenMP runtime
 unless the user set them), and work whose parallel regions are too short to gain from threads runs
 on one (`for_work`): the steps of SentEval's classifier protocol, a few milliseconds of arithmetic
-each, split into tens of small operations. Large products (L-BFGS's objective, the exact search)
-use every thread."""
+each, split into tens of small operations. Larger work (L-BFGS, wide MLPs) runs on a fair share
+of the threads, measured while it runs (`FairShare`): the CPUs the machine's other runnable tasks
+leave idle, at least one. Products split their outputs between threads, never a sum, so the figures
+do not depend on the thread count (tests/test_threads.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import contextlib
 import math
 import os
 import sys
+import time
 from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,18 +147,94 @@ def using(threads: Threads) -> Iterator[Threads]:
         torch.set_num_threads(before)
 
 
+def others_runnable(samples: int = 3, gap: float = 0.001, path: str = "/proc/loadavg") -> float | None:
+    """Tasks running or ready to run on the machine besides the calling thread, now: the median of a
+    few readings of /proc/loadavg's count of runnable tasks, less one (the reader). None where there
+    is no such file."""
+    counts = []
+    for i in range(samples):
+        try:
+            with open(path) as f:
+                counts.append(int(f.read().split()[3].split("/")[0]) - 1)
+        except (OSError, ValueError, IndexError):
+            return None
+        if i + 1 < samples:
+            time.sleep(gap)
+    return float(sorted(counts)[len(counts) // 2])
+
+
+class FairShare:
+    """torch's threads adapted while running to the CPUs other work leaves idle: at most `most` (the
+    run's count), at least one. `check()` between steps measures at most every CHECK_EVERY_S; a
+    machine whose other work fills every CPU gets one thread, whose regions wait for no one."""
+
+    CHECK_EVERY_S = 1.0
+
+    def __init__(self, most: int, probe: Any = None, clock: Any = time.monotonic) -> None:
+        self.most, self.clock = most, clock
+        self.probe = probe or (lambda: others_runnable())
+        self.cpus = os.cpu_count() or most
+        self.next_check = clock()  # the first check measures
+        self.counts: list[int] = []  # the counts chosen, in order (a record for benches and tests)
+
+    def wanted(self) -> int | None:
+        others = self.probe()
+        if others is None:
+            return None
+        return max(1, min(self.most, self.cpus - int(round(others))))
+
+    def check(self) -> None:
+        now = self.clock()
+        if now < self.next_check:
+            return
+        self.next_check = now + self.CHECK_EVERY_S
+        count = self.wanted()
+        if count is None:
+            return
+        import torch
+
+        if count != torch.get_num_threads():
+            torch.set_num_threads(count)
+        if not self.counts or self.counts[-1] != count:
+            self.counts.append(count)
+
+
+def _no_check() -> None:
+    return None
+
+
 @contextlib.contextmanager
-def for_work(step_flops: float, device: Any = None) -> Iterator[int]:
-    """The block on one thread when its steps are small (below LARGE_STEP_FLOPS each), else on the
-    run's threads; on a GPU nothing changes. Yields the thread count."""
+def fair_share(device: Any = None) -> Iterator[Any]:
+    """The block's threads follow a FairShare of the run's count (restored after); yields its check,
+    to call between steps. On a GPU, or with one thread, nothing changes."""
     import torch
 
     before = torch.get_num_threads()
-    if (device is not None and torch.device(device).type != "cpu") or step_flops >= LARGE_STEP_FLOPS:
-        yield before
+    if (device is not None and torch.device(device).type != "cpu") or before == 1:
+        yield _no_check
         return
+    share = FairShare(before)
+    try:
+        share.check()
+        yield share.check
+    finally:
+        torch.set_num_threads(before)
+
+
+@contextlib.contextmanager
+def for_work(step_flops: float, device: Any = None) -> Iterator[Any]:
+    """The block on one thread when its steps are small (below LARGE_STEP_FLOPS each), else on a fair
+    share of the run's threads (fair_share); on a GPU nothing changes. Yields the check to call
+    between steps."""
+    import torch
+
+    if (device is not None and torch.device(device).type != "cpu") or step_flops >= LARGE_STEP_FLOPS:
+        with fair_share(device) as check:
+            yield check
+        return
+    before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        yield 1
+        yield _no_check
     finally:
         torch.set_num_threads(before)

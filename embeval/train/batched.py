@@ -268,8 +268,13 @@ def train(features, labels, nclasses, groups, regs, classifier, seed, device, dr
         if progress:
             progress(passes_done[0], int(stopping.running.sum()), G * R)
 
-    with threads.for_work(step_flops(min(G, chunk) * batch, features.dim, R, nclasses, nhid), device):
-        stopping, _ = rounds.run(train_round, score, keep_best, (G, R), tenacity, epoch_size, max_epoch)
+    with threads.for_work(step_flops(min(G, chunk) * batch, features.dim, R, nclasses, nhid), device) as check:
+
+        def paced_round(running):
+            check()
+            train_round(running)
+
+        stopping, _ = rounds.run(paced_round, score, keep_best, (G, R), tenacity, epoch_size, max_epoch)
     return Trained(best, stopping.best, stopping.rounds, nhid)
 
 
