@@ -163,7 +163,7 @@ def cpus():
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=os.environ.get("EMBEVAL_DATA", str(ROOT.parent / "shared/senteval_data")))
-    parser.add_argument("--against-tree", required=True, help="another checkout (the code before the change)")
+    parser.add_argument("--against-tree", help="another checkout (the code before the change)")
     parser.add_argument("--tasks", default=",".join(TASKS))
     parser.add_argument("--busy", default="0,1,2,4", help="busy processes beside this tree's runs, per arm")
     parser.add_argument("--against-busy", default="0,2", help="the arms in which the other tree runs too")
@@ -172,8 +172,13 @@ def main():
     parser.add_argument("--out", default=str(HERE / "results" / "contention.json"))
     parser.add_argument("--this-threads", type=int, help="run this tree with --threads N")
     parser.add_argument("--compare-with", help="a results file of this bench whose figures every run must equal")
+    parser.add_argument("--table", metavar="FILE", help="print the Markdown table of a results file and stop")
     args = parser.parse_args()
+    if args.table:
+        return print(markdown(json.loads(Path(args.table).read_text())))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the busy processes on the way out
+    if not args.against_tree:
+        parser.error("--against-tree is required")
     tasks = args.tasks.split(",")
     unknown = sorted(set(tasks) - set(TASKS))
     if unknown:
@@ -295,6 +300,33 @@ def summary(result):
                 )
         lines.append(f"  {task}: " + "; ".join(parts))
     return lines
+
+
+def markdown(result):
+    """The docs' table of a results file: seconds per arm, this tree (slowdown against alone, the
+    bound) and the other tree where it ran; the load average at each arm's start."""
+    arms = result["arms"]
+    head = ["task", *(f"beside {a['busy']} (load {a['load_before']:.1f})" for a in arms), "same figures"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for task in result["tasks"]:
+        cells, same = [task], True
+        for arm in arms:
+            row = arm["runs"].get(task)
+            if not row:
+                cells.append("")
+                continue
+            this = f"{row['this']['seconds']:.1f} s"
+            target = result.get("targets", {}).get(task, {}).get(f"beside_{arm['busy']}")
+            if target:
+                this += f" ({target['slowdown']:.2f}x, bound {target['bound']:.2f}x)"
+            before = row.get("before")
+            if before:
+                this += f"; before {'> ' if before['timed_out'] else ''}{before['seconds']:.1f} s"
+            cells.append(this)
+            same = same and all(r["same_figures"] is not False for r in row.values())
+        cells.append("yes" if same else "NO")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def write(result, path):

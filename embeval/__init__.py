@@ -62,7 +62,7 @@ def score(
     """Score a vectors file on SentEval's tasks (and those of task_files) and return the results record
     (a dict, the JSON that `out` receives). config: embeval.run.config.build(...), a RunConfig
     (embeval.settings), or a results file's `config` object (default: the literature configuration).
-    options: task_files, strict, resume, save_predictions, progress, log, ray (see
+    options: task_files, strict, resume, save_predictions, progress, log, ray, threads (see
     embeval.run.score.score)."""
     from embeval.run.score import score as run
 

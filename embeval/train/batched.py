@@ -16,7 +16,9 @@ accuracy on the early-stopping set keeps the best model (strictly greater replac
 non-improving rounds that is never reset stops training at the first non-improving round that
 finds it at `tenacity`, or once more than `max_epoch` passes are done. Problems of equal train size
 share one numpy stream, drawn once per pass, exactly as separate seeded runs would draw it.
-Gradients are written out (softmax cross-entropy, sigmoid MLP), not taken by autograd.
+Gradients are written out (softmax cross-entropy, sigmoid MLP), not taken by autograd. On the CPU,
+steps too small to gain from threads run on one (embeval.threads.for_work), larger ones on a fair
+share of the threads; the weights are the same to the last bit either way.
 """
 
 from dataclasses import dataclass
