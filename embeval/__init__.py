@@ -21,6 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from embeval._version import __version__
+from embeval.threads import prepare_environment as _prepare_environment
+
+_prepare_environment()  # before torch loads OpenMP: idle threads sleep instead of spinning (docs/scoring.md)
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -59,7 +62,7 @@ def score(
     """Score a vectors file on SentEval's tasks (and those of task_files) and return the results record
     (a dict, the JSON that `out` receives). config: embeval.run.config.build(...), a RunConfig
     (embeval.settings), or a results file's `config` object (default: the literature configuration).
-    options: task_files, strict, resume, save_predictions, progress, log, ray (see
+    options: task_files, strict, resume, save_predictions, progress, log, ray, threads (see
     embeval.run.score.score)."""
     from embeval.run.score import score as run
 

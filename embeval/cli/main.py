@@ -20,7 +20,7 @@ from embeval.cli.common import (
     tasks_option,
 )
 from embeval.cli.data import data as data_commands
-from embeval.cli.options import comparison_options, config_option, device_option, options
+from embeval.cli.options import comparison_options, config_option, device_option, options, threads_option
 from embeval.cli.sweep import sweep as sweep_command
 from embeval.cli.tasks import tasks as tasks_command
 from embeval.errors import EmbevalError
@@ -201,6 +201,7 @@ def vectors_check(file, export_dir, tasks, task_files, strict):
     "joins a cluster (the vectors file must be readable by every worker at the same path). The figures "
     "are those of one search. Needs pip install 'embeval[ray]'.",
 )
+@threads_option
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
 @fails_cleanly
 def score(
@@ -225,6 +226,7 @@ def score(
     restart,
     strict,
     ray,
+    threads,
     quiet,
 ):
     """Score a vectors file on every task it holds.
@@ -285,6 +287,7 @@ def score(
                 save_predictions=save_predictions,
                 registry=registry,
                 ray=ray,
+                threads=threads,
             )
     except Interrupted as stop:
         stopped, code = ("terminated", EXIT_TERMINATED) if stop.terminated else ("interrupted", 130)

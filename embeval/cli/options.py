@@ -62,3 +62,16 @@ def comparison_options(command: Callable[..., Any]) -> Callable[..., Any]:
         config_option("baseline_bow_dim"),
         setting_option(SAVE_PREDICTIONS, "save_predictions"),
     )(command)
+
+
+def threads_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--threads N: torch's CPU threads for the run (embeval.threads.choose checks it)."""
+    return click.option(
+        "--threads",
+        "threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="CPU threads for the run (default: OMP_NUM_THREADS, else the CPUs this process may use: its "
+        "affinity and container quota). Figures do not depend on it.",
+    )(command)

@@ -14,7 +14,7 @@ from embeval.cli.common import (
     task_registry,
     tasks_option,
 )
-from embeval.cli.options import config_option, device_option, options
+from embeval.cli.options import config_option, device_option, options, threads_option
 from embeval.errors import EXIT_BAD_INPUT, EmbevalError
 
 
@@ -91,6 +91,7 @@ def parse_dims(text):
     config_option("bootstrap"),
     config_option("seed"),
 )
+@threads_option
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
 @fails_cleanly
 def sweep(
@@ -112,6 +113,7 @@ def sweep(
     normalize,
     bootstrap,
     seed,
+    threads,
     quiet,
 ):
     """Score many vectors files in one run: checkpoints, models, truncations.
@@ -158,6 +160,7 @@ def sweep(
         log=(lambda m: None) if quiet else say,
         restart=restart,
         registry=registry,
+        threads=threads,
     )
     if summary["sources"]:
         click.echo(sweep_report.table(summary))

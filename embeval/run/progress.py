@@ -1,6 +1,10 @@
 """Progress a person can see during a long task: on a terminal one line redrawn in place (a bar
 when the stage's length is known), otherwise a plain line at most every `every` seconds, so that logs
-of nohup or CI runs show the run is alive without filling up."""
+of nohup or CI runs show the run is alive without filling up.
+
+The time left is the steps left at the rate measured over the last RATE_WINDOW_S seconds (the
+whole stage while it is shorter), counted up to the present moment: when the machine gets busier
+or quieter the bound follows within that window, and a step that is taking long already counts."""
 
 import sys
 import time
@@ -9,6 +13,7 @@ from embeval.evaluate.context import Progress
 
 BAR = 20
 EVERY_S = 30.0  # off a terminal, at most one line this often
+RATE_WINDOW_S = 60.0  # the time left follows the progress rate of about this much recent time
 
 
 def duration(seconds):
@@ -35,15 +40,34 @@ class TaskProgress(Progress):
         self.last = None
         self.label, self.total, self.unit, self.stages = "", None, "round", 0
         self.drawn = 0
+        self.history = [(self.started, 0)]  # (time, steps done) of the current stage
 
     def stage(self, label, total=None, unit="round"):
         self.stages += 1
         self.label, self.total, self.unit = label, total, unit
         self.stage_started = self.clock()
+        self.history = [(self.stage_started, 0)]
         self._show(0, "", force=True)
 
     def step(self, done, detail=""):
+        now = self.clock()
+        if done != self.history[-1][1]:
+            self.history.append((now, done))
+            cut = 0
+            while cut + 1 < len(self.history) and self.history[cut + 1][0] <= now - RATE_WINDOW_S:
+                cut += 1
+            del self.history[:cut]  # the newest sample at least a window old stays the base
         self._show(done, detail)
+
+    def seconds_left(self, now, done):
+        """The stage's steps left at the recent rate: steps done since the newest sample at least
+        RATE_WINDOW_S old (else the stage's start) over the time since then, up to now."""
+        base_time, base_done = self.history[0]
+        if done <= base_done or now <= base_time:
+            base_time, base_done = self.stage_started, 0
+        if done <= base_done or now <= base_time:
+            return None
+        return (now - base_time) / (done - base_done) * max(self.total - done, 0)
 
     def line(self, done, detail=""):
         """The progress line after `done` steps of the current stage."""
@@ -59,8 +83,8 @@ class TaskProgress(Progress):
         if detail:
             text += f", {detail}"
         text += f"; {duration(now - self.started)} elapsed"
-        if self.total and done:
-            left = (now - self.stage_started) / done * max(self.total - done, 0)
+        left = self.seconds_left(now, done) if self.total and done else None
+        if left is not None:
             text += f", at most {duration(left)} left in this stage"
         return text
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from embeval import threads as run_threads
 from embeval._version import __version__, code_fingerprint
 from embeval.errors import EmbevalError, Terminated
 from embeval.formats.h5guard import check_file
@@ -124,6 +125,7 @@ def score(
     task_files: Sequence[str | Path] = (),
     registry: Registry | None = None,
     ray: str | None = None,
+    threads: int | None = None,
 ) -> dict[str, Any]:
     """Score every requested task present in the vectors file; write the results to `out`.
 
@@ -141,7 +143,9 @@ def score(
     tasks known to the run (default: the built-ins, those of EMBEVAL_TASKS and of task_files). config: a
     RunConfig (embeval.run.config.build), a results file's `config` object, or None (the literature
     preset). ray: search retrieval corpora in shards as Ray tasks: "local" (a Ray started here) or a
-    cluster's address (the figures are those of a search in this process).
+    cluster's address (the figures are those of a search in this process). threads: torch's CPU
+    threads during the run (default: OMP_NUM_THREADS, else the CPUs the process may use; see
+    embeval.threads), recorded under `threads`.
 
     What can be checked without torch is checked before it is imported: the configuration, the
     options, the vectors file's presence and HDF5 signature, the results files.
@@ -158,6 +162,7 @@ def score(
     check_file(vectors)
     files = ResultsFiles(out, save_predictions) if out else None
     workspace = shards = None
+    chosen = run_threads.choose(threads)
     try:
         previous = files.check(resume, restart) if files else []
         registry = registry if registry is not None else task_registry(task_files)
@@ -172,12 +177,14 @@ def score(
         workspace = Workspace(shards)  # the task data plan() loads and fingerprints is reused by execute()
         work = plan(vectors, root, tasks, config, strict, cache=workspace.data_cache(str(root)), registry=registry)
         check_device_tables(device_tables(work.units), device)
-        record = new_record(vectors, root, config, device, work.model)
-        record["skipped"] = work.skipped
-        if registry.unsupported:
-            record["skipped"]["mteb_unsupported"] = list(registry.unsupported)
-        decisions = reusable_units(files, previous, record, work.units) if resume else {}
-        _run(work.units, decisions, record, files, device, progress, log, workspace)
+        with run_threads.using(chosen):
+            record = new_record(vectors, root, config, device, work.model)
+            record["threads"] = chosen.to_record()
+            record["skipped"] = work.skipped
+            if registry.unsupported:
+                record["skipped"]["mteb_unsupported"] = list(registry.unsupported)
+            decisions = reusable_units(files, previous, record, work.units) if resume else {}
+            _run(work.units, decisions, record, files, device, progress, log, workspace)
     except KeyboardInterrupt as stop:
         raise Interrupted(
             files.saved if files else [], files.progress if files else None, terminated=isinstance(stop, Terminated)

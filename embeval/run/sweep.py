@@ -17,6 +17,7 @@ import traceback
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from embeval import threads as run_threads
 from embeval.errors import EmbevalError
 from embeval.formats.h5guard import check_file
 from embeval.memory import available_memory, dense_budget, device_memory
@@ -273,11 +274,13 @@ def sweep(
     restart=False,
     task_files=(),
     registry=None,
+    threads=None,
 ):
     """Score every file of `patterns` (and each of its truncations to `dims`) on `tasks`; write one
     results file per source, OUT_DIR/sweep.json and (when the files carry a `step`) plots.
 
     runner: something with run(groups) yielding (group, results) and close() (default: LocalRunner).
+    threads: torch's CPU threads in this process (embeval.threads.choose), recorded in every results file.
     Returns the summary (embeval.run.sweep_report.summary) with `left_out` and `failed`."""
     from embeval.run import sweep_report
 
@@ -301,6 +304,7 @@ def sweep(
     from embeval.run.execute import Workspace, resolve_device
 
     device = resolve_device(device)
+    chosen = run_threads.choose(threads)
     workspace = Workspace()
     try:
         known = registry if registry is not None else task_registry(task_files)
@@ -313,6 +317,7 @@ def sweep(
         logger.error(f"{item.error} (left out of the sweep)")
     if sources:
         out_dir.mkdir(parents=True, exist_ok=True)
+    local = runner is None  # a Ray runner's tasks set their own threads (the CPUs Ray grants them)
     if runner is None:
         runner = LocalRunner(device, workspace)
     else:
@@ -322,11 +327,14 @@ def sweep(
         for source in sources:
             try:
                 _open(source, data_dir, config, device, resume, restart)
+                if local:
+                    source.record["threads"] = chosen.to_record()
                 ready.append(source)
             except EmbevalError as err:
                 left_out.append(LeftOut(source.path, str(err)))
                 logger.error(f"{err} (left out of the sweep)")
-        _run(ready, runner, device, log, out_dir)
+        with run_threads.using(chosen):
+            _run(ready, runner, device, log, out_dir)
     finally:
         for source in sources:
             if source.files is not None:

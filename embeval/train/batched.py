@@ -16,7 +16,9 @@ accuracy on the early-stopping set keeps the best model (strictly greater replac
 non-improving rounds that is never reset stops training at the first non-improving round that
 finds it at `tenacity`, or once more than `max_epoch` passes are done. Problems of equal train size
 share one numpy stream, drawn once per pass, exactly as separate seeded runs would draw it.
-Gradients are written out (softmax cross-entropy, sigmoid MLP), not taken by autograd.
+Gradients are written out (softmax cross-entropy, sigmoid MLP), not taken by autograd. On the CPU,
+steps too small to gain from threads run on one (embeval.threads.for_work), larger ones on a fair
+share of the threads; the weights are the same to the last bit either way.
 """
 
 from dataclasses import dataclass
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from embeval import threads
 from embeval.train import rounds
 from embeval.train.features import to_device
 from embeval.train.optimizers import BatchedOptimizer, parse
@@ -267,8 +270,24 @@ def train(features, labels, nclasses, groups, regs, classifier, seed, device, dr
         if progress:
             progress(passes_done[0], int(stopping.running.sum()), G * R)
 
-    stopping, _ = rounds.run(train_round, score, keep_best, (G, R), tenacity, epoch_size, max_epoch)
+    with threads.for_work(step_flops(min(G, chunk) * batch, features.dim, R, nclasses, nhid), device) as check:
+
+        def paced_round(running):
+            check()
+            train_round(running)
+
+        stopping, _ = rounds.run(paced_round, score, keep_best, (G, R), tenacity, epoch_size, max_epoch)
     return Trained(best, stopping.best, stopping.rounds, nhid)
+
+
+def step_flops(rows, dim, regs, nclasses, nhid):
+    """Arithmetic of one training step's products over `rows` gathered samples (forward and both
+    gradients: about 3 products of 2 flops per multiply-add) for every regularization."""
+    width = nhid or nclasses
+    flops = 6 * rows * dim * regs * width
+    if nhid:
+        flops += 6 * rows * regs * nhid * nclasses
+    return float(flops)
 
 
 class _RoundPlan:

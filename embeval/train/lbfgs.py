@@ -19,6 +19,7 @@ import scipy.sparse
 import scipy.sparse.csgraph
 import torch
 
+from embeval import threads
 from embeval.train.features import dense_budget
 
 BLOCK_BYTES = 256 << 20
@@ -216,7 +217,9 @@ class History:
         return cls(S, torch.zeros_like(S), torch.zeros((HISTORY, P), dtype=torch.float64, device=device))
 
 
-def minimize(objective, theta, problems, dtype, gtol, max_iter, preconditioner=None, progress=None, history=None):
+def minimize(
+    objective, theta, problems, dtype, gtol, max_iter, preconditioner=None, progress=None, history=None, pace=None
+):
     """Batched L-BFGS with Armijo backtracking; returns theta, iterations, convergence flags and
     the curvature history, which a later call (the float64 polish) continues from.
 
@@ -224,6 +227,8 @@ def minimize(objective, theta, problems, dtype, gtol, max_iter, preconditioner=N
     1e-6), so noise does not stall the search, and a problem whose largest gradient entry has not
     improved for NOISE_WINDOW iterations has reached float32's noise floor (features of large
     magnitude) and is handed on; the float64 phase that follows uses the exact test.
+
+    pace: called before every iteration (the thread share's check, embeval.threads.fair_share).
 
     Every test stays on the device; the host asks it one question per iteration (did a trial
     step fail, did a problem finish) and a second only when the answer is yes: the indices of
@@ -247,6 +252,8 @@ def minimize(objective, theta, problems, dtype, gtol, max_iter, preconditioner=N
     done = best <= gtol
     some_done = bool(done.any())
     for it in range(max_iter):
+        if pace is not None:
+            pace()
         if some_done:
             keep = (~done).nonzero()[:, 0]
             if len(keep) == 0:
@@ -355,19 +362,22 @@ def fit(features, labels, nclasses, train_sets, C, device, gtol32=GTOL_FLOAT32, 
     theta = torch.zeros((G, R, features.dim + 1, k), dtype=torch.float64, device=device)
     iterations = np.zeros((G, R), dtype=np.int64)
     converged = np.zeros((G, R), dtype=bool)
-    for part in separate_pools(train_sets):
-        sets = [train_sets[g] for g in part]
-        objective = Objective(features, labels, nclasses, sets, C[part], device)
-        preconditioner = Preconditioner(objective)
-        problems = torch.arange(len(part) * R, device=device)
-        start = torch.zeros((len(problems), features.dim + 1, k), dtype=torch.float64, device=device)
-        found, it32, _, history = minimize(objective, start, problems, torch.float32, gtol32, max_iter, preconditioner)
-        found, it64, done, _ = minimize(
-            objective, found, problems, torch.float64, gtol64, max_iter, preconditioner, history=history
-        )
-        theta[torch.as_tensor(part, device=device)] = found.reshape(len(part), R, features.dim + 1, k)
-        iterations[part] = (it32 + it64).reshape(len(part), R)
-        converged[part] = done.reshape(len(part), R)
+    with threads.fair_share(device) as pace:
+        for part in separate_pools(train_sets):
+            sets = [train_sets[g] for g in part]
+            objective = Objective(features, labels, nclasses, sets, C[part], device)
+            preconditioner = Preconditioner(objective)
+            problems = torch.arange(len(part) * R, device=device)
+            start = torch.zeros((len(problems), features.dim + 1, k), dtype=torch.float64, device=device)
+            found, it32, _, history = minimize(
+                objective, start, problems, torch.float32, gtol32, max_iter, preconditioner, pace=pace
+            )
+            found, it64, done, _ = minimize(
+                objective, found, problems, torch.float64, gtol64, max_iter, preconditioner, history=history, pace=pace
+            )
+            theta[torch.as_tensor(part, device=device)] = found.reshape(len(part), R, features.dim + 1, k)
+            iterations[part] = (it32 + it64).reshape(len(part), R)
+            converged[part] = done.reshape(len(part), R)
     return theta, iterations, converged
 
 

@@ -1,0 +1,240 @@
+"""The CPU threads embeval's torch work uses, and how it shares a busy CPU.
+
+The thread count is what the process may actually run on: the CPUs of its affinity mask
+(`os.sched_getaffinity`, e.g. `taskset`, a Slurm or Kubernetes cpuset), lowered to a container's CPU
+quota (cgroup v2 `cpu.max`, v1 `cpu.cfs_quota_us` / `cpu.cfs_period_us`), not the machine's core
+count. `--threads N` or OMP_NUM_THREADS / MKL_NUM_THREADS set it instead.
+
+Sharing a busy CPU. A parallel region ends when its slowest thread does, so a thread the kernel
+has descheduled (another process runs on its core) stalls the others; threads that spin while they
+wait take the CPU from the one they wait for. So: idle OpenMP threads sleep at once instead of
+spinning (OMP_WAIT_POLICY=PASSIVE, KMP_BLOCKTIME=0, set before torch loads its OpenMP runtime
+unless the user set them), and work whose parallel regions are too short to gain from threads runs
+on one (`for_work`): the steps of SentEval's classifier protocol, a few milliseconds of arithmetic
+each, split into tens of small operations. Larger work (L-BFGS, wide MLPs) runs on a fair share
+of the threads, measured while it runs (`FairShare`): the CPUs the machine's other runnable tasks
+leave idle, at least one. Products split their outputs between threads, never a sum, so the figures
+do not depend on the thread count (tests/test_threads.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import sys
+import time
+from collections.abc import Iterator, Mapping, MutableMapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+WAIT_POLICY = {"OMP_WAIT_POLICY": "PASSIVE", "KMP_BLOCKTIME": "0"}
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+# Work of one step below which its operations run on one thread: about 5 ms of arithmetic on one
+# core. Below it a step is tens of operations of a fraction of a millisecond each, and the threads'
+# meeting points cost more than they save (bench/contention.py).
+LARGE_STEP_FLOPS = 256e6
+
+
+def prepare_environment(environ: MutableMapping[str, str] | None = None) -> bool:
+    """Make idle OpenMP threads sleep instead of spin (WAIT_POLICY), unless the user chose a policy.
+    OpenMP reads these once, when torch loads it: this does nothing (returns False) once torch is
+    imported."""
+    if "torch" in sys.modules:
+        return False
+    environ = os.environ if environ is None else environ
+    for name, value in WAIT_POLICY.items():
+        environ.setdefault(name, value)
+    return True
+
+
+def affinity_cpus() -> int:
+    """CPUs this process may run on (its affinity mask), else the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _own_cgroup_dirs(root: Path, controller: str | None) -> list[Path]:
+    """Where this process's cgroup files may be: its own cgroup (/proc/self/cgroup), then the root
+    (inside a container the root is the container's cgroup)."""
+    base = root if controller is None else root / controller
+    dirs = []
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, names, path = line.split(":", 2)
+            if (controller is None and names == "") or (controller is not None and controller in names.split(",")):
+                dirs.append(base / path.lstrip("/"))
+    except (OSError, ValueError):
+        pass
+    return dirs + [base]
+
+
+def quota_cpus(root: Path = CGROUP_ROOT) -> float | None:
+    """The container's CPU quota in CPUs (quota / period), or None when there is none."""
+    for where in _own_cgroup_dirs(root, None):  # cgroup v2: "max 100000" or "150000 100000"
+        try:
+            fields = (where / "cpu.max").read_text().split()
+            if fields[0] == "max":
+                return None
+            share = int(fields[0]) / int(fields[1])
+        except (OSError, ValueError, IndexError, ZeroDivisionError):
+            continue
+        return share if share > 0 else None
+    for controller in ("cpu", "cpu,cpuacct"):  # cgroup v1: a quota of -1 is none
+        for where in _own_cgroup_dirs(root, controller):
+            try:
+                quota = int((where / "cpu.cfs_quota_us").read_text())
+                period = int((where / "cpu.cfs_period_us").read_text())
+            except (OSError, ValueError):
+                continue
+            return None if quota <= 0 or period <= 0 else quota / period
+    return None
+
+
+@dataclass(frozen=True)
+class Threads:
+    """The threads a run uses, where the count came from, and the CPUs the process may use."""
+
+    count: int
+    source: str  # "--threads", an environment variable, "CPU affinity" or "CPU quota"
+    available: int
+
+    def to_record(self) -> dict[str, Any]:
+        return {"count": self.count, "from": self.source, "available_cpus": self.available}
+
+
+def available(root: Path = CGROUP_ROOT) -> tuple[int, str]:
+    """(CPUs the process may use, what limits them): the affinity mask, lowered to the CPU quota
+    rounded down (a thread beyond the quota is throttled, and stalls its region)."""
+    cpus, source = affinity_cpus(), "CPU affinity"
+    quota = quota_cpus(root)
+    if quota is not None and max(1, math.floor(quota)) < cpus:
+        cpus, source = max(1, math.floor(quota)), "CPU quota"
+    return cpus, source
+
+
+def choose(requested: int | None = None, environ: Mapping[str, str] | None = None, root: Path = CGROUP_ROOT) -> Threads:
+    """The run's threads: `requested` (--threads), else OMP_NUM_THREADS or MKL_NUM_THREADS (a positive
+    integer; anything else is ignored, as OpenMP ignores it), else the CPUs the process may use."""
+    from embeval.errors import EmbevalError
+
+    environ = os.environ if environ is None else environ
+    cpus, source = available(root)
+    if requested is not None:
+        if isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
+            raise EmbevalError(f"must be an integer >= 1, got {requested!r}", file="--threads")
+        return Threads(requested, "--threads", cpus)
+    for name in THREAD_VARIABLES:
+        value = environ.get(name, "").strip()
+        if value.isdigit() and int(value) >= 1:
+            return Threads(int(value), name, cpus)
+    return Threads(cpus, source, cpus)
+
+
+@contextlib.contextmanager
+def using(threads: Threads) -> Iterator[Threads]:
+    """torch's intra-op threads set to `threads.count` for the block (restored after)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads.count)
+    try:
+        yield threads
+    finally:
+        torch.set_num_threads(before)
+
+
+def others_runnable(samples: int = 3, gap: float = 0.001, path: str = "/proc/loadavg") -> float | None:
+    """Tasks running or ready to run on the machine besides the calling thread, now: the median of a
+    few readings of /proc/loadavg's count of runnable tasks, less one (the reader). None where there
+    is no such file."""
+    counts = []
+    for i in range(samples):
+        try:
+            with open(path) as f:
+                counts.append(int(f.read().split()[3].split("/")[0]) - 1)
+        except (OSError, ValueError, IndexError):
+            return None
+        if i + 1 < samples:
+            time.sleep(gap)
+    return float(sorted(counts)[len(counts) // 2])
+
+
+class FairShare:
+    """torch's threads adapted while running to the CPUs other work leaves idle: at most `most` (the
+    run's count), at least one. `check()` between steps measures at most every CHECK_EVERY_S; a
+    machine whose other work fills every CPU gets one thread, whose regions wait for no one."""
+
+    CHECK_EVERY_S = 1.0
+
+    def __init__(self, most: int, probe: Any = None, clock: Any = time.monotonic) -> None:
+        self.most, self.clock = most, clock
+        self.probe = probe or (lambda: others_runnable())
+        self.cpus = os.cpu_count() or most
+        self.next_check = clock()  # the first check measures
+        self.counts: list[int] = []  # the counts chosen, in order (a record for benches and tests)
+
+    def wanted(self) -> int | None:
+        others = self.probe()
+        if others is None:
+            return None
+        return max(1, min(self.most, self.cpus - int(round(others))))
+
+    def check(self) -> None:
+        now = self.clock()
+        if now < self.next_check:
+            return
+        self.next_check = now + self.CHECK_EVERY_S
+        count = self.wanted()
+        if count is None:
+            return
+        import torch
+
+        if count != torch.get_num_threads():
+            torch.set_num_threads(count)
+        if not self.counts or self.counts[-1] != count:
+            self.counts.append(count)
+
+
+def _no_check() -> None:
+    return None
+
+
+@contextlib.contextmanager
+def fair_share(device: Any = None) -> Iterator[Any]:
+    """The block's threads follow a FairShare of the run's count (restored after); yields its check,
+    to call between steps. On a GPU, or with one thread, nothing changes."""
+    import torch
+
+    before = torch.get_num_threads()
+    if (device is not None and torch.device(device).type != "cpu") or before == 1:
+        yield _no_check
+        return
+    share = FairShare(before)
+    try:
+        share.check()
+        yield share.check
+    finally:
+        torch.set_num_threads(before)
+
+
+@contextlib.contextmanager
+def for_work(step_flops: float, device: Any = None) -> Iterator[Any]:
+    """The block on one thread when its steps are small (below LARGE_STEP_FLOPS each), else on a fair
+    share of the run's threads (fair_share); on a GPU nothing changes. Yields the check to call
+    between steps."""
+    import torch
+
+    if (device is not None and torch.device(device).type != "cpu") or step_flops >= LARGE_STEP_FLOPS:
+        with fair_share(device) as check:
+            yield check
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield _no_check
+    finally:
+        torch.set_num_threads(before)
