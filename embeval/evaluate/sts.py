@@ -43,6 +43,18 @@ def mteb_cosine(table, ia, ib):
     return (1 - paired_cosine_distances(x[ia], x[ib])).astype(np.float64)
 
 
+def mteb_model_cosine(table, ia, ib):
+    """mteb's model similarity for STS (its `pearson` and `spearman` keys with a cosine model): float32
+    torch, each side L2-normalized, then the pairwise products summed (mteb's pairwise_cos_sim)."""
+    from embeval.evaluate import mteb_similarity
+
+    x = table.detach().cpu().numpy() if isinstance(table, torch.Tensor) else np.asarray(table)
+    ia, ib = np.asarray(ia, dtype=np.int64), np.asarray(ib, dtype=np.int64)
+    a = torch.nn.functional.normalize(mteb_similarity.tensor(x[ia]), p=2, dim=1)
+    b = torch.nn.functional.normalize(mteb_similarity.tensor(x[ib]), p=2, dim=1)
+    return (a * b).sum(dim=-1).numpy().astype(np.float64)
+
+
 def correlations(system, gold):
     """(Pearson r, Spearman rho); NaN when either side is constant."""
     system, gold = np.asarray(system, dtype=np.float64), np.asarray(gold, dtype=np.float64)
@@ -68,17 +80,23 @@ def aggregate(per_subset, pooled_system, pooled_gold):
 
 def subset_scores(table, ctx):
     """Per subset {pearson, spearman, nsamples}, SentEval's `all`, and the prediction set of every pair."""
-    results, systems, golds, groups = {}, [], [], []
-    similarity = mteb_cosine if getattr(ctx.task.params, "cosine", "exact") == "mteb" else cosine
+    results, systems, golds, groups, models = {}, [], [], [], []
+    as_mteb = getattr(ctx.task.params, "cosine", "exact") == "mteb"
+    similarity = mteb_cosine if as_mteb else cosine
     for g, (name, split) in enumerate(ctx.data.splits.items()):
         ia, ib = ctx.rows[name]
         system = similarity(table, ia, ib)
+        if as_mteb:
+            models.append(mteb_model_cosine(table, ia, ib))
         pearson, spearman = correlations(system, split.y)
         results[name] = {"pearson": pearson, "spearman": spearman, "nsamples": len(split)}
         systems.append(system)
         golds.append(split.y)
         groups.append(np.full(len(split), g))
     results["all"] = aggregate(results, np.concatenate(systems), np.concatenate(golds))
+    if as_mteb:  # mteb's `pearson` and `spearman`: the model's similarity (cosine), all pairs pooled
+        model = correlations(np.concatenate(models), np.concatenate(golds))
+        results["model_similarity"] = {"pearson": model[0], "spearman": model[1]}
     pset = predictions.scores(
         np.concatenate(golds),
         np.concatenate(systems),

@@ -119,11 +119,15 @@ class Sts(Kind):
         pairs = (
             sum(c for c in counts if isinstance(c, int)) if counts and all(isinstance(c, int) for c in counts) else None
         )
+        model = results.get("model_similarity")  # mteb's float32 pairwise cosine (`cosine = "mteb"`)
+        model_spearman, model_pearson = (
+            (model["spearman"], model["pearson"]) if isinstance(model, Mapping) else (spearman, pearson)
+        )
         return {
             "cosine_spearman": spearman,
             "cosine_pearson": pearson,
-            "spearman": spearman,  # the model's similarity: cosine (model_meta.json's similarity_fn_name)
-            "pearson": pearson,
+            "spearman": model_spearman,  # the model's similarity: cosine (model_meta.json's similarity_fn_name)
+            "pearson": model_pearson,
             "main_score": spearman,
             "pairs": pairs,
         }
