@@ -187,7 +187,7 @@ def test_plots(files, tmp_path, cli):
 def test_plots_without_matplotlib(files, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     tables, rows = report.build(list(files))
-    with pytest.raises(EmbevalError, match=r"matplotlib: pip install 'embeval\[report\]'"):
+    with pytest.raises(EmbevalError, match=r"matplotlib: pip install 'embeval-offline\[report\]'"):
         report.plots(rows, tmp_path / "figs")
 
 

