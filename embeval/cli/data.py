@@ -82,8 +82,10 @@ def fetch(tasks, dest, dest_alias, mirror, force, keep_downloads, quiet):
             progress=not quiet and sys.stderr.isatty(),
             log=log,
         )
-    except ServerUnreachable as err:  # the ways on, as quickstart names them
-        raise ServerUnreachable(f"{err.message}; {UNREACHABLE_HINT}", file=err.file, task=err.task)
+    except ServerUnreachable as unreachable:  # the ways on, as quickstart names them
+        raise ServerUnreachable(
+            f"{unreachable.message}; {UNREACHABLE_HINT}", file=unreachable.file, task=unreachable.task
+        )
     for dataset in report.done:
         click.echo(f"{dataset.name:24s} fetched")
     for dataset, state in report.skipped:
