@@ -43,7 +43,7 @@ def test_a_run_of_declared_tasks_says_the_built_ins_it_skipped_in_one_line(own_t
     result = cli("score", vectors, "--task-file", toml, "--data", data, "--out", tmp_path / "r.json", "--quiet")
     assert result.exit_code == 0, result.output
     skipped = [line for line in result.output.splitlines() if line.startswith("skipped")]
-    assert skipped == [f"skipped: the built-in tasks (29 no task data in {data}; `embeval tasks` lists them)"]
+    assert skipped == [f"skipped: 29 built-in tasks (29 with no task data in {data}; `embeval tasks` lists them)"]
     record = json.loads((tmp_path / "r.json").read_text())
     assert len(record["skipped"]["no_data"]) == 29  # the JSON still names each
 

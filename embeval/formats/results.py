@@ -140,13 +140,13 @@ def skip_lines(record):
         from embeval.tasks.registry import builtin
 
         known = set(builtin())
-        counts = [
-            f"{count} {skip_reason(reason, record)}"
-            for reason, names in skipped.items()
-            if (count := sum(name in known for name in names))
-        ]
+        counts = {reason: count for reason, names in skipped.items() if (count := sum(name in known for name in names))}
         if counts:
-            lines.append(f"skipped: the built-in tasks ({', '.join(counts)}; `embeval tasks` lists them)")
+            why = ", ".join(
+                f"{count} {'with ' if reason == 'no_data' else ''}{skip_reason(reason, record)}"
+                for reason, count in counts.items()
+            )
+            lines.append(f"skipped: {sum(counts.values())} built-in tasks ({why}; `embeval tasks` lists them)")
             skipped = {reason: [name for name in names if name not in known] for reason, names in skipped.items()}
     for reason, names in skipped.items():
         if names:
