@@ -26,7 +26,7 @@ body { font-family: sans-serif; margin: 1.5em auto; padding: 0 1em; max-width: 8
 h1 { font-size: 1.6em; } h2 { font-size: 1.25em; margin-top: 2em; border-bottom: 1px solid #ccc; }
 div.scroll { overflow-x: auto; } table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.85em; }
 th, td { border: 1px solid #ccc; padding: 0.2em 0.4em; text-align: right; white-space: nowrap; }
-th { background: #f2f2f2; } td:first-child, th:first-child { text-align: left; }
+th { background: #f2f2f2; } td:first-child, th:first-child, td.text, th.text { text-align: left; }
 tr.published td { font-style: italic; color: #555; } tr.baseline td { color: #555; }
 span.ci { color: #777; font-size: 0.85em; display: block; }
 p.caption { font-size: 0.9em; color: #333; max-width: 72em; }
@@ -226,7 +226,9 @@ def aggregation_table(rows, specs, coef):
     if not found:
         return None
     aggregations = list(dict.fromkeys(name for _, kind in found for _, name in kind.aggregations))
-    header = "<tr><th>task</th><th>encoder</th>" + "".join(f"<th>{html.escape(n)}</th>" for n in aggregations)
+    header = '<tr><th>task</th><th class="text">encoder</th>' + "".join(
+        f"<th>{html.escape(n)}</th>" for n in aggregations
+    )
     out = [f'<div class="scroll"><table id="table-sts-aggregations-{coef}">', header + "</tr>"]
     for spec, kind in found:  # a row per task and encoder: as wide for 2 encoders as for 16
         for enc in rows:
@@ -238,7 +240,8 @@ def aggregation_table(rows, specs, coef):
                 for key, name in kind.aggregations
             }
             out.append(
-                f"<tr{_row_class(enc.label)}><td>{html.escape(spec.label)}</td><td>{html.escape(enc.label)}</td>"
+                f"<tr{_row_class(enc.label)}><td>{html.escape(spec.label)}</td>"
+                f'<td class="text">{html.escape(enc.label)}</td>'
                 + "".join(f"<td>{cells.get(name, '–')}</td>" for name in aggregations)
                 + "</tr>"
             )
