@@ -2,6 +2,17 @@
 
 EXIT_BAD_INPUT = 2  # every error of the user's input: one line on stderr, this exit code
 
+# The name embeval is published under on PyPI (`embeval` there is another project); the command and
+# the import are `embeval`.
+DISTRIBUTION = "embeval-offline"
+
+
+def install_hint(*extras: str) -> str:
+    """The command that installs embeval with these extras, as every message and help text quotes it:
+    install_hint("ray") -> "pip install 'embeval-offline[ray]'"."""
+    return f"pip install '{DISTRIBUTION}[{','.join(extras)}]'" if extras else f"pip install {DISTRIBUTION}"
+
+
 DATA_HINT = (
     "get the data with `embeval data fetch --data DIR`, or point --data / EMBEVAL_DATA "
     "at an existing SentEval data/ folder"

@@ -70,6 +70,14 @@ def arguments(description, prog=None):
     )
     parser.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    parser.add_argument(
+        "--progress-every",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="plain progress lines on stderr (sentences embedded of the total), at most one every SECONDS, "
+        "instead of a progress bar: for a log file",
+    )
     return parser
 
 
@@ -210,15 +218,20 @@ def _json_string(line, number, path, name):
 
 
 class Progress:
-    """A tqdm bar when tqdm is installed, else a progress line on stderr every few seconds. `done`:
-    sentences already done before this run (a resumed export); the rate counts this run's only."""
+    """A tqdm bar when tqdm is installed, else a progress line on stderr every few seconds; plain lines
+    at most every `plain_every` seconds when that is given (a log file). `done`: sentences already done
+    before this run (a resumed export); the rate counts this run's only."""
 
-    def __init__(self, total, label, quiet=False, every=5.0, done=0):
-        self.total, self.label, self.quiet, self.every = total, label, quiet, every
+    def __init__(self, total, label, quiet=False, every=5.0, done=0, plain_every=None):
+        self.total, self.label, self.quiet = total, label, quiet
+        self.every = every if plain_every is None else plain_every
         self.done = self.initial = done
-        self.started = self.last = time.monotonic()
+        self.started = time.monotonic()
+        self.last = self.started - self.every if plain_every is not None else self.started  # a first line at 0
         self.bar = None
-        if not quiet:
+        if plain_every is not None and not quiet:
+            self.update(0)
+        elif not quiet:
             try:
                 from tqdm import tqdm
             except ImportError:
@@ -258,14 +271,17 @@ def check_output(out, overwrite):
     return out
 
 
-def write_vectors(out, jobs, dim, encode, batch_size, label, quiet=False, attrs=None, encode_takes_prompt=False):
+def write_vectors(
+    out, jobs, dim, encode, batch_size, label, quiet=False, attrs=None, encode_takes_prompt=False, progress_every=None
+):
     """Embed every job's sentences with encode(list of str) -> (n, dim) array; write FILE atomically.
 
     encode gets the sentences with the job's prompt prepended, or, with encode_takes_prompt, the
     sentences and the prompt (encode(batch, prompt): an encoder that applies prompts itself). Each
     dataset records its prompt in the attribute `prompt` (none when there is no prompt). The file is
     written under a temporary name in the same folder and renamed at the end, so an interrupted run
-    leaves no partial vectors file behind. attrs: optional root attributes.
+    leaves no partial vectors file behind. attrs: optional root attributes. progress_every: plain progress
+    lines at most that often (seconds) instead of a bar.
     """
     out = Path(out)
     try:
@@ -273,7 +289,7 @@ def write_vectors(out, jobs, dim, encode, batch_size, label, quiet=False, attrs=
     except OSError as err:
         raise ExportError(f"{out.parent}: cannot create the output folder ({err.strerror})")
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    progress = Progress(sum(len(j.sentences) for j in jobs), label, quiet)
+    progress = Progress(sum(len(j.sentences) for j in jobs), label, quiet, plain_every=progress_every)
     try:
         with h5py.File(tmp, "w") as h5:
             for key, value in (attrs or {}).items():

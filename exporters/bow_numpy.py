@@ -89,7 +89,9 @@ def main(argv=None):
     jobs = _format.read_export(args.export)
     _format.apply_prompts(jobs, prompts, PROG, args.quiet)
     encoder = HashingBagOfWords(args.dim)
-    _format.write_vectors(out, jobs, args.dim, encoder.encode, args.batch_size, PROG, args.quiet)
+    _format.write_vectors(
+        out, jobs, args.dim, encoder.encode, args.batch_size, PROG, args.quiet, progress_every=args.progress_every
+    )
     if not args.quiet:
         print(f"{PROG}: wrote {out} ({', '.join(j.name for j in jobs)}; dim {args.dim})", file=sys.stderr)
 

@@ -124,7 +124,9 @@ def main(argv=None):
     def encode(sentences):
         return _bert.encode_with(model, lambda tokens, mask: forward(params, tokens, mask), sentences, args.batch_size)
 
-    _format.write_vectors(out, jobs, model.hidden, encode, 16 * args.batch_size, PROG, args.quiet)
+    _format.write_vectors(
+        out, jobs, model.hidden, encode, 16 * args.batch_size, PROG, args.quiet, progress_every=args.progress_every
+    )
     if not args.quiet:
         print(f"{PROG}: wrote {out} ({', '.join(j.name for j in jobs)}; dim {model.hidden})", file=sys.stderr)
 

@@ -407,8 +407,8 @@ class Partial:
 class Progress(_format.Progress):
     """The exporters' progress (sentences/s), with an estimate of the tokens sent."""
 
-    def __init__(self, total, done, quiet):
-        super().__init__(total, PROG, quiet, done=done)
+    def __init__(self, total, done, quiet, plain_every=None):
+        super().__init__(total, PROG, quiet, done=done, plain_every=plain_every)
         self.tokens = 0
 
     def update(self, sentences, tokens):
@@ -668,7 +668,7 @@ def _export(args, endpoint, jobs, texts, numbers, partial, secret, out):
         )
     client = Client(endpoint, args.model, secret, args.api_key_env, args.dimensions, args.timeout)
     embedder = Embedder(client, RateLimit(args.max_requests_per_minute), args.concurrency, args.retries, args.backoff)
-    progress = Progress(len(texts), resumed, args.quiet)
+    progress = Progress(len(texts), resumed, args.quiet, args.progress_every)
     want = args.dimensions or partial.dim
 
     def receive(batch_numbers, batch_texts, vectors):

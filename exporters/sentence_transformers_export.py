@@ -180,7 +180,17 @@ def main(argv=None):
             show_progress_bar=False,
         )
 
-    _format.write_vectors(out, jobs, dim, encode, 16 * args.batch_size, PROG, args.quiet, encode_takes_prompt=True)
+    _format.write_vectors(
+        out,
+        jobs,
+        dim,
+        encode,
+        16 * args.batch_size,
+        PROG,
+        args.quiet,
+        encode_takes_prompt=True,
+        progress_every=args.progress_every,
+    )
     if not args.quiet:
         print(f"{PROG}: wrote {out} ({', '.join(j.name for j in jobs)}; dim {dim})", file=sys.stderr)
 

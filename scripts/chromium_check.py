@@ -7,7 +7,9 @@ request the page made; optionally save a screenshot.
 Talks the DevTools protocol over a pipe (--remote-debugging-pipe: no port, no extra package) with a
 fresh profile, networking features off. Prints one JSON object: {"console": [...errors and warnings],
 "requests": [...URLs other than the page itself and data: URIs], "tables": [{id, width, height, rows}],
-"images": [{alt, width, height, natural_width, natural_height, complete}]}.
+"images": [{alt, width, height, natural_width, natural_height, complete}], "page_width" and "viewport_width"
+(the page scrolls sideways when the first is larger), "scrolling": [the elements that scroll sideways,
+named by the id of the table inside]}.
 """
 
 import argparse
@@ -48,7 +50,11 @@ MEASURE = """JSON.stringify({
     return {alt: i.alt, width: r.width, height: r.height, natural_width: i.naturalWidth,
             natural_height: i.naturalHeight, complete: i.complete};
   }),
-  page_height: document.documentElement.scrollHeight
+  page_height: document.documentElement.scrollHeight,
+  page_width: document.documentElement.scrollWidth,
+  viewport_width: document.documentElement.clientWidth,
+  scrolling: Array.from(document.querySelectorAll('*')).filter(e => e.scrollWidth > e.clientWidth + 1
+    && ['auto', 'scroll'].includes(getComputedStyle(e).overflowX)).map(e => e.querySelector('table')?.id || e.tagName)
 })"""
 
 

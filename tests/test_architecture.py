@@ -45,27 +45,43 @@ def module_name(path):
     return ".".join(parts)
 
 
-def _runtime_nodes(tree):
-    """Every node of the tree except those under `if TYPE_CHECKING:` (imports for type hints only,
-    which never run)."""
-    skipped = set()
+HOW = ("module", "deferred", "types")
+
+
+def _type_only_nodes(tree):
+    """The nodes under `if TYPE_CHECKING:` (imports for type hints only, which never run)."""
+    found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
-            skipped.update(id(n) for child in node.body for n in ast.walk(child))
-    return [node for node in ast.walk(tree) if id(node) not in skipped]
+            found.update(id(n) for child in node.body for n in ast.walk(child))
+    return found
 
 
-def imports(path):
-    """Every module `path` imports, at any depth (lazy imports inside functions included, imports for
-    type hints only not); `from package import module` counts as importing the module, `from module
-    import name` the module."""
+def _deferred_nodes(tree):
+    """The nodes inside a function's body (imports deferred until the function runs)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            found.update(id(n) for child in ast.iter_child_nodes(node) for n in ast.walk(child))
+    return found
+
+
+def import_edges(path):
+    """{module: how} for every module `path` imports, `how` being "module" (at import time),
+    "deferred" (inside a function) or "types" (under `if TYPE_CHECKING:`, for type hints only);
+    `from package import module` counts as importing the module, `from module import name` the module."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     package = module_name(path) if path.name == "__init__.py" else module_name(path).rsplit(".", 1)[0]
-    found = set()
-    for node in _runtime_nodes(tree):
+    type_only, deferred = _type_only_nodes(tree), _deferred_nodes(tree)
+    found = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        how = "types" if id(node) in type_only else "deferred" if id(node) in deferred else "module"
+        targets = []
         if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
+            targets = [alias.name for alias in node.names]
+        else:
             base = node.module or ""
             if node.level:
                 base = ".".join(
@@ -76,8 +92,17 @@ def imports(path):
                 is_module = (PACKAGE.parent / target.replace(".", "/")).with_suffix(".py").is_file() or (
                     PACKAGE.parent / target.replace(".", "/") / "__init__.py"
                 ).is_file()
-                found.add(target if is_module else base)
+                targets.append(target if is_module else base)
+        for target in targets:  # the strongest way wins: at import time, else deferred, else for types only
+            if target not in found or HOW.index(how) < HOW.index(found[target]):
+                found[target] = how
     return found
+
+
+def imports(path):
+    """Every module `path` imports when it runs, at any depth (imports deferred into functions
+    included, imports for type hints only not)."""
+    return {target for target, how in import_edges(path).items() if how != "types"}
 
 
 def graph():
@@ -140,6 +165,43 @@ def test_no_import_cycles():
     assert cycles == [], cycles
 
 
+def full_graph():
+    """{module: {imported module: how}} over every import written in the package's modules."""
+    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    return {
+        name: {t: how for t, how in import_edges(path).items() if t in modules and t != name}
+        for name, path in modules.items()
+    }
+
+
+def hidden_cycles(edges):
+    """Cycles that a deferred import keeps from failing at import time: an import A -> B inside a
+    function while B reaches A again through any import (at import time, deferred, or for type hints
+    only, which says B is written in terms of A). Each as the path A -> B -> ... -> A."""
+    found = []
+    for start, targets in sorted(edges.items()):
+        for first, how in sorted(targets.items()):
+            if how != "deferred":
+                continue
+            paths, seen = [[start, first]], {first}
+            while paths:
+                path = paths.pop(0)
+                if path[-1] == start:
+                    found.append(path)
+                    break
+                for nxt in sorted(edges.get(path[-1], {})):
+                    if nxt not in seen or nxt == start:
+                        seen.add(nxt)
+                        paths.append(path + [nxt])
+    return found
+
+
+def test_no_deferred_import_hides_a_cycle():
+    """Deferring an import into a function makes a cycle import without error, and the walk of run-time
+    imports above then shows none; the modules still need each other. None may."""
+    assert hidden_cycles(full_graph()) == []
+
+
 def test_the_walk_sees_a_planted_upward_import_and_cycle(tmp_path, monkeypatch):
     """The checks above are only as good as the graph: a planted violation must show in it."""
     fake = tmp_path / "embeval"
@@ -154,6 +216,26 @@ def test_the_walk_sees_a_planted_upward_import_and_cycle(tmp_path, monkeypatch):
     assert "embeval.cli.main" in edges["embeval.train.loop"] and "embeval.train.loop" in edges["embeval.cli.main"]
     assert layer("embeval.cli.main") > layer("embeval.train.loop")
     assert "click" in imports(fake / "train" / "loop.py")
+
+
+def test_the_walk_sees_cycles_hidden_by_deferred_imports(tmp_path, monkeypatch):
+    """spec imports catalog inside a function; catalog imports spec for type hints only, or inside a
+    function too, or at import time: each a cycle, though the first two import without error."""
+    fake = tmp_path / "embeval"
+    (fake / "tasks").mkdir(parents=True)
+    for name in ("__init__.py", "tasks/__init__.py", "tasks/kind.py"):
+        (fake / name).write_text("")
+    monkeypatch.setattr(__import__(__name__), "PACKAGE", fake)
+    (fake / "tasks" / "spec.py").write_text("def kind():\n    from embeval.tasks.catalog import lookup\n")
+    for catalog in (
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from embeval.tasks.spec import TaskSpec\n",
+        "def loader():\n    from embeval.tasks import spec\n",
+        "import embeval.tasks.kind\nfrom embeval.tasks.spec import TaskSpec\n",
+    ):
+        (fake / "tasks" / "catalog.py").write_text(catalog)
+        assert ["embeval.tasks.spec", "embeval.tasks.catalog", "embeval.tasks.spec"] in hidden_cycles(full_graph())
+    (fake / "tasks" / "catalog.py").write_text("import embeval.tasks.kind\n")
+    assert hidden_cycles(full_graph()) == []
 
 
 # No module outside embeval/tasks/ and embeval/kinds/ names a task or a kind: what a task is and how

@@ -176,7 +176,14 @@ def test_unreachable_mirror(cli, tmp_path):
     result = cli(
         "data", "fetch", "--tasks", "SST2,TREC", "--dest", dest, "--mirror", f"http://127.0.0.1:{port}", "--quiet"
     )
-    _one_error(result, f"http://127.0.0.1:{port}/sentiment-train", "SST2", "cannot reach the server")
+    _one_error(
+        result,
+        f"http://127.0.0.1:{port}/sentiment-train",
+        "SST2",
+        "cannot reach the server",
+        "--mirror URL",  # the ways on, as quickstart names them
+        "point --data / EMBEVAL_DATA at an existing SentEval data/ folder",
+    )
     _no_partial_state(dest, "SST2", cli)
 
 

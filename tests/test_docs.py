@@ -80,32 +80,75 @@ def test_not_run_markers_need_a_reason():
     assert (first.not_run, second.not_run, third.not_run) == ("needs a GPU", "", None)
     for block in ALL_BLOCKS:
         if block.not_run is not None:
-            assert block.lang == "python", f"{block.where}: a not-run marker before a {block.lang or 'shell'} block"
+            assert block.lang == "python" or block.lang in SHELL, (
+                f"{block.where}: a not-run marker before a {block.lang} block"
+            )
             assert len(block.not_run.split()) >= 2, f"{block.where}: say why the block is not run"
 
 
 # Python blocks.
 
 
-@pytest.fixture(scope="module")
-def sandbox(tmp_path_factory, data_dir):
-    """The folder every Python block starts in (see the module's docstring)."""
+LAYOUTS = ("plain", "union", "roles")
+RETRIEVAL_TOML = """name = "DocRetrieval"
+kind = "retrieval"
+[files]
+corpus = "ret/corpus.jsonl"
+queries = "ret/queries.jsonl"
+qrels = "ret/qrels/test.tsv"
+"""
+
+
+def write_retrieval_task(folder):
+    """A small BEIR-layout retrieval task (12 documents, 4 queries) and its task file in `folder`:
+    the task file path."""
+    import json
+
+    ret = folder / "ret"
+    (ret / "qrels").mkdir(parents=True, exist_ok=True)
+    words = ["cat", "dog", "bird", "fish", "tree", "rock", "lake", "hill", "road", "city", "farm", "ship"]
+    docs = [{"_id": f"d{i}", "title": w, "text": f"a {w} near the {words[(i + 1) % 12]}"} for i, w in enumerate(words)]
+    queries = [{"_id": f"q{i}", "text": f"where is the {words[3 * i]}"} for i in range(4)]
+    (ret / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+    (ret / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries), encoding="utf-8")
+    qrels = ["query-id\tcorpus-id\tscore"] + [f"q{i}\td{3 * i}\t1" for i in range(4)]
+    (ret / "qrels" / "test.tsv").write_text("\n".join(qrels) + "\n", encoding="utf-8")
+    (folder / "retrieval.toml").write_text(RETRIEVAL_TOML, encoding="utf-8")
+    return folder / "retrieval.toml"
+
+
+def make_sandbox(root, data_dir, layout):
+    """A folder as a user has it after exporting: data/ (STS16, a 60-sentence MR), sentences/ (their
+    export in the layout: per task, --union, or with a retrieval task's lists per role), ckpt-2000.h5."""
     import devbow
 
     from embeval import export_sentences
     from embeval.formats.vectors import write
 
-    root = tmp_path_factory.mktemp("sandbox")
     sts16 = "downstream/STS/STS16-en-test"
     shutil.copytree(data_dir / sts16, root / "data" / sts16)
     for name in ("rt-polarity.pos", "rt-polarity.neg"):
         lines = (data_dir / "downstream/MR" / name).read_bytes().splitlines(keepends=True)
         (root / "data/downstream/MR").mkdir(parents=True, exist_ok=True)
         (root / "data/downstream/MR" / name).write_bytes(b"".join(lines[:30]))
-    _, skipped = export_sentences(root / "data", root / "sentences", tasks=["STS16", "MR"])
+    tasks, task_files = ["STS16", "MR"], []
+    if layout == "roles":
+        task_files = [write_retrieval_task(root)]
+        tasks.append("DocRetrieval")
+    _, skipped = export_sentences(
+        root / "data", root / "sentences", tasks=tasks, union=layout == "union", task_files=task_files
+    )
     assert not skipped
     write(root / "ckpt-2000.h5", root / "sentences", devbow.encode, progress=False)
-    return root, devbow.encode
+    return root
+
+
+@pytest.fixture(scope="module", params=LAYOUTS)
+def sandbox(request, tmp_path_factory, data_dir):
+    """The folder every Python block starts in (see the module's docstring), in each export layout."""
+    import devbow
+
+    return make_sandbox(tmp_path_factory.mktemp(f"sandbox-{request.param}"), data_dir, request.param), devbow.encode
 
 
 def h5_files(folder):
@@ -280,3 +323,105 @@ def test_inline_python_names_resolve():
     mentions = inline(DOTTED)
     assert mentions
     assert [f"{where}: `{dotted}` does not exist" for where, dotted in mentions if not resolves(dotted)] == []
+
+
+# Shell blocks, run as a user runs them.
+#
+# Every shell block runs with bash from a fresh folder outside the repository (a sandbox of the plain,
+# union or roles layout above), `embeval` on the PATH running this checkout, and EMBEVAL_DATA=data/.
+# The folder also holds what the docs tell the user to bring: `my_encoder.py DIR FILE` (embeds an
+# export with the hashing bag of words), a.h5 and b.h5 (two encoders' vectors of STS16), the task
+# files the docs show with their path in a first comment line (`# my-tasks/reviews.toml`) and the
+# data those name. The all-MiniLM-L6-v2 exporter is replaced by the bag of words (the same options;
+# seconds instead of minutes). A block that cannot run here (it installs packages, downloads, needs a
+# GPU, a compiler, a cluster or SentEval's full data) is preceded by `<!-- not run: REASON -->`; a block
+# that is program output, a diagram or a fragment is fenced as `text`.
+
+SHELL_BLOCKS = [block for block in ALL_BLOCKS if block.lang in SHELL]
+TOML_PATH = re.compile(r"^#\s*([\w./-]+\.toml)\b")
+MY_ENCODER = """import subprocess, sys
+exporter = {exporter!r}
+sys.exit(subprocess.call([sys.executable, exporter, "--export", sys.argv[1], "--out", sys.argv[2], "--overwrite"]))
+"""
+
+
+def declared_task_files():
+    """{path: text} of the TOML blocks that name their path in a first comment line."""
+    found = {}
+    for block in ALL_BLOCKS:
+        match = TOML_PATH.match(block.text) if block.lang == "toml" else None
+        if match:
+            found[match.group(1)] = block.text
+    return found
+
+
+def write_reviews(path):
+    """text<TAB>label rows: 40 reviews of two labels."""
+    rng = __import__("random").Random(0)
+    good, bad = ["good", "great", "fine", "nice"], ["bad", "awful", "poor", "dull"]
+    rows = ["text\tlabel"]
+    for i in range(40):
+        label = ("pos", "neg")[i % 2]
+        rows.append(f"a {rng.choice(good if label == 'pos' else bad)} film number {i}\t{label}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def user_folder(tmp_path_factory, data_dir):
+    """The folder a shell block starts in (copied for each block) and the environment it runs with."""
+    import os
+
+    import devbow
+
+    from embeval.formats.vectors import write
+
+    root = make_sandbox(tmp_path_factory.mktemp("user"), data_dir, "plain")
+    write_retrieval_task(root)  # ret/: the data of the README's retrieval.toml
+    write_reviews(root / "my-tasks" / "reviews.tsv")
+    for path, text in declared_task_files().items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text, encoding="utf-8")
+    (root / "my_encoder.py").write_text(MY_ENCODER.format(exporter=str(REPO / "exporters" / "bow_numpy.py")))
+    from embeval import export_sentences
+
+    export_sentences(root / "data", root / "sts16", tasks=["STS16"])
+    for name, seed in (("a.h5", 0), ("b.h5", 1)):
+        write(root / name, root / "sts16", lambda texts, s=seed: devbow.encode(texts) + 0.05 * s, progress=False)
+    shutil.rmtree(root / "sts16")
+    bin_dir = tmp_path_factory.mktemp("bin")
+    (bin_dir / "embeval").write_text(f'#!/bin/sh\nexec "{__import__("sys").executable}" -m embeval "$@"\n')
+    (bin_dir / "embeval").chmod(0o755)
+    env = dict(
+        os.environ,
+        PATH=f"{bin_dir}:{os.environ['PATH']}",
+        PYTHONPATH=str(REPO),
+        EMBEVAL_DATA=str(root / "data"),
+        HF_HUB_OFFLINE="1",
+    )
+    return root, env
+
+
+def test_every_shell_block_runs_or_says_why_not():
+    assert len(SHELL_BLOCKS) > 20
+    for block in SHELL_BLOCKS:
+        assert block.not_run is None or len(block.not_run.split()) >= 2, f"{block.where}: say why"
+    assert [b.where for b in SHELL_BLOCKS if b.not_run is None], "no shell block runs"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("block", SHELL_BLOCKS, ids=[block.where for block in SHELL_BLOCKS])
+def test_shell_block_runs(block, user_folder, tmp_path):
+    if block.not_run:
+        pytest.skip(f"{block.where} not run: {block.not_run}")  # the reason is checked above
+    import subprocess
+
+    root, env = user_folder
+    here = tmp_path / "user"
+    shutil.copytree(root, here)
+    script = block.text.replace("embeval.exporters.sentence_transformers_export", "embeval.exporters.bow_numpy")
+    script = script.replace("exporters/sentence_transformers_export.py", "exporters/bow_numpy.py")
+    result = subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", script], cwd=here, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, f"{block.where}:\n{script}\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"

@@ -56,7 +56,8 @@ def test_page_is_self_contained(page):
     _, text = page
     assert "<script" not in text.lower() and "@import" not in text and "url(" not in text
     sources = re.findall(r'(?:src|href)="([^"]*)"', text)
-    assert sources and all(s.startswith("data:image/png;base64,") for s in sources)
+    anchors = {f"#{key}" for key in re.findall(r' id="([^"]*)"', text)}
+    assert sources and all(s.startswith("data:image/png;base64,") or s in anchors for s in sources)
     for heading in (
         "Transfer tasks (logistic regression)",
         "Cosine STS: the three aggregations side by side",
@@ -67,24 +68,28 @@ def test_page_is_self_contained(page):
     assert "unsup. SimCSE-BERT-base [published]" in text and "Gao, Yao and Chen (2021)" in text
 
 
-def test_page_renders_in_chromium(browser, page):
+def test_page_renders_in_chromium(browser, page, tmp_path):
+    """At 1,400 px (a laptop's browser window) nothing scrolls sideways: neither the page nor a table."""
     path, text = page
-    seen = browser.check(path)
+    seen = browser.check(path, screenshot=tmp_path / "report.png", width=1400, height=1000)
     assert seen["console"] == [] and seen["requests"] == []
+    assert seen["page_width"] <= seen["viewport_width"] <= 1400 and seen["scrolling"] == []
     tables = {t["id"]: t for t in seen["tables"]}
+    assert list(tables)[0] == "table-summary" and tables["table-summary"]["rows"] == 4  # 3 encoders
     for key, rows in (
-        ("table-transfer-logreg", 5),
+        ("table-transfer-logreg", 5),  # the header, 3 encoders, the published row
         ("table-transfer-mlp", 5),
         ("table-sts", 5),
         ("table-sts-normalized", 5),
         ("table-geometry", 4),
-        ("table-sts-aggregations-spearman", 5),
-        ("table-sts-aggregations-pearson", 5),
+        ("table-sts-aggregations-spearman", 1 + 5 * 3),  # a row per task (STS12-16) and encoder
+        ("table-sts-aggregations-pearson", 1 + 5 * 3),
     ):
         assert tables[key]["rows"] == rows, key
     assert tables["table-compare"]["rows"] > 1
     assert all(t["width"] > 100 and t["height"] > 40 for t in seen["tables"])
     assert len(seen["images"]) == text.count("<img ") == 8
+    assert (tmp_path / "report.png").stat().st_size > 10_000
     for image in seen["images"]:
         assert image["complete"] and image["natural_width"] > 200 and image["natural_height"] > 100, image["alt"]
         assert image["width"] > 200 and image["height"] > 100, image["alt"]
@@ -294,3 +299,45 @@ def test_wrong_sweep_input_is_one_line(cli, sweep_page, tmp_path):
             problem,
         )
         assert not (tmp_path / "x.html").exists()
+
+
+def test_every_series_has_a_colour_of_its_own():
+    """16 series (two encoders, a baseline and 13 published rows): no two share a colour, and the
+    colours are the colour-blind-safe sets (Okabe-Ito, then Tol's muted)."""
+    from embeval.reports.html import PALETTE, series_style
+
+    styles = [series_style(k) for k in range(16)]
+    assert len({colour for colour, _ in styles}) == 16
+    assert PALETTE[:8] == ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#F0E442")
+    assert len(set(styles + [series_style(k) for k in range(16, 40)])) == 40  # (colour, marker) beyond
+
+
+def _table(header, rows, key="t"):
+    from embeval.reports.cells import Cell, Table
+
+    return Table(
+        key,
+        "T",
+        "caption",
+        ["encoder", "dim"] + header,
+        rows=[[Cell(text=label), Cell(text="8")] + [Cell(v, mark=m) for v, m in values] for label, values in rows],
+        metrics=["x"] * len(header),
+    )
+
+
+def test_a_table_of_one_column_has_no_chart_and_diamonds_are_said_only_when_drawn():
+    if importlib.util.find_spec("matplotlib") is None:
+        need("matplotlib", "pip install '.[report]'")
+    from embeval.reports import html
+
+    plt = html._pyplot()
+    one = _table(["STS16"], [("a", [(70.0, False)]), ("b", [(75.0, False)])])
+    assert html.table_plot(one, plt) is None and html.summary_table([one]) is not None
+    two = _table(["A", "B"], [("a", [(70.0, False), (71.0, False)]), ("p [published]", [(80.0, True), (81.0, True)])])
+    assert html.table_plot(two, plt) is not None and not html.has_published(two)  # every published figure †
+    drawn = _table(
+        ["A", "B"], [("a", [(70.0, False), (71.0, False)]), ("p [published]", [(80.0, False), (None, False)])]
+    )
+    assert html.has_published(drawn)
+    summary = html.summary_table([two])
+    assert "mean of 2 columns" in summary and "70.50" in summary and "p [published]" not in summary

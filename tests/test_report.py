@@ -187,7 +187,7 @@ def test_plots(files, tmp_path, cli):
 def test_plots_without_matplotlib(files, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     tables, rows = report.build(list(files))
-    with pytest.raises(EmbevalError, match=r"matplotlib: pip install 'embeval\[report\]'"):
+    with pytest.raises(EmbevalError, match=r"matplotlib: pip install 'embeval-offline\[report\]'"):
         report.plots(rows, tmp_path / "figs")
 
 
@@ -411,3 +411,19 @@ def test_a_figure_outside_its_interval_is_said_in_one_warning(files, tmp_path, c
     assert result.exit_code == 0, result.stderr
     warnings = [line for line in result.stderr.splitlines() if "outside its 95% interval" in line]
     assert len(warnings) == 1 and "edited.json: MR: acc is 80" in warnings[0]
+
+
+def test_captions_state_only_what_their_table_holds(files):
+    """A table of cosine figures (no training) does not state the classifier's configuration, a table of
+    one column has no Avg., and the CSV gives each table's caption once, not on every row."""
+    tables, _ = report.build(list(files))
+    by_key = {t.key: t for t in tables}
+    for t in tables:
+        trains = t.key.startswith(("transfer", "probing"))
+        assert ("tenacity" in t.caption) == trains, t.key
+        assert "the mean of the 1 columns" not in t.caption
+        assert "\x00" not in t.caption
+    assert "sts" in by_key and "Configuration" not in by_key["sts"].caption
+    rows = list(csv.reader(io.StringIO(report.render(tables, "csv"))))
+    captions = [row[8] for row in rows[1:] if row[8]]
+    assert len(captions) == len(tables) and all(len(c) > 50 for c in captions)

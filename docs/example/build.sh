@@ -33,7 +33,7 @@ embeval compare "${runs[@]}" "${labels[@]}" --out "$here/compare.txt"
 rm -rf "$here/mteb"
 embeval export-mteb "$work/results-minilm.json" --model sentence-transformers/all-MiniLM-L6-v2 --out "$here/mteb"
 if command -v chromium >/dev/null || [[ -n "${EMBEVAL_CHROMIUM:-}" ]]; then
-  python3 "$here/../../scripts/chromium_check.py" "$here/report.html" --screenshot "$here/report.png" \
+  python3 "$here/../../scripts/chromium_check.py" "$here/report.html" --screenshot "$here/report.png" --width 1400 \
     --height 1700 >/dev/null
 fi
 for run in bow minilm; do

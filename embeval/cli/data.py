@@ -5,7 +5,7 @@ import sys
 import click
 
 from embeval.cli.common import fails_cleanly, tasks_option
-from embeval.errors import EXIT_BAD_INPUT, EmbevalError
+from embeval.errors import EXIT_BAD_INPUT, UNREACHABLE_HINT, EmbevalError
 
 
 def _human(size):
@@ -66,20 +66,26 @@ def fetch(tasks, dest, dest_alias, mirror, force, keep_downloads, quiet):
     could not be fetched; data sets already present and intact are left alone.
     """
     dest = dest or dest_alias
+    from embeval.datasets.download import ServerUnreachable
     from embeval.datasets.fetch import fetch as run
     from embeval.tasks.files import resolve_data_dir
 
     root = resolve_data_dir(dest)
     log = (lambda m: None) if quiet else (lambda m: click.echo(m, err=True))
-    report = run(
-        root,
-        _task_names(tasks),
-        mirror=mirror,
-        force=force,
-        keep_downloads=keep_downloads,
-        progress=not quiet and sys.stderr.isatty(),
-        log=log,
-    )
+    try:
+        report = run(
+            root,
+            _task_names(tasks),
+            mirror=mirror,
+            force=force,
+            keep_downloads=keep_downloads,
+            progress=not quiet and sys.stderr.isatty(),
+            log=log,
+        )
+    except ServerUnreachable as unreachable:  # the ways on, as quickstart names them
+        raise ServerUnreachable(
+            f"{unreachable.message}; {UNREACHABLE_HINT}", file=unreachable.file, task=unreachable.task
+        )
     for dataset in report.done:
         click.echo(f"{dataset.name:24s} fetched")
     for dataset, state in report.skipped:

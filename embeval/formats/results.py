@@ -124,12 +124,34 @@ def table(record, tasks):
         lines += _block(base, tasks)
     if any(UNDEFINED in line for line in lines):
         lines.append(UNDEFINED_NOTE)
-    for reason, names in record.get("skipped", {}).items():
-        if names:
-            lines.append(f"skipped ({skip_reason(reason, record)}): {', '.join(names)}")
+    lines += skip_lines(record)
     for name, note in record.get("partial", {}).items():
         lines.append(f"partial: {name}: {note}")
     return "\n".join(lines)
+
+
+def skip_lines(record):
+    """The table's lines of skipped tasks, one per reason. A run that scored tasks of task files only
+    says the built-in tasks it skipped in one line of their number (not two long lists of names)."""
+    skipped = {reason: names for reason, names in record.get("skipped", {}).items() if names}
+    lines = []
+    scored = record.get("tasks", {})
+    if scored and all("declaration" in entry for entry in scored.values()):
+        from embeval.tasks.registry import builtin
+
+        known = set(builtin())
+        counts = {reason: count for reason, names in skipped.items() if (count := sum(name in known for name in names))}
+        if counts:
+            why = ", ".join(
+                f"{count} {'with ' if reason == 'no_data' else ''}{skip_reason(reason, record)}"
+                for reason, count in counts.items()
+            )
+            lines.append(f"skipped: {sum(counts.values())} built-in tasks ({why}; `embeval tasks` lists them)")
+            skipped = {reason: [name for name in names if name not in known] for reason, names in skipped.items()}
+    for reason, names in skipped.items():
+        if names:
+            lines.append(f"skipped ({skip_reason(reason, record)}): {', '.join(names)}")
+    return lines
 
 
 def skip_reason(reason, record):

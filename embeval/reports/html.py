@@ -15,7 +15,7 @@ import io
 import tempfile
 from pathlib import Path
 
-from embeval.errors import EmbevalError
+from embeval.errors import EmbevalError, install_hint
 from embeval.formats.results import UNDEFINED, UNDEFINED_NOTE
 from embeval.reports import compare as paired
 from embeval.reports import tables as rep
@@ -26,13 +26,28 @@ body { font-family: sans-serif; margin: 1.5em auto; padding: 0 1em; max-width: 8
 h1 { font-size: 1.6em; } h2 { font-size: 1.25em; margin-top: 2em; border-bottom: 1px solid #ccc; }
 div.scroll { overflow-x: auto; } table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.85em; }
 th, td { border: 1px solid #ccc; padding: 0.2em 0.4em; text-align: right; white-space: nowrap; }
-th { background: #f2f2f2; } td:first-child, th:first-child { text-align: left; }
+th { background: #f2f2f2; } td:first-child, th:first-child, td.text, th.text { text-align: left; }
 tr.published td { font-style: italic; color: #555; } tr.baseline td { color: #555; }
-span.ci { color: #777; font-size: 0.85em; } p.caption { font-size: 0.9em; color: #333; max-width: 72em; }
+span.ci { color: #777; font-size: 0.85em; display: block; }
+p.caption { font-size: 0.9em; color: #333; max-width: 72em; }
 p.note { font-size: 0.85em; color: #555; } figure { margin: 1em 0; } figcaption { font-size: 0.85em; color: #444; }
 img { max-width: 100%; height: auto; border: 1px solid #eee; }
 """
 SWEEP_STYLE = "td.best { font-weight: bold; background: #eef6ee; }\n"
+# Colours of the series of a figure, distinct for 17 series and told apart with colour-blindness:
+# Okabe and Ito's eight, then Paul Tol's muted set; each series also gets a marker of its own
+# (MARKERS, cycled), so that series stay distinct beyond the colours and in grey print.
+PALETTE = (
+    "#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#F0E442",
+    "#332288", "#44AA99", "#999933", "#882255", "#CC6677", "#DDCC77", "#117733", "#88CCEE", "#AA4499",
+)  # fmt: skip
+MARKERS = ("o", "s", "^", "v", "P", "X", "h")
+GREY = "#999999"
+
+
+def series_style(k: int) -> tuple[str, str]:
+    """(colour, marker) of a figure's k-th series."""
+    return PALETTE[k % len(PALETTE)], MARKERS[k % len(MARKERS)]
 
 
 def _pyplot():
@@ -42,9 +57,7 @@ def _pyplot():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise EmbevalError(
-            "the HTML report's figures need matplotlib: pip install 'embeval[report]'", file="--format html"
-        )
+        raise EmbevalError(f"the HTML report's figures need matplotlib: {install_hint('report')}", file="--format html")
     return plt
 
 
@@ -103,11 +116,12 @@ def table_html(t, ci=True):
 
 
 def table_plot(t, plt):
-    """Each encoder's figures per column with their intervals as error bars; published rows as open markers
-    (a published figure computed differently from its column is left out)."""
+    """Each encoder's figures per column with their intervals as error bars; published rows as open
+    diamonds (a published figure computed differently from its column is left out). None for a table
+    of one column (its table says all) or without figures."""
     columns = [i for i, h in enumerate(t.header[2:]) if h != "Avg."]
-    series = [row for row in t.rows if any(row[2 + i].value is not None for i in columns)]
-    if not series:
+    series = [row for row in t.rows if any(_drawn(row[2 + i]) for i in columns)]
+    if not series or len(columns) < 2:
         return None
     fig, ax = plt.subplots(figsize=(max(6.0, 0.85 * len(columns) + 2.5), 3.8))
     width = 0.8 / len(series)
@@ -123,14 +137,16 @@ def table_plot(t, plt):
             lows.append(max(0.0, c.value - c.low) if c.low is not None else 0.0)
             highs.append(max(0.0, c.high - c.value) if c.high is not None else 0.0)
         published = (row[0].text or "").endswith("[published]")
+        colour, marker = series_style(k)
         ax.errorbar(
             xs,
             ys,
             yerr=[lows, highs],
-            fmt="o" if not published else "D",
+            fmt="D" if published else marker,
+            color=colour,
             capsize=3,
             markersize=5,
-            mfc="none" if published else None,
+            mfc="none" if published else colour,
             label=row[0].text,
         )
     ax.set_xticks(range(len(columns)))
@@ -139,9 +155,59 @@ def table_plot(t, plt):
         t.metrics[columns[0]] if len({t.metrics[i] for i in columns}) == 1 else "accuracy % | correlation x100"
     )
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes, never on a figure
     ax.set_title(t.title, fontsize=10)
     return _png(fig, plt)
+
+
+def _drawn(c):
+    """A cell its table's figure draws: a figure, not one computed differently from its column (†)."""
+    return c.value is not None and not c.mark
+
+
+def has_published(t):
+    """True when the table's figure shows a published figure (an open diamond)."""
+    return any(
+        (row[0].text or "").endswith("[published]")
+        and any(_drawn(c) for h, c in zip(t.header[2:], row[2:]) if h != "Avg.")
+        for row in t.rows
+    )
+
+
+def summary_table(tables, ci=True):
+    """The page's first table: a row per encoder (computed rows, not published ones), and for each
+    table of the report its headline figure: its Avg. column, else its one column (with the interval
+    where one was computed), else the mean of its columns. None when the report has no such table."""
+    picked = []
+    for t in tables:
+        if t.key == "geometry" or not t.header[2:]:
+            continue
+        picked.append((t, t.header.index("Avg.") if "Avg." in t.header else 2 if len(t.header) == 3 else None))
+    if not picked:
+        return None
+    labels = list(
+        dict.fromkeys(row[0].text for t, _ in picked for row in t.rows if not (row[0].text or "").endswith("]"))
+    )
+    head = "".join(
+        f'<th><a href="#{html.escape(t.key)}">{html.escape(t.title)}</a><br>'
+        f"{html.escape(t.header[i] if i is not None else f'mean of {len(t.header) - 2} columns')}</th>"
+        for t, i in picked
+    )
+    out = ['<div class="scroll"><table id="table-summary">', f"<tr><th>encoder</th><th>dim</th>{head}</tr>"]
+    for label in labels:
+        dim, cells = "", []
+        for t, i in picked:
+            row = next((r for r in t.rows if r[0].text == label), None)
+            dim = dim or (row[1].text if row else "")
+            c = (row[i] if i is not None else rep._average(row[2:])) if row else None
+            cells.append(f"<td>{_cell(c, rep._digits(t), ci)}</td>" if c is not None else "<td>–</td>")
+        out.append(
+            f"<tr{_row_class(label or '')}><td>{html.escape(label or '')}</td><td>{html.escape(dim or '')}</td>"
+            + "".join(cells)
+            + "</tr>"
+        )
+    out.append("</table></div>")
+    return "\n".join(out)
 
 
 def aggregated(rows, specs):
@@ -159,22 +225,26 @@ def aggregation_table(rows, specs, coef):
     found = aggregated(rows, specs)
     if not found:
         return None
-    header = (
-        "<tr><th rowspan=2>encoder</th>"
-        + "".join(f"<th colspan={len(kind.aggregations)}>{html.escape(spec.label)}</th>" for spec, kind in found)
-        + "</tr>"
+    aggregations = list(dict.fromkeys(name for _, kind in found for _, name in kind.aggregations))
+    header = '<tr><th>task</th><th class="text">encoder</th>' + "".join(
+        f"<th>{html.escape(n)}</th>" for n in aggregations
     )
-    header += "<tr>" + "".join(f"<th>{html.escape(name)}</th>" for _, kind in found for _, name in kind.aggregations)
-    header += "</tr>"
-    out = [f'<div class="scroll"><table id="table-sts-aggregations-{coef}">', header]
-    for enc in rows:
-        cells = []
-        for spec, kind in found:
+    out = [f'<div class="scroll"><table id="table-sts-aggregations-{coef}">', header + "</tr>"]
+    for spec, kind in found:  # a row per task and encoder: as wide for 2 encoders as for 16
+        for enc in rows:
             entry = enc.tasks.get(spec.name)
-            for key, _ in kind.aggregations:
-                c = rep.cell(entry, kind.aggregation_path.format(coef=coef, aggregation=key), 100.0)
-                cells.append(f"<td>{_cell(c, 2, True)}</td>")
-        out.append(f"<tr{_row_class(enc.label)}><td>{html.escape(enc.label)}</td>" + "".join(cells) + "</tr>")
+            if entry is None:
+                continue
+            cells = {
+                name: _cell(rep.cell(entry, kind.aggregation_path.format(coef=coef, aggregation=key), 100.0), 2, True)
+                for key, name in kind.aggregations
+            }
+            out.append(
+                f"<tr{_row_class(enc.label)}><td>{html.escape(spec.label)}</td>"
+                f'<td class="text">{html.escape(enc.label)}</td>'
+                + "".join(f"<td>{cells.get(name, '–')}</td>" for name in aggregations)
+                + "</tr>"
+            )
     out.append("</table></div>")
     return "\n".join(out)
 
@@ -200,13 +270,14 @@ def aggregation_plot(rows, specs, plt):
                 [v if v is not None else float("nan") for v in values],  # no bar for a figure without a value
                 width=width,
                 label=name,
+                color=PALETTE[k],
             )
         ax.set_xticks(range(len(tasks)))
         ax.set_xticklabels([spec.label for spec, _ in tasks], fontsize=8)
         ax.set_title(f"{enc.label} ({enc.dim}-d)", fontsize=9)
         ax.grid(axis="y", alpha=0.3)
     axes[0][0].set_ylabel("cosine Spearman x100")
-    axes[0][-1].legend(fontsize=7)
+    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the bars
     return _png(fig, plt)
 
 
@@ -224,7 +295,7 @@ def comparison_plot(result, plt):
             [i],
             xerr=[[d - lo], [hi - d]],
             fmt="o",
-            color="C0" if r["significant_holm"] else "C7",
+            color=PALETTE[0] if r["significant_holm"] else GREY,
             capsize=3,
             markersize=4,
         )
@@ -362,6 +433,16 @@ def render(
             f"{html.escape(str(record.get('embeval', '?')))}, {len(record['tasks'])} tasks)</li>"
         )
     parts.append("</ul>")
+    summary = summary_table(tables, ci)
+    if summary:
+        parts.append('<h2 id="summary">Summary</h2>')
+        parts.append(
+            '<p class="caption">Each table\'s headline figure per encoder: its Avg. column where it has one, '
+            "else its one column with its 95% bootstrap interval, else the mean of its columns (a mean has no "
+            "interval). Each heading links to its table below, whose caption says how the figures are "
+            "computed.</p>"
+        )
+        parts.append(summary)
     for t in tables:
         parts.append(f'<h2 id="{html.escape(t.key)}">{html.escape(t.title)}</h2>')
         parts.append(f'<p class="caption">{html.escape(t.caption)}</p>')
@@ -370,15 +451,13 @@ def render(
         if t.key != "geometry":
             png = table_plot(t, plt)
             if png:
-                parts.append(
-                    _figure(
-                        png,
-                        "Each figure of the table; error bars: its 95% bootstrap interval "
-                        "(test-set sampling). Open diamonds: published figures (no interval; "
-                        "those marked \u2020 in the table are left out).",
-                        f"{t.title}: figures with intervals",
+                caption = "Each figure of the table; error bars: its 95% bootstrap interval (test-set sampling)."
+                if has_published(t):
+                    caption += (
+                        " Open diamonds: published figures (no interval; those marked \u2020 in the table "
+                        "are left out)."
                     )
-                )
+                parts.append(_figure(png, caption, f"{t.title}: figures with intervals"))
         if t.key == "geometry":
             with tempfile.TemporaryDirectory() as folder:
                 for caption, path in rep.plots(rows, folder, relative_to=folder, specs=specs).get("geometry", []):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from embeval.errors import EmbevalError
+from embeval.errors import EmbevalError, install_hint
 from embeval.formats import atomic
 from embeval.formats.results import FORMAT, FORMAT_VERSION, UNDEFINED, UNDEFINED_NOTE
 from embeval.reports.cells import TABLE_FORMATS, Cell, Table
@@ -309,6 +309,23 @@ def _classifier_variants(rows, columns):
 
 
 NOT_SETTINGS = ("baseline_bow_dim",)  # what one run adds, not how the figures are computed
+# Ends the part of the settings that only tables of trained figures (a classifier, a regressor) state.
+TRAINED_ONLY_END = "\x00"
+
+
+def _settings_for(settings, columns):
+    """The settings sentence as a table states it: the training configuration only when one of its
+    columns is a trained figure (not for cosine STS, retrieval or clustering)."""
+    trains = any(
+        c.per_classifier
+        or c.protocol in ("classifier", "regressor")
+        or (c.protocol is None and spec.kind_module.stacks)
+        for spec, c in columns
+    )
+    if TRAINED_ONLY_END not in settings:
+        return settings
+    trained, rest = settings.split(TRAINED_ONLY_END, 1)
+    return trained + rest if trains else rest[:1].upper() + rest[1:]
 
 
 def _settings(records, ci=True):
@@ -324,9 +341,9 @@ def _settings(records, ci=True):
     text = (
         f"Configuration {config.preset} (kfold {config.kfold}, {config.solver} solver, "
         f"optim {classifier.optim}, batch {classifier.batch_size}, tenacity "
-        f"{classifier.tenacity}, epoch_size {classifier.epoch_size}), seed {config.seed}"
-    )
-    text += f"; normalization {config.normalize}"
+        f"{classifier.tenacity}, epoch_size {classifier.epoch_size}), "
+    ) + TRAINED_ONLY_END
+    text += f"seed {config.seed}; normalization {config.normalize}"
     if config.bootstrap and ci:
         text += (
             f"; [low, high]: 95% percentile bootstrap interval over the test items "
@@ -423,17 +440,18 @@ def _tables_of(grp, columns, rows, settings, declared):
             notes = _notes(columns)
             if notes:
                 caption += f" ({notes})"
-            if grp.average:
+            if grp.average and len(columns) > 1:
                 caption += f". Avg.: the mean of the {len(columns)} columns"
                 if grp.published_average_of and len(columns) != grp.published_average_of:
                     caption += f" (not the {grp.published_average_of} of SimCSE's table)"
-            caption += f". {settings}"
+            caption += f". {_settings_for(settings, columns)}"
             key = grp.key + (f"-{variant}" if variant else "") + ("-normalized" if prefix else "")
             title = grp.title + (f" ({CLASSIFIER_WORDS[variant]})" if variant or grp.who.get(None) else "")
             if grp.normalized:
                 title = f"{grp.title} ({vectors})"
+            average = grp.average and len(columns) > 1  # the mean of one column is that column
             header = (
-                ["encoder", "dim"] + [c.header or spec.label for spec, c in columns] + (["Avg."] if grp.average else [])
+                ["encoder", "dim"] + [c.header or spec.label for spec, c in columns] + (["Avg."] if average else [])
             )
             classifier = variant or _configured_classifier(rows)
             table = Table(
@@ -441,9 +459,9 @@ def _tables_of(grp, columns, rows, settings, declared):
                 title,
                 caption,
                 header,
-                metrics=[c.metric for _, c in columns] + (["mean"] if grp.average else []),
+                metrics=[c.metric for _, c in columns] + (["mean"] if average else []),
                 columns=[c.spec(spec.name, classifier=classifier, vectors=vectors) for spec, c in columns]
-                + ([None] if grp.average else []),
+                + ([None] if average else []),
             )
             for enc in rows:
                 cells = []
@@ -453,7 +471,7 @@ def _tables_of(grp, columns, rows, settings, declared):
                     if entry is not None and variant and c.per_classifier and lookup(entry["results"], path) is None:
                         path = c.path  # a task that ran with one classifier only (WordContent)
                     cells.append(cell(entry, path, c.scale))
-                cells += [_average(cells)] if grp.average else []
+                cells += [_average(cells)] if average else []
                 table.rows.append([Cell(text=enc.label), Cell(text=str(enc.dim))] + cells)
             tables.append(table)
     return tables
@@ -650,7 +668,7 @@ def csv_text(tables, ci=True, figures=None):
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["table", "encoder", "dim", "column", "metric", "value", "ci_low", "ci_high", "caption", "differs"])
     for t in tables:
-        caption = " ".join([t.caption] + t.notes)
+        caption = " ".join([t.caption] + t.notes)  # on the table's first row only, not repeated on each
         for row in t.rows:
             for header, metric, c in zip(t.header[2:], t.metrics, row[2:]):
                 writer.writerow(
@@ -667,6 +685,7 @@ def csv_text(tables, ci=True, figures=None):
                         "yes" if c.mark else "",
                     ]
                 )
+                caption = ""
     return buffer.getvalue()
 
 
@@ -694,7 +713,7 @@ def plots(rows, folder, relative_to=None, specs=()):
         import matplotlib.pyplot as plt
         from matplotlib.ticker import MaxNLocator
     except ImportError:
-        raise EmbevalError("the plots need matplotlib: pip install 'embeval[report]'", file="--plots")
+        raise EmbevalError(f"the plots need matplotlib: {install_hint('report')}", file="--plots")
     found = [(enc, *_geometry(enc, specs)) for enc in rows]
     found = [(enc, g) for enc, _, g in found if g]
     host = next(h for enc in rows for h, g in [_geometry(enc, specs)] if g) if found else None

@@ -367,7 +367,16 @@ def _refuse_skips(skipped, vf, union, registry=None):
 
 def _nothing_to_score(skipped, held_without_data, vf, union, root, registry=None):
     """The one-line error of a run that would score nothing, saying why: the data folder, the file's
-    tasks without data, or what the file holds."""
+    tasks without data, or what the file holds; first, a file holding only datasets that match no task
+    and resemble none (a task of the user's own, scored without its task file)."""
+    foreign = unmatched(vf, registry)
+    misspelt = any(hint for _, hint in foreign)  # a built-in task's name misspelt: said below, with did-you-mean
+    if foreign and not misspelt and not any(n in task_datasets(registry) for n in vf.names() if n != UNION):
+        return VectorsError(
+            f"nothing to score: {_foreign(foreign)}; a task of your own is scored with the task file that "
+            "declares it: --task-file FILE",
+            file=vf.path,
+        )
     if not Path(root).is_dir() and not skipped["absent_from_file"]:
         return DataFileError(f"nothing to score: the data folder {root} does not exist; {DATA_HINT}", file=root)
     if held_without_data:

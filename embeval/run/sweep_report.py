@@ -5,7 +5,7 @@ import json
 import math
 from pathlib import Path
 
-from embeval.errors import EmbevalError
+from embeval.errors import EmbevalError, install_hint
 from embeval.formats.results import UNDEFINED, UNDEFINED_NOTE, write_json
 from embeval.tasks.figures import lookup
 from embeval.tasks.registry import TASKS
@@ -216,7 +216,7 @@ def plot(summary, out_dir, log):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        log("embeval: warning: the plots against step need matplotlib: pip install 'embeval[report]'")
+        log(f"embeval: warning: the plots against step need matplotlib: {install_hint('report')}")
         return []
     folder = Path(out_dir) / "plots"
     folder.mkdir(parents=True, exist_ok=True)

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import importlib
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from embeval.stats import STATISTICS, Statistic
 
 if TYPE_CHECKING:
     from embeval.tasks.kind import Kind
-    from embeval.tasks.spec import TaskSpec
 
 # Every kind of task: its name and the module whose KIND object declares it.
 KINDS = {
@@ -76,12 +75,3 @@ def statistic(set_kind: str, figure: str) -> Statistic:
         if set_kind in own:
             return own[set_kind][figure]
     raise KeyError(f"no statistic {figure!r} of prediction sets of kind {set_kind!r}")
-
-
-def loader(spec: TaskSpec) -> Any:
-    """The function (spec, paths) -> data that reads the task's files."""
-    if spec.format in SENTEVAL_FORMATS:
-        from embeval.tasks import senteval
-
-        return getattr(senteval, SENTEVAL_FORMATS[spec.format][0])
-    return spec.kind_module.load

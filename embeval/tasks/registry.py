@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from embeval.errors import EmbevalError
-from embeval.tasks.catalog import KINDS, SENTEVAL_FORMATS, kind, known_kinds, loader, statistic
+from embeval.tasks.catalog import KINDS, SENTEVAL_FORMATS, kind, known_kinds, statistic
 from embeval.tasks.declaration import TaskFileError
-from embeval.tasks.spec import TaskSpec, read_spec
+from embeval.tasks.spec import TaskSpec, loader, read_spec
 
 if sys.version_info >= (3, 11):
     import tomllib

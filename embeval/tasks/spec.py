@@ -14,6 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from embeval.errors import DATA_HINT, DataFileError
+from embeval.tasks import senteval
+from embeval.tasks.catalog import SENTEVAL_FORMATS, known_kinds
+from embeval.tasks.catalog import kind as kind_named
 from embeval.tasks.declaration import Declaration, TaskFileError
 from embeval.tasks.figures import Figure, Mteb
 
@@ -71,9 +75,7 @@ class TaskSpec:
 
     @property
     def kind_module(self) -> Kind:
-        from embeval.tasks.catalog import kind
-
-        return kind(self.kind)
+        return kind_named(self.kind)
 
     @property
     def figures(self) -> tuple[Figure, ...]:
@@ -108,8 +110,6 @@ class TaskSpec:
     def require_data(self, data_dir: str | Path | None = None) -> None:
         """Raise the DataFileError of the task's first missing data file, if any: for a task file's
         task, naming the key and the task file that name it."""
-        from embeval.errors import DATA_HINT, DataFileError
-
         for key, path in self.paths(data_dir).items():
             if not path.is_file():
                 if self.builtin:
@@ -122,9 +122,6 @@ class TaskSpec:
 
     def load(self, data_dir: str | Path | None = None) -> Any:
         """The task's data (its kind's shape), from its files."""
-        from embeval.errors import DATA_HINT, DataFileError
-        from embeval.tasks.catalog import loader
-
         if self.base is None and data_dir is not None and not Path(data_dir).is_dir():
             raise DataFileError(f"data folder not found; {DATA_HINT}", file=data_dir, task=self.name)
         return loader(self)(self, self.paths(data_dir))
@@ -132,6 +129,14 @@ class TaskSpec:
     def record(self) -> dict[str, Any]:
         """What a results file keeps of the declaration: enough to show the task in a fresh process."""
         return {"source": self.source, "declaration": dict(self.declaration)}
+
+
+def loader(spec: TaskSpec) -> Any:
+    """The function (spec, paths) -> data that reads the task's files: a SentEval format's reader
+    (embeval.tasks.senteval), else its kind's."""
+    if spec.format in SENTEVAL_FORMATS:
+        return getattr(senteval, SENTEVAL_FORMATS[spec.format][0])
+    return spec.kind_module.load
 
 
 def _mteb(decl: Declaration) -> Mteb | None:
@@ -179,8 +184,6 @@ def _report(decl: Declaration) -> Report:
 
 def _files(decl: Declaration, kind: Kind, protocol: str | None, spec_format: str | None) -> tuple[tuple[str, str], ...]:
     """The [files] table: the keys its kind (or its SentEval format) reads, each a path."""
-    from embeval.tasks.catalog import SENTEVAL_FORMATS
-
     table = decl.sub("files")
     assert table is not None
     required: tuple[str, ...]
@@ -213,8 +216,6 @@ def _files(decl: Declaration, kind: Kind, protocol: str | None, spec_format: str
 
 
 def _declared_format(decl: Declaration, kind: Kind) -> str | None:
-    from embeval.tasks.catalog import SENTEVAL_FORMATS
-
     senteval = tuple(name for name, (_, _, kinds) in SENTEVAL_FORMATS.items() if kind.name in kinds)
     return decl.take("format", default=None, choices=kind.formats + senteval)
 
@@ -238,9 +239,6 @@ def _format(decl: Declaration, kind: Kind, files: tuple[tuple[str, str], ...], d
 def read_spec(table: Mapping[str, Any], source: str = BUILT_IN, base: str | None = None) -> TaskSpec:
     """The TaskSpec a declaration describes, after every check that needs no data file.
     source: the task file (for messages), or "built-in"; base: the folder its paths are relative to."""
-    from embeval.tasks.catalog import kind as kind_named
-    from embeval.tasks.catalog import known_kinds
-
     if not isinstance(table, Mapping):
         raise TaskFileError("a task must be a table of keys", file=source)
     decl = Declaration(table, source, str(table.get("name", "?")))
