@@ -392,7 +392,7 @@ def test_mteb_outside_the_tested_range_is_one_line(cli, tmp_path, monkeypatch):
     real = importlib.metadata.version
     monkeypatch.setattr(importlib.metadata, "version", lambda name: "2.40.1" if name == "mteb" else real(name))
     result = cli("export-sentences", "--mteb", "STSBenchmark", "--out", tmp_path / "export")
-    refused_line(result, "mteb 2.40.1 is outside the tested range", "pip install 'embeval[mteb]'")
+    refused_line(result, "mteb 2.40.1 is outside the tested range", "pip install 'embeval-offline[mteb]'")
     assert not (tmp_path / "export").exists()
 
 

@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from embeval.errors import EmbevalError
+from embeval.errors import EmbevalError, install_hint
 from embeval.tasks.spec import TaskSpec, read_spec
 
 TESTED = ((2, 26), (2, 27))  # the mteb versions whose loaders and evaluators embeval follows: >= first, < second
-EXTRA = "pip install 'embeval[mteb]'"
+EXTRA = install_hint("mteb")
 OPTION = "--mteb"
 SOURCE = "mteb"  # a spec's source: "mteb TASK"
 CACHE = "EMBEVAL_CACHE"
