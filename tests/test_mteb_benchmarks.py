@@ -218,6 +218,7 @@ def test_results_json_and_report_equal_mtebs_table_on_exported_files(scored):
     assert f"{bm.IMPLICIT} (MTEB's means)" in shown.output
 
 
+@pytest.mark.slow
 def test_benchmark_resamples_are_each_tasks_own(scored):
     """A task's resampled main scores, as the benchmark interval aggregates them, give that task's
     own recorded interval: the benchmark resamples each task's items exactly as its interval does."""
@@ -235,6 +236,7 @@ def test_benchmark_resamples_are_each_tasks_own(scored):
         assert (low, high) == pytest.approx((own["low"], own["high"]), abs=1e-12)
 
 
+@pytest.mark.slow
 def test_compare_tests_benchmark_means_with_the_tasks_holm_adjusted(scored):
     from embeval.reports import compare as cmp
 

@@ -27,8 +27,8 @@ def tables(rows: Sequence[Any], registry: Any = None) -> list[Table]:
     scores = [bm.task_scores(enc.tasks, registry) for enc in rows]
     out = []
     for benchmark in _declared([enc.record for enc in rows]):
-        if not benchmark.tasks and sum(1 for s in scores if len(s) >= 2) == 0:
-            continue  # no run has two MTEB tasks: no implicit benchmark
+        if not any(bm.shown(benchmark, s) for s in scores):
+            continue
         aggregates = bm.aggregate(benchmark, scores)
         if not aggregates or not aggregates[0].tasks:
             continue
@@ -97,7 +97,7 @@ def compare_pairs(
     for benchmark in _declared([record for record, _ in loaded]):
         for other in range(1, len(loaded)):
             scores = bm.task_scores(loaded[other][0]["tasks"], registry)
-            if not benchmark.tasks and (len(ref_scores) < 2 or len(scores) < 2):
+            if not (bm.shown(benchmark, ref_scores) and bm.shown(benchmark, scores)):
                 continue
             aggregates = bm.aggregate(benchmark, [ref_scores, scores])
             if not aggregates[0].tasks:

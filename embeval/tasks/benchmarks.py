@@ -42,6 +42,12 @@ MEANS = (MEAN_TASK, MEAN_TASK_TYPE)
 IMPLICIT = "MTEB tasks"  # the benchmark of a run that declares none: every task with an MTEB score
 
 
+def shown(benchmark: Benchmark, scores: Mapping[str, TaskScore]) -> bool:
+    """Whether a run's figures of the benchmark are worth a row: a declared benchmark always; the
+    implicit one when the run has MTEB tasks of two types or more (one type is its own table already)."""
+    return bool(benchmark.tasks) or len({s.type for s in scores.values()}) >= 2
+
+
 @dataclass(frozen=True)
 class Benchmark:
     """A benchmark: its name and its MTEB task names (empty: every MTEB task of the runs)."""
@@ -349,8 +355,8 @@ def section(
     config = record.get("config", {}) if isinstance(record.get("config"), Mapping) else {}
     out = {}
     for benchmark in chosen:
-        if not benchmark.tasks and len(scores) < 2:
-            continue  # the implicit benchmark of fewer than two MTEB tasks says nothing
+        if not shown(benchmark, scores):
+            continue
         (agg,) = aggregate(benchmark, [scores])
         if not agg.tasks:
             continue
