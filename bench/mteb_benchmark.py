@@ -25,6 +25,7 @@ network (HF_HUB_OFFLINE): its data is the synthetic data only.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import platform
@@ -34,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 import zlib
 from pathlib import Path
 
@@ -424,8 +426,9 @@ def mteb_task(task, data):
         self.dataset = content
         self.data_loaded = True
 
-    cls = type(type(task).__name__, (type(task),), {"load_data": load_data})
-    return cls(hf_subsets=task.hf_subsets) if task.metadata.is_multilingual else cls()
+    instance = copy.copy(task)  # the benchmark's task object: its subsets, splits and settings
+    instance.load_data = types.MethodType(load_data, instance)
+    return instance
 
 
 def run_mteb(name, folder):
