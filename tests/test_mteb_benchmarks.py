@@ -165,6 +165,7 @@ def scored(tmp_path_factory):
                 cli, ["score", str(vectors), *common, "--out", str(out), "--bootstrap", "200", *only]
             )
         assert result.exit_code == 0, result.output
+        assert f"benchmark {bm.IMPLICIT}: {5 if k < 2 else 3} of {5 if k < 2 else 3} tasks" in result.output
         paths.append(out)
     return folder, paths
 
