@@ -266,3 +266,20 @@ def test_a_recorded_mteb_entry_is_taken_as_recorded():
     (agg,) = bm.aggregate(bm.Benchmark("x", ("A", "B", "C", "D")), [bm.task_scores(entries)])
     assert agg.means == {bm.MEAN_TASK: pytest.approx(1.6 / 3), bm.MEAN_TASK_TYPE: pytest.approx(0.6)}
     assert agg.types == {"Retrieval": pytest.approx(0.4), "STS": 0.8} and agg.tasks == ["A", "B", "C"]
+
+
+def test_benchmarks_named_by_the_entries_mteb_rows():
+    """Entries of tasks scored by name record the benchmarks each was asked through: each is a
+    benchmark of the tasks naming it, its (subset, split) rows averaged into the task."""
+    row = {"type": "Classification", "main_score": "accuracy", "benchmarks": ["B"]}
+    record = {
+        "tasks": {
+            "X.en": {"mteb": dict(row, task="X", value=0.6, subset="en", split="test")},
+            "X.de": {"mteb": dict(row, task="X", value=0.4, subset="de", split="test")},
+            "Y": {"mteb": dict(row, task="Y", type="STS", value=0.9, benchmarks=["B", "C"])},
+        }
+    }
+    assert bm.declared(record) == [bm.Benchmark("B", ("X", "Y")), bm.Benchmark("C", ("Y",))]
+    body = bm.section(record)
+    assert body["B"][bm.MEAN_TASK] == pytest.approx(0.7) and body["B"]["types"]["Classification"] == 0.5
+    assert body["C"]["tasks"] == ["Y"] and body["C"][bm.MEAN_TASK_TYPE] == 0.9

@@ -330,15 +330,26 @@ def intervals(
 
 
 def declared(record: Mapping[str, Any]) -> list[Benchmark]:
-    """The benchmarks a results record declares (`benchmarks`: {name: {"tasks": [...]}}), else the
-    implicit one over its MTEB tasks."""
+    """The benchmarks a results record declares (`benchmarks`: {name: {"declared": [...]}}), else those
+    its entries' `mteb` rows name (`benchmarks`: the benchmarks a task was asked through; the
+    benchmark's tasks are the tasks naming it), else the implicit one over its MTEB tasks."""
     found = record.get("benchmarks")
     if isinstance(found, Mapping) and found:
         return [
-            Benchmark(str(name), tuple(str(t) for t in (body or {}).get("declared", body.get("tasks", ())) or ()))
+            Benchmark(str(name), tuple(str(t) for t in body.get("declared", body.get("tasks", ())) or ()))
             for name, body in found.items()
             if isinstance(body, Mapping)
         ]
+    named: dict[str, list[str]] = {}
+    for entry in (record.get("tasks") or {}).values():
+        row = entry.get("mteb") if isinstance(entry, Mapping) else None
+        if isinstance(row, Mapping) and isinstance(row.get("benchmarks"), list):
+            for name in row["benchmarks"]:
+                tasks = named.setdefault(str(name), [])
+                if str(row.get("task")) not in tasks:
+                    tasks.append(str(row.get("task")))
+    if named:
+        return [Benchmark(name, tuple(tasks)) for name, tasks in named.items()]
     return [Benchmark(IMPLICIT)]
 
 
