@@ -3,6 +3,8 @@
     python bench/gpu.py --data DATA                       # on a CUDA machine: time every task at 768-d
     python bench/gpu.py --audit [--before CHECKOUT]       # anywhere: the device audit, per evaluator
     python bench/gpu.py --roofline                         # the hot loops' FLOPs, bytes and rates here
+    python bench/gpu.py --mteb-benchmark [--scale S] [--tasks A,B] [--dim 384]
+                                                           # MTEB(eng, v2) synthesized: embeval on the GPU vs mteb
 
 On a GPU every task is scored with `--device cuda` on a deterministic bag of random 768-d token
 vectors (devbow's construction), and the seconds per task go to bench/results/gpu_<device>.json,
@@ -15,6 +17,10 @@ synchronizations, host-to-device copies, cross-device operations and numpy-of-de
 the trainer steps and early-stopping rounds they happened in and the source lines that cause most
 of them. `--before CHECKOUT` also audits another checkout of embeval (the audit module is loaded
 from this tree by path) and records both in bench/results/device_audit.json.
+
+`--mteb-benchmark` runs bench/mteb_benchmark.py with embeval's arm on the CUDA device (mteb's arm
+as mteb runs it), into bench/results/mteb_benchmark_gpu_<device>.json; without a CUDA device it
+says so and times embeval on the CPU, into bench/results/mteb_benchmark_cpu_fallback.json.
 
 `--roofline` times one call of each hot loop (trainer step, regressor step, COCO ranker step, L-BFGS
 objective evaluation) and records its FLOPs, bytes moved, achieved GFLOP/s and its floor here: the
@@ -476,6 +482,34 @@ def roofline(dim=768):
     }
 
 
+def mteb_benchmark(args):
+    """bench/mteb_benchmark.py with embeval on the CUDA device, or on the CPU when there is none."""
+    import torch
+
+    spec = importlib.util.spec_from_file_location("mteb_benchmark", HERE / "mteb_benchmark.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if torch.cuda.is_available():
+        device = "cuda"
+        name = "gpu_" + torch.cuda.get_device_name(0).replace(" ", "_")
+    else:
+        print("no CUDA device: timing embeval on the CPU instead", flush=True)
+        device, name = "cpu", "cpu_fallback"
+    argv = [
+        "--scale",
+        str(args.scale),
+        "--device",
+        device,
+        "--out",
+        str(HERE / "results" / f"mteb_benchmark_{name}.json"),
+    ]
+    if args.tasks:
+        argv += ["--tasks", args.tasks]
+    if args.dim:
+        argv += ["--dims", str(args.dim)]
+    module.main(argv)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--audit", action="store_true")
@@ -484,6 +518,8 @@ def main():
     parser.add_argument("--data")
     parser.add_argument("--tasks")
     parser.add_argument("--roofline", action="store_true")
+    parser.add_argument("--mteb-benchmark", action="store_true", help="time bench/mteb_benchmark.py's benchmark")
+    parser.add_argument("--scale", type=float, default=1.0, help="--mteb-benchmark: fraction of each task's size")
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.roofline:
@@ -495,6 +531,8 @@ def main():
     if args.json:
         print(json.dumps(audit_here(args.dim or 64)))
         return
+    if args.mteb_benchmark:
+        return mteb_benchmark(args)
     if args.audit:
         dim = args.dim or 64
         after = audit_here(dim)

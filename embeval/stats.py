@@ -213,13 +213,19 @@ def centred_interval(value, values, level=LEVEL):
     return float(value - high), float(value - low)
 
 
+def resampled(stat, arrays_list, seed, task, resamples=RESAMPLES):
+    """(k, B): the bootstrap values of `stat` for each of the k prediction sets of the same test items,
+    on the task's own resamples (the ones its interval and its paired comparison use)."""
+    groups = strata_of(arrays_list[0], stat.stratified)
+    n = items(arrays_list[0])
+    rng = rng_for(seed, task, "strata" if groups is not None else "all")
+    return _distribution(stat, list(arrays_list), _counts_source(rng, n, groups), resamples, n)
+
+
 def bootstrap_ci(stat, arrays, seed, task, resamples=RESAMPLES, level=LEVEL):
     """{"value", "low", "high"}: the figure of Statistic `stat` and its percentile bootstrap interval
     (the centred interval for a `centred` statistic)."""
-    groups = strata_of(arrays, stat.stratified)
-    n = items(arrays)
-    rng = rng_for(seed, task, "strata" if groups is not None else "all")
-    values = _distribution(stat, [arrays], _counts_source(rng, n, groups), resamples, n)[0]
+    values = resampled(stat, [arrays], seed, task, resamples)[0]
     value = observed(stat, arrays)
     low, high = centred_interval(value, values, level) if getattr(stat, "centred", False) else interval(values, level)
     return {"value": value, "low": low, "high": high}
@@ -232,13 +238,16 @@ def paired_test(stat, arrays_a, arrays_b, seed, task, resamples=RESAMPLES, level
     p = (1 + #{|d* - d| >= |d|}) / (B + 1), where d is the observed difference and d* its
     bootstrap values: the resampled differences, centred on d, stand for the differences a
     population without a real difference would produce (Efron & Tibshirani 1993, ch. 16)."""
-    groups = strata_of(arrays_a, stat.stratified)
-    n = items(arrays_a)
-    rng = rng_for(seed, task, "strata" if groups is not None else "all")
-    values = _distribution(stat, [arrays_a, arrays_b], _counts_source(rng, n, groups), resamples, n)
+    values = resampled(stat, [arrays_a, arrays_b], seed, task, resamples)
     a, b = observed(stat, arrays_a), observed(stat, arrays_b)
+    return paired_summary(a, b, values[0], values[1], level)
+
+
+def paired_summary(a, b, values_a, values_b, level=LEVEL):
+    """B minus A from the observed figures and their bootstrap values on the same resamples: the
+    difference, its percentile interval and the two-sided p-value (see paired_test)."""
     diff = b - a
-    deltas = values[1] - values[0]
+    deltas = np.asarray(values_b) - np.asarray(values_a)
     finite = deltas[np.isfinite(deltas)]
     low, high = interval(deltas, level)
     extreme = np.sum(np.abs(finite - diff) >= abs(diff) - 1e-12 * max(1.0, abs(diff)))

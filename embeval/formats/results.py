@@ -6,6 +6,7 @@ import math
 import numpy as np
 
 from embeval.formats import atomic
+from embeval.tasks import benchmarks
 from embeval.tasks.registry import recorded_spec
 
 FORMAT = "embeval-results"
@@ -117,6 +118,9 @@ def table(record, tasks):
             line += f"; [low, high]: 95% interval, bootstrap of the test items ({boot} resamples)"
         lines.append(line)
     lines += _block(record, tasks)
+    found = benchmarks.lines(record)
+    if found:
+        lines += [""] + found
     base = record.get("baseline")
     if base and base.get("tasks"):
         lines.append("")

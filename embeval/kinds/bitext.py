@@ -51,6 +51,7 @@ def _weighted(name: str) -> Statistic:
 
 class Bitext(Kind):
     name = "bitext-mining"
+    mteb_type = "BitextMining"  # MTEB's task type of its tasks (benchmark means per type)
     summary = "translation pairs; each sentence's nearest cosine neighbour among the other side (MTEB)"
     statistics = {SET_KIND: {f.path: _weighted(f.path) for f in FIGURES}}
 

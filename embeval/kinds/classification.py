@@ -227,6 +227,7 @@ def read_mteb_keys(decl: Declaration) -> MtebClassifierParams:
 
 class Classification(SentEvalClassifierKind):
     name = "classification"
+    mteb_type = "Classification"  # MTEB's task type of its tasks (benchmark means per type)
     summary = "labelled sentences; SentEval's classifier (split, kfold or nested-kfold) or MTEB's experiments"
     protocols = ("split", "kfold", "nested-kfold", MTEB)
     statistics = {

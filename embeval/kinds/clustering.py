@@ -141,6 +141,7 @@ def read_bootstrap_keys(decl: Declaration) -> BootstrapParams:
 
 class Clustering(Kind):
     name = "clustering"
+    mteb_type = "Clustering"  # MTEB's task type of its tasks (benchmark means per type)
     summary = "labelled documents; MiniBatchKMeans scored by v-measure (MTEB's bootstrap or per-set protocol)"
     protocols = (BOOTSTRAP, SETS)
     statistics = {

@@ -71,6 +71,7 @@ class MtebPairParams:
 
 class PairClassification(SentEvalClassifierKind):
     name = "pair-classification"
+    mteb_type = "PairClassification"  # MTEB's task type of its tasks (benchmark means per type)
     summary = "labelled sentence pairs; SentEval's classifier on pair features (split or kfold), or MTEB's thresholds"
     protocols = ("split", "kfold", MTEB)
     statistics = {

@@ -30,6 +30,7 @@ FIGURES = (
 
 class Relatedness(Kind):
     name = "relatedness"
+    mteb_type = "STS"  # MTEB's task type of its tasks (benchmark means per type)
     summary = "scored sentence pairs with train/dev/test; SentEval's supervised regressor, and cosine"
 
     def file_keys(self, protocol: str | None) -> tuple[tuple[str, ...], tuple[str, ...], bool]:

@@ -19,6 +19,7 @@ from embeval.tasks.declaration import Declaration
 
 class Reranking(Retrieval):
     name = "reranking"
+    mteb_type = "Reranking"  # MTEB's task type of its tasks (benchmark means per type)
     summary = "queries with candidate documents and graded judgments; MTEB's reranking figures"
     statistics = {}  # its prediction sets are retrieval's (the same set kind)
     main = "map_at_1000"

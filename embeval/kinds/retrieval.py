@@ -79,6 +79,7 @@ def read_params(decl: Declaration) -> RetrievalParams:
 
 class Retrieval(Kind):
     name = "retrieval"
+    mteb_type = "Retrieval"  # MTEB's task type of its tasks (benchmark means per type)
     summary = "queries, a corpus and graded judgments (BEIR's files); exact search, MTEB's figures"
     formats = ("beir",)
     statistics = {SET_KIND: {name: Statistic(_query_mean(name), False) for name in FIGURES}}

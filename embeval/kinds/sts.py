@@ -53,6 +53,7 @@ class StsParams:
 
 class Sts(Kind):
     name = "sts"
+    mteb_type = "STS"  # MTEB's task type of its tasks (benchmark means per type)
     summary = "scored sentence pairs; cosine similarity, no training"
     aggregations = AGGREGATIONS
     aggregation_path = "all.{coef}.{aggregation}"

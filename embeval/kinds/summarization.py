@@ -73,6 +73,7 @@ class Summaries:
 
 class Summarization(Kind):
     name = "summarization"
+    mteb_type = "Summarization"  # MTEB's task type of its tasks (benchmark means per type)
     summary = "human and graded machine summaries of texts; MTEB's best-cosine correlation per text"
     protocols = (MTEB, SUMMEVAL)
     formats = ("jsonl",)

@@ -19,8 +19,11 @@ import numpy as np
 from embeval import stats
 from embeval.errors import EmbevalError
 from embeval.formats import predictions
+from embeval.reports.benchmarks import compare_pairs as benchmark_pairs
+from embeval.reports.benchmarks import compare_rows as benchmark_rows
 from embeval.reports.cells import COMPARE_FORMATS
 from embeval.reports.tables import Cell, Table, default_labels, load, recorded_config, render, task_specs
+from embeval.tasks.benchmarks import MEANS
 from embeval.tasks.figures import variants
 from embeval.tasks.registry import Registry, statistic
 
@@ -173,13 +176,18 @@ def compare(
     for (task, b, whose), figure_labels in without_value.items():
         why = f"undefined for {whose} (constant scores): {'; '.join(figure_labels)}"
         not_compared.append({"task": task, "b": b, "why": why})
-    needed = resamples_for(len(specs), alpha)
+    pairs, skipped = benchmark_pairs(loaded, names, registry)  # the benchmark means, tested with the tasks
+    not_compared += skipped
+    needed = resamples_for(len(specs) + len(MEANS) * len(pairs), alpha)
     if wanted_resamples is None:
         resamples = max(resamples, needed)
     rows = []
     for a, b, figure, row in specs:
         test = stats.paired_test(statistic(a.kind, figure), a.arrays, b.arrays, seed, row["task"], resamples, level)
         rows.append(dict(test, **row))
+    found, skipped = benchmark_rows(pairs, loaded, names, seed, resamples, level, registry)
+    rows += found
+    not_compared += skipped
     for row, adjusted in zip(rows, stats.holm([r["p"] for r in rows])):
         row["p_holm"] = adjusted
         row["significant"] = bool(row["p"] < alpha)

@@ -555,7 +555,9 @@ def build(
         (warn or logger.warning)(line)
     rows = encoders(records, paths, labels, baselines)
     settings = _settings(records, ci)
-    tables = group_tables(rows, specs, settings) + geometry_table(rows, specs)
+    from embeval.reports.benchmarks import tables as benchmark_tables
+
+    tables = group_tables(rows, specs, settings) + benchmark_tables(rows, registry) + geometry_table(rows, specs)
     if not tables:
         raise EmbevalError("no scored task to report" + (f" ({unknown[0]})" if unknown else ""), file=str(paths[0]))
     if published:

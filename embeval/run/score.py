@@ -237,6 +237,11 @@ def _run(units, decisions, record, files, device, progress, log, workspace):
         if files and (i + 1 == len(units) or units[i + 1].task != unit.task):
             files.task_done(record, kept)
     finish(record, started)
+    from embeval.tasks.benchmarks import section
+
+    found = section(record, kept.get("encoder"))
+    if found:
+        record["benchmarks"] = found
     if files:
         files.complete(record, kept)
 

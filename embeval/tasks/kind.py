@@ -48,6 +48,7 @@ class Kind:
     aggregations: ClassVar[tuple[tuple[str, str], ...]] = ()
     aggregation_path: ClassVar[str] = ""
     groups: ClassVar[Mapping[str, Group]] = {}  # report tables of its own, by key (see embeval.tasks.groups)
+    mteb_type: ClassVar[str | None] = None  # MTEB's task type of its MTEB tasks (embeval.tasks.benchmarks)
 
     # The declaration.
 
