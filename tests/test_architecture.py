@@ -8,7 +8,15 @@ PACKAGE = Path(__file__).resolve().parents[1] / "embeval"
 
 # Lowest first. A module may import its own layer and the layers before it.
 LAYERS = [
-    ("embeval._version", "embeval.errors", "embeval.memory", "embeval.stats", "embeval.audit", "embeval.settings"),
+    (
+        "embeval._version",
+        "embeval.errors",
+        "embeval.memory",
+        "embeval.stats",
+        "embeval.audit",
+        "embeval.settings",
+        "embeval.untrusted",
+    ),
     ("embeval.tasks",),
     ("embeval.formats", "embeval.datasets"),
     ("embeval.train",),

@@ -105,6 +105,7 @@ def compare(
             f"{len(labels)} labels for {len(paths)} results files; give one --label per file", file="--label"
         )
     loaded = [load_run(p) for p in paths]
+    _warn_same(paths, [record for record, _ in loaded])
     reference, ref_runs = loaded[0]
     configured = recorded_config(reference)
     seed = configured.seed if seed is None else seed
@@ -194,6 +195,20 @@ def compare(
         "rows": rows,
         "not_compared": not_compared,
     }
+
+
+def _warn_same(paths, records):
+    """A warning for each file compared with the first that is the same file, or that scored the same
+    vectors (every difference is then 0: the comparison says nothing)."""
+    first = Path(paths[0]).resolve()
+    prints = (records[0].get("vectors") or {}).get("fingerprints")
+    for path, record in zip(paths[1:], records[1:]):
+        if Path(path).resolve() == first:
+            logger.warning(f"{path}: compared with itself ({paths[0]} is the same file): every difference is 0")
+        elif prints and (record.get("vectors") or {}).get("fingerprints") == prints:
+            logger.warning(
+                f"{path}: scored the same vectors as {paths[0]} (identical fingerprints): every difference is 0"
+            )
 
 
 def _check_common(a, b, wanted, tasks, paths):

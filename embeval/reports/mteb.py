@@ -33,6 +33,7 @@ from embeval.errors import EmbevalError
 from embeval.formats import atomic
 from embeval.reports.tables import load, task_specs
 from embeval.tasks.registry import builtin
+from embeval.untrusted import FILE_STEM, check_name
 
 # The MTEB version whose result schema is written (and tested with the real client).
 MTEB_SCHEMA_VERSION = "2.26.24"
@@ -42,8 +43,8 @@ SUBSET = "default"
 LANGUAGES = ["eng-Latn"]
 
 
-MODEL_NAME = re.compile(r"^[^/\s]+/[^/\s]+$")
-REVISION = re.compile(r"^[A-Za-z0-9._-]+$")
+MODEL_NAME = re.compile(r"[^/\s]+/[^/\s]+")  # fullmatch
+REVISION = re.compile(r"[A-Za-z0-9._-]+")
 
 
 def scores(record, path="results", registry=None):
@@ -142,13 +143,15 @@ def model_folder(name):
 
 def export(results_path, model, out, revision=None, registry=None):
     """Write the MTEB result files; returns (folder written, [(MTEB task, file, main score, protocol)], notes)."""
-    if not MODEL_NAME.match(model or ""):
+    if not MODEL_NAME.fullmatch(model or ""):
         raise EmbevalError(
             "the model name must be 'organization/model' (MTEB's form), e.g. my-org/my-encoder", file="--model"
         )
     revision = revision or NO_REVISION
-    if not REVISION.match(revision):
-        raise EmbevalError("the revision may hold letters, digits, '.', '_' and '-' only", file="--revision")
+    if not REVISION.fullmatch(revision) or revision in (".", ".."):
+        raise EmbevalError(
+            "the revision may hold letters, digits, '.', '_' and '-' only (and is not '.' or '..')", file="--revision"
+        )
     record = load(results_path)
     chosen, notes = scores(record, results_path, registry)
     if not chosen:
@@ -172,7 +175,7 @@ def export(results_path, model, out, revision=None, registry=None):
     }
     written = []
     for name, (spec, fields) in chosen.items():
-        path = folder / f"{name}.json"
+        path = folder / f"{check_name(name, 'MTEB task name', file=results_path, pattern=FILE_STEM)}.json"
         content = task_result(spec, fields, record["tasks"][spec.name], Path(results_path).name)
         atomic.write_text(path, json.dumps(content, indent=2) + "\n")
         written.append((name, path, fields["main_score"], spec.mteb.protocol))
