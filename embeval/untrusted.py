@@ -154,8 +154,13 @@ def read_bytes(
             kind = "a folder" if stat.S_ISDIR(info.st_mode) else "a FIFO, device or socket"
             raise error(f"not a regular file ({kind})", file=path, task=task)
         check_size(path, info.st_size, limit, error, task)
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read()
+        chunks, total = [], 0
+        while chunk := os.read(fd, 1 << 24):
+            chunks.append(chunk)
+            total += len(chunk)
+            if limit is not None and total > limit:  # grew since it was checked
+                check_size(path, total, limit, error, task)
+        return b"".join(chunks)
     except OSError as err:
         raise error(f"cannot read: {err.strerror}", file=path, task=task)
     finally:

@@ -117,10 +117,14 @@ class ExportList:
     format: str = LINES
 
 
+def _file_name(dataset, sentences):
+    return f"{dataset}.{'txt' if list_format(sentences) == LINES else 'jsonl'}"
+
+
 def _entry(dataset, sentences, role=TEXT):
     fmt = list_format(sentences)
     entry = {
-        "file": f"{dataset}.{'txt' if fmt == LINES else 'jsonl'}",
+        "file": _file_name(dataset, sentences),
         "count": len(sentences),
         "sha256": fingerprint(sentences),
     }
@@ -168,14 +172,16 @@ def export(task_lists, out_dir, union=False):
 
 def _written_files(task_lists, union):
     """The file names an export of task_lists writes (manifest.json last)."""
-    names = []
+    names, text_lists = [], []
     for name, lists in task_lists.items():
-        for role in lists:
-            if role == TEXT and list(lists) == [TEXT] and union:
-                continue
-            names += [f"{dataset_name(name, role)}.txt", f"{dataset_name(name, role)}.jsonl"]
-    if union:
-        names += [f"{UNION}.txt", f"{UNION}.jsonl"]
+        for role, sentences in lists.items():
+            if role == TEXT and list(lists) == [TEXT]:
+                text_lists.append(sentences)
+                if union:
+                    continue
+            names.append(_file_name(dataset_name(name, role), sentences))
+    if union and text_lists:
+        names.append(_file_name(UNION, union_sentences(text_lists)))
     return names + ["manifest.json"]
 
 

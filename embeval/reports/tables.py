@@ -277,9 +277,11 @@ def _tables_of(grp, columns, rows, settings, declared):
             who = grp.who.get(variant, CLASSIFIER_WORDS[variant]).format(nhid=_mlp_nhid(rows))
             methods = sorted(
                 {
-                    (enc.tasks.get(s.name) or {}).get("results", {}).get("normalized", {}).get("method", "")
+                    recorded.get("method", "")
                     for enc in rows
                     for s, _ in columns
+                    if isinstance(recorded := (enc.tasks.get(s.name) or {}).get("results", {}).get("normalized"), dict)
+                    and isinstance(recorded.get("method", ""), str)
                 }
                 - {""}
             )
