@@ -210,6 +210,8 @@ def test_out_that_is_a_fifo_is_refused(cli, tmp_path, fifo):
     with h5py.File(vectors, "w") as h5:
         h5["STS12"] = np.ones((1, 4), np.float32)
     refused(cli("score", vectors, "--data", tmp_path / "none", "--out", fifo), fifo, "not a regular file")
+    example = Path(__file__).resolve().parents[1] / "docs" / "example" / "results-minilm.json"
+    refused(cli("report", example, "--out", fifo), fifo, "not a regular file")
     assert fifo.exists() and not fifo.is_file()
 
 

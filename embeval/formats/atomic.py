@@ -21,6 +21,11 @@ def _describe(err):
     return err.strerror or str(err)
 
 
+def _refuse_special(path):
+    if path.exists() and not path.is_file() and not path.is_dir():
+        raise EmbevalError("cannot write: not a regular file (a FIFO, device or socket)", file=path)
+
+
 def check_writable(path):
     """Raise EmbevalError unless path can be written atomically (probed with a temporary file).
 
@@ -30,8 +35,7 @@ def check_writable(path):
     path = Path(path)
     if path.is_dir():
         raise EmbevalError("cannot write: is a folder, not a file", file=path)
-    if path.exists() and not path.is_file():
-        raise EmbevalError("cannot write: not a regular file (a FIFO, device or socket)", file=path)
+    _refuse_special(path)
     folder = path.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
@@ -64,8 +68,10 @@ def _mode_for(path):
 
 
 def write_bytes(path, data):
-    """Write data to path atomically; on failure the previous file, if any, is untouched."""
+    """Write data to path atomically; on failure the previous file, if any, is untouched. A path that
+    is a FIFO, a device or a socket is refused (it is never replaced by a file)."""
     path = Path(path)
+    _refuse_special(path)
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
