@@ -264,7 +264,13 @@ def read_spec(
     decl = Declaration(table, source, shown if isinstance(shown, str) and is_name(shown) else "?")
     name = decl.take("name")
     if not is_name(name, NAME):
-        raise decl.error(f"{ascii(name)[:60]}: a task name is a letter followed by letters, digits, '-' or '_'", "name")
+        raise decl.error(
+            f"{ascii(name)[:60]}: a task name is a letter followed by letters, digits, '-' or '_' "
+            "(at most 128 characters)",
+            "name",
+        )
+    if name.upper() == "ALL":
+        raise decl.error("'ALL' is the union export's name (ALL.txt, /ALL); choose another task name", "name")
     kind_name = decl.take("kind")
     if kind_name not in known_kinds():
         from difflib import get_close_matches
