@@ -19,6 +19,7 @@ import numpy as np
 from embeval import stats
 from embeval.errors import EmbevalError
 from embeval.formats import predictions
+from embeval.memory import check_bootstrap
 from embeval.reports.cells import COMPARE_FORMATS
 from embeval.reports.tables import Cell, Table, default_labels, load, recorded_config, render, task_specs
 from embeval.tasks.figures import variants
@@ -111,6 +112,7 @@ def compare(
     seed = configured.seed if seed is None else seed
     wanted_resamples = resamples
     resamples = resamples or configured.bootstrap or stats.RESAMPLES
+    check_bootstrap(resamples, "--resamples")
     names = labels or default_labels([r for r, _ in loaded], paths)
     encoders = [
         {"label": n, "file": str(p), "dim": r.get("vectors", {}).get("dim")}
