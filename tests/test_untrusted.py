@@ -359,6 +359,7 @@ def test_comparing_a_file_with_itself_warns(cli, tmp_path, scored):
     result = cli("compare", out, out)
     assert f"warning: {out}: compared with itself" in result.stderr
     assert "Traceback" not in result.stderr
+    refused(cli("compare", out, out, "--resamples", str(10**15)), "--resamples", "resamples need")
 
 
 def test_vectors_whose_norm_overflows_or_underflows_warn(cli, tmp_path, scored):
