@@ -30,6 +30,22 @@ def available_memory():
         return None
 
 
+BOOTSTRAP_COPIES = 4  # float64 values per resample a figure's interval holds at once (values, copies)
+
+
+def check_bootstrap(resamples, option="--bootstrap"):
+    """Refuse, before anything is scored, a resample count whose values do not fit in half of the
+    memory available (one float64 per resample of each figure, copied while its interval is taken)."""
+    need = int(resamples) * 8 * BOOTSTRAP_COPIES
+    free = available_memory()
+    if free is not None and need > free // 2:
+        raise EmbevalError(
+            f"{resamples} resamples need {need / 2**30:.1f} GiB of memory for each figure's interval, more than "
+            f"half of the {free / 2**30:.1f} GiB available; use fewer (the default is 1000)",
+            file=option,
+        )
+
+
 def device_memory(device):
     """(free bytes, total bytes) of a CUDA device for this process, counting PyTorch's reserved but
     unused memory as free; None for the CPU or when unknown."""

@@ -16,6 +16,7 @@ LAYERS = [
         "embeval.audit",
         "embeval.settings",
         "embeval.threads",
+        "embeval.untrusted",
     ),
     ("embeval.tasks",),
     ("embeval.formats", "embeval.datasets"),

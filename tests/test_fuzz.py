@@ -391,3 +391,243 @@ def test_mini_data_is_valid(cli, mini, tmp_path):
         tasks = "STS13,STS16" if base == "union" else "STS16"
         result = cli("score", path, "--data", data_root, "--tasks", tasks, "--out", tmp_path / f"{base}.json")
         assert result.exit_code == 0, result.stderr
+
+
+# Shared files: task files of one's own (and their TSV or BEIR data), results files and export manifests,
+# random and mutated. Besides the error contract, nothing may be written outside the output folder, and
+# the content of a file outside the task's folder never shows in an output or a message.
+
+OUTSIDE = b"sentence1\tsentence2\tscore\nSENTINEL private a\tSENTINEL private b\t1\n"
+HOSTILE_PATHS = [
+    "../outside.tsv",
+    "../../outside.tsv",
+    "/etc/hostname",
+    "link.tsv",  # a symlink to ../outside.tsv
+    "fifo.tsv",  # a FIFO
+    "d/../../outside.tsv",
+    "",
+    "d",
+    "/dev/zero",
+]
+HOSTILE_NAMES = ["../../escaped", "Mine\n", ".hidden", "a/b", "x" * 300, "Mine\x00", " ", "ALL", "manifest"]
+DEEP = "[" * 3000 + "]" * 3000
+SHARED_TASKS = {
+    "sts": (
+        'name = "Mine"\nkind = "sts"\n[files]\ntest = "d/test.tsv"\n',
+        {"d/test.tsv": b"sentence1\tsentence2\tscore\na b\ta c\t4.5\nx y\tx z\t1\nsun\tmoon\t0\n"},
+    ),
+    "retrieval": (
+        'name = "Mine"\nkind = "retrieval"\n[files]\ncorpus = "d/corpus.jsonl"\nqueries = "d/queries.jsonl"\n'
+        'qrels = "d/qrels.tsv"\n',
+        {
+            "d/corpus.jsonl": b'{"_id": "d1", "title": "t", "text": "one"}\n{"_id": "d2", "text": "two"}\n',
+            "d/queries.jsonl": b'{"_id": "q1", "text": "first"}\n{"_id": "q2", "text": "second"}\n',
+            "d/qrels.tsv": b"query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n",
+        },
+    ),
+}
+
+
+def tree_state(folder, skip):
+    """{path: (kind, bytes)} of everything under folder except under `skip` (FIFOs are never read)."""
+    state = {}
+    for path in sorted(Path(folder).rglob("*")):
+        if skip in path.parents or path == skip:
+            continue
+        if path.is_symlink():
+            state[str(path)] = ("link", os.readlink(path))
+        elif path.is_file():
+            state[str(path)] = ("file", path.read_bytes())
+        else:
+            state[str(path)] = ("other", None)
+    return state
+
+
+def shared_outcome(result, folder, out, before):
+    """The error contract, nothing changed outside `out`, and no outside content anywhere."""
+    outcome(result)
+    assert tree_state(folder, out) == before
+    assert b"SENTINEL" not in (result.stdout + result.stderr).encode()
+    for path in Path(out).rglob("*") if Path(out).is_dir() else ():
+        if path.is_file() and not path.is_symlink():
+            assert b"SENTINEL" not in path.read_bytes(), path
+
+
+def mutate_toml(text, draw):
+    """A task file's text, damaged: a path or a name replaced by a hostile one, deep nesting, a key
+    added or dropped, or its bytes (as any text file)."""
+    kind = draw(st.sampled_from(["path", "name", "deep", "key", "bytes"]), label="toml damage")
+    if kind == "path":
+        old = draw(st.sampled_from([line.split('"')[1] for line in text.splitlines() if line.count('"') == 2]))
+        return text.replace(f'"{old}"', json.dumps(draw(st.sampled_from(HOSTILE_PATHS)))).encode()
+    if kind == "name":
+        return text.replace('"Mine"', json.dumps(draw(st.sampled_from(HOSTILE_NAMES))), 1).encode()
+    if kind == "deep":
+        return (text.split("[files]")[0] + f"extra = {DEEP}\n[files]" + text.split("[files]")[1]).encode()
+    if kind == "key":
+        name = json.dumps(draw(st.sampled_from(HOSTILE_NAMES)))
+        key = draw(st.sampled_from([f"mteb = {{name = {name}}}", ""]))
+        return (key + "\n" + text).encode()
+    return mutate_text(text.encode(), draw)
+
+
+def mutate_jsonl(raw, draw):
+    """A JSON lines file, damaged: a line replaced by deep nesting, a duplicate key, random JSON, or as text."""
+    kind = draw(st.sampled_from(["deep", "duplicate", "random", "text"]), label="jsonl damage")
+    lines = raw.split(b"\n")
+    i = draw(st.integers(0, max(len(lines) - 2, 0)))
+    if kind == "deep":
+        lines[i] = ('{"_id": "z", "text": ' + DEEP + "}").encode()
+    elif kind == "duplicate":
+        lines[i] = b'{"_id": "d1", "_id": " ", "text": "\\t", "text": ""}'
+    elif kind == "random":
+        lines[i] = json.dumps(draw(PLAIN_JSON)).encode()
+    else:
+        return mutate_text(raw, draw)
+    return b"\n".join(lines)
+
+
+PLAIN_JSON = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=10)),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+    max_leaves=12,
+)
+
+
+def write_shared_task(folder, kind):
+    text, files = SHARED_TASKS[kind]
+    tasks = folder / "tasks"
+    for rel, content in files.items():
+        (tasks / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tasks / rel).write_bytes(content)
+    (folder / "outside.tsv").write_bytes(OUTSIDE)
+    (tasks / "link.tsv").symlink_to(folder / "outside.tsv")
+    os.mkfifo(tasks / "fifo.tsv")
+    (tasks / "task.toml").write_text(text)
+    return tasks / "task.toml", text
+
+
+@given(st.data())
+@FUZZ
+def test_fuzz_shared_task_files(cli, data):
+    kind = data.draw(st.sampled_from(sorted(SHARED_TASKS)), label="kind")
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        task_file, text = write_shared_task(folder, kind)
+        for _ in range(data.draw(st.integers(1, 2), label="mutations")):
+            target = data.draw(st.sampled_from(["task file"] + sorted(SHARED_TASKS[kind][1])), label="file")
+            if target == "task file":
+                task_file.write_bytes(mutate_toml(text, data.draw))
+            else:
+                path = task_file.parent / target
+                damage = mutate_jsonl if target.endswith(".jsonl") else mutate_text
+                path.write_bytes(damage(path.read_bytes(), data.draw))
+        out = folder / "a" / "b" / "out"
+        out.parent.mkdir(parents=True)
+        before = tree_state(folder, out)
+        result = cli("export-sentences", "--data", folder / "none", "--task-file", task_file, "--out", out)
+        shared_outcome(result, folder, out, before)
+        if result.exit_code != 0:
+            assert not out.exists()
+
+
+def mutate_json(value, draw, hostile):
+    """A JSON document with one part replaced (by random JSON, a hostile name or path, deep nesting) or
+    removed."""
+    paths = []
+
+    def walk(node, at):
+        paths.append(at)
+        if isinstance(node, dict):
+            for key, child in node.items():
+                walk(child, at + [key])
+        elif isinstance(node, list):
+            for i, child in enumerate(node):
+                walk(child, at + [i])
+
+    walk(value, [])
+    at = draw(st.sampled_from(paths[1:] or [[]]), label="where")
+    new = draw(
+        st.one_of(PLAIN_JSON, st.sampled_from(hostile), st.just(json.loads("[" * 60 + "]" * 60)), st.just("DROP")),
+        label="value",
+    )
+    if not at:
+        return new
+    parent = value
+    for key in at[:-1]:
+        parent = parent[key]
+    if new == "DROP":
+        del parent[at[-1]]
+    else:
+        parent[at[-1]] = new
+    return value
+
+
+@given(st.data())
+@FUZZ
+def test_fuzz_results_files(cli, data):
+    example = Path(__file__).resolve().parents[1] / "docs" / "example" / "results-minilm.json"
+    record = json.loads(example.read_text())
+    declared = dict(record["tasks"]["STS12"])
+    declared["declaration"] = {
+        "source": "tasks/t.toml",
+        "declaration": {
+            "name": "Mine",
+            "kind": "sts",
+            "format": "senteval-sts",
+            "files": {"MSRpar.input": "a.txt", "MSRpar.gs": "b.txt"},
+            "mteb": {"name": "Mine", "revision": "r", "figures": "all.{coef}.pooled"},
+        },
+    }
+    record["tasks"]["Mine"] = declared
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        path = folder / "shared" / "r.json"
+        path.parent.mkdir()
+        if data.draw(st.booleans(), label="as bytes"):
+            path.write_bytes(mutate_text(json.dumps(record, indent=1).encode(), data.draw))
+        else:
+            for _ in range(data.draw(st.integers(1, 3), label="mutations")):
+                record = mutate_json(record, data.draw, HOSTILE_NAMES + HOSTILE_PATHS)
+            path.write_text(json.dumps(record))
+        out = folder / "a" / "b" / "out"
+        out.parent.mkdir(parents=True)
+        before = tree_state(folder, out)
+        command = data.draw(st.sampled_from(["report", "export-mteb", "compare"]), label="command")
+        args = {
+            "report": ("report", path, "--out", out / "report.md"),
+            "export-mteb": ("export-mteb", path, "--model", "org/model", "--out", out),
+            "compare": ("compare", path, path, "--out", out / "compare.md"),
+        }[command]
+        shared_outcome(cli(*args), folder, out, before)
+
+
+@given(st.data())
+@FUZZ
+def test_fuzz_manifests(cli, data):
+    from embeval.errors import EmbevalError
+    from embeval.formats.vectors import write
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        (folder / "outside.tsv").write_bytes(OUTSIDE)
+        exported = folder / "export"
+        export.export({"Mine": {"text": ["a", "b"]}, "Other": {"query": ["q"], "document": ["d", "e"]}}, exported)
+        manifest = exported / "manifest.json"
+        if data.draw(st.booleans(), label="as bytes"):
+            manifest.write_bytes(mutate_text(manifest.read_bytes(), data.draw))
+        else:
+            value = json.loads(manifest.read_text())
+            for _ in range(data.draw(st.integers(1, 3), label="mutations")):
+                value = mutate_json(value, data.draw, HOSTILE_NAMES + HOSTILE_PATHS)
+            manifest.write_text(json.dumps(value))
+        out = folder / "a" / "b" / "out"
+        out.mkdir(parents=True)
+        before = tree_state(folder, out)
+        try:
+            write(out / "v.h5", exported, lambda s: np.ones((len(s), 4), np.float32), progress=False)
+        except EmbevalError as err:
+            assert "\n" not in str(err) and "SENTINEL" not in str(err)
+        assert tree_state(folder, out) == before
+        if (out / "v.h5").exists():
+            shared_outcome(cli("vectors", "check", out / "v.h5", "--export", exported), folder, out, before)

@@ -89,7 +89,7 @@ data_option = click.option(
     help="SentEval data folder (with downstream/ and probing/). Default: $EMBEVAL_DATA, "
     "else the per-user data folder (see `embeval data list`).",
 )
-task_file_option = click.option(
+_task_file = click.option(
     "--task-file",
     "task_files",
     multiple=True,
@@ -97,6 +97,27 @@ task_file_option = click.option(
     help="A task file (TOML) or a folder of task files declaring your own tasks (docs/tasks.md); repeatable. "
     "EMBEVAL_TASKS names more (files or folders, separated as in PATH).",
 )
+ALLOW_OUTSIDE = "allow_paths_outside"
+
+
+def _remember_allow_outside(ctx, param, value):
+    ctx.meta[ALLOW_OUTSIDE] = bool(value)
+    return value
+
+
+_allow_outside = click.option(
+    "--allow-paths-outside",
+    is_flag=True,
+    expose_value=False,
+    callback=_remember_allow_outside,
+    help="Let a task file's [files] name data outside the task file's folder (by default a path, symlinks "
+    "followed, must stay inside it). Recorded in the results.",
+)
+
+
+def task_file_option(command):
+    """--task-file, and --allow-paths-outside for the files its task files name."""
+    return _task_file(_allow_outside(command))
 
 
 def _keep_mteb_option(ctx, param, value):
@@ -151,9 +172,9 @@ def task_registry(task_files):
     MTEB tasks of --mteb (a built-in of the same name gives way; a task file's is an error)."""
     from embeval.tasks.registry import registry
 
-    known = registry(task_files)
     ctx = click.get_current_context(silent=True)
     meta = ctx.meta if ctx is not None else {}
+    known = registry(task_files, allow_outside=bool(meta.get(ALLOW_OUTSIDE)))
     if not meta.get("embeval.mteb"):
         return known
     from embeval.tasks.mteb_source import specs_by_name

@@ -21,6 +21,11 @@ def _describe(err):
     return err.strerror or str(err)
 
 
+def _refuse_special(path):
+    if path.exists() and not path.is_file() and not path.is_dir():
+        raise EmbevalError("cannot write: not a regular file (a FIFO, device or socket)", file=path)
+
+
 def check_writable(path):
     """Raise EmbevalError unless path can be written atomically (probed with a temporary file).
 
@@ -30,6 +35,7 @@ def check_writable(path):
     path = Path(path)
     if path.is_dir():
         raise EmbevalError("cannot write: is a folder, not a file", file=path)
+    _refuse_special(path)
     folder = path.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
@@ -62,8 +68,10 @@ def _mode_for(path):
 
 
 def write_bytes(path, data):
-    """Write data to path atomically; on failure the previous file, if any, is untouched."""
+    """Write data to path atomically; on failure the previous file, if any, is untouched. A path that
+    is a FIFO, a device or a socket is refused (it is never replaced by a file)."""
     path = Path(path)
+    _refuse_special(path)
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -126,15 +134,21 @@ class WriterLock:
         import socket
         import time
 
-        me = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+        me = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "token": os.urandom(8).hex(),  # tells this lock from an earlier one of the same pid
+        }
         for _attempt in range(2):
             try:
                 self.lock.parent.mkdir(parents=True, exist_ok=True)
                 fd = os.open(self.lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
-                owner = self._owner()
+                content = self._content()
+                owner = _parse_owner(content)
                 if owner is not None and owner.get("host") == me["host"] and not _running(owner.get("pid")):
-                    self._remove()
+                    self._take_over(content)
                     continue
                 who = (
                     "another process"
@@ -159,14 +173,42 @@ class WriterLock:
             return
         raise EmbevalError(f"cannot take the lock {self.lock.name}", file=self.path)
 
-    def _owner(self):
-        import json
+    def _content(self):
+        """The lock file's bytes (None when unreadable); a lock is a small regular file."""
+        from embeval.untrusted import MAX_DECLARATION_BYTES, read_bytes
 
         try:
-            owner = json.loads(self.lock.read_text(encoding="utf-8"))
-            return owner if isinstance(owner, dict) else None
-        except (OSError, ValueError):
+            return read_bytes(self.lock, MAX_DECLARATION_BYTES)
+        except EmbevalError:
             return None
+
+    def _take_over(self, stale):
+        """Remove the lock whose content `stale` names a process that no longer runs, atomically: the lock
+        is renamed to a name of this process's own, and removed only if what was moved is that stale lock.
+        If another process took the lock over meanwhile (what was moved is its live lock), the live lock is
+        put back, so two writers never both hold it."""
+        if stale is None:
+            return
+        moved = self.lock.with_name(f"{self.lock.name}.{os.getpid()}.{os.urandom(4).hex()}.stale")
+        try:
+            os.rename(self.lock, moved)
+        except FileNotFoundError:
+            return  # another process removed it first
+        except OSError as err:
+            raise EmbevalError(f"cannot write: {_describe(err)}", file=self.lock)
+        try:
+            with open(moved, "rb") as f:
+                content = f.read(1 << 16)
+            if content != stale:
+                try:
+                    os.link(moved, self.lock)  # a live lock, moved by mistake: back in place
+                except FileExistsError:
+                    pass
+        finally:
+            try:
+                os.unlink(moved)
+            except FileNotFoundError:
+                pass
 
     def _remove(self):
         try:
@@ -178,6 +220,19 @@ class WriterLock:
         if self.held:
             self._remove()
             self.held = False
+
+
+def _parse_owner(content):
+    """The owner a lock file's bytes name ({pid, host, started}), or None."""
+    import json
+
+    if content is None:
+        return None
+    try:
+        owner = json.loads(content.decode("utf-8"))
+    except (ValueError, RecursionError):
+        return None
+    return owner if isinstance(owner, dict) else None
 
 
 def _running(pid):

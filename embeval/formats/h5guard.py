@@ -21,6 +21,7 @@ import warnings
 from pathlib import Path
 
 from embeval.errors import VectorsError
+from embeval.untrusted import regular_file
 
 SECONDS = 120
 MEMORY_MARGIN = 4 << 30
@@ -34,11 +35,10 @@ def check_file(path):
     """Refuse, without loading HDF5, what cannot be a vectors file: a missing path, a folder, an empty
     or unreadable file, a file without HDF5's signature. Returns the path."""
     path = Path(path)
-    if not path.exists():
+    try:
+        size = regular_file(path, VectorsError)
+    except FileNotFoundError:
         raise VectorsError("vectors file not found", file=path)
-    if not path.is_file():
-        raise VectorsError("not a file", file=path)
-    size = path.stat().st_size
     if size == 0:
         raise VectorsError("empty file, not an HDF5 vectors file", file=path)
     try:

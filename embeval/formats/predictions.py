@@ -27,6 +27,7 @@ from embeval import stats
 from embeval.errors import EmbevalError
 from embeval.formats import atomic
 from embeval.tasks.registry import statistic
+from embeval.untrusted import read_bytes
 
 FORMAT = "embeval-predictions"
 FORMAT_VERSION = 1
@@ -206,7 +207,7 @@ def check_replaceable(path):
     try:
         with np.load(path, allow_pickle=False) as npz:
             meta = json.loads(bytes(npz[META]).decode())
-    except (ValueError, KeyError, TypeError, zipfile.BadZipFile, OSError, UnicodeDecodeError):
+    except (ValueError, KeyError, TypeError, zipfile.BadZipFile, OSError, UnicodeDecodeError, RecursionError):
         raise refused
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise refused
@@ -216,15 +217,11 @@ def read(path, sha256=None):
     """{run: {task: {"data_sha256", "vectors_sha256", "sets": {name: PredictionSet}}}} from a sidecar
     (no pickles are loaded); sha256, when given, must match the file's."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise EmbevalError(
-            "predictions file not found (it is written beside the results by `embeval score --save-predictions`)",
-            file=path,
-        )
-    except OSError as err:
-        raise EmbevalError(f"cannot read: {err.strerror}", file=path)
+    data = read_bytes(
+        path,
+        None,
+        missing="predictions file not found (it is written beside the results by `embeval score --save-predictions`)",
+    )
     if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
         raise EmbevalError(
             "predictions file does not match its results file (sha256 differs); it was "
@@ -254,6 +251,8 @@ def read(path, sha256=None):
                         "vectors_sha256": entry["vectors_sha256"],
                         "sets": sets,
                     }
-    except (ValueError, KeyError, TypeError, zipfile.BadZipFile, OSError) as err:
+    except (ValueError, KeyError, TypeError, AttributeError, zipfile.BadZipFile, OSError) as err:
         raise EmbevalError(f"not a valid embeval predictions file ({err})", file=path)
+    except RecursionError:
+        raise EmbevalError("not a valid embeval predictions file (nested too deeply)", file=path)
     return runs

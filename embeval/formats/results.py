@@ -1,13 +1,18 @@
 """Result records: plain JSON (written atomically) and the terminal table."""
 
+import hashlib
 import json
+import logging
 import math
 
 import numpy as np
 
+from embeval.errors import EmbevalError
 from embeval.formats import atomic
 from embeval.tasks import benchmarks
 from embeval.tasks.registry import recorded_spec
+
+logger = logging.getLogger("embeval")
 
 FORMAT = "embeval-results"
 FORMAT_VERSION = 1
@@ -166,3 +171,154 @@ def skip_reason(reason, record):
     if reason == "no_data":
         return f"no task data in {record.get('data', {}).get('path', 'the data folder')}"
     return reason.replace("_", " ")
+
+
+GEOMETRY_NUMBERS = (
+    "alignment",
+    "uniformity",
+    "effective_rank",
+    "positive_pairs",
+    "positive_threshold",
+    "uniformity_sample",
+    "sentences",
+)
+
+
+def check_structure(record, path):
+    """Refuse, in one line naming the file and the task, a results file whose parts the report and
+    the comparison read are not what embeval writes (a hand-edited or truncated record)."""
+
+    def bad(what, task=None):
+        return EmbevalError(f"not a valid embeval results file: {what}", file=path, task=task)
+
+    if "config" not in record:
+        raise bad("no 'config' (the settings the figures were computed with)")
+    for key in ("config", "vectors", "baseline", "predictions"):
+        if key in record and not isinstance(record[key], dict):
+            raise bad(f"'{key}' is not an object")
+    runs = [record["tasks"]]
+    if "baseline" in record:
+        base = record["baseline"]
+        if not isinstance(base.get("tasks"), dict) or not isinstance(base.get("dim"), int):
+            raise bad("'baseline' needs 'tasks' (an object) and 'dim' (an integer)")
+        runs.append(base["tasks"])
+    for tasks in runs:
+        for name, entry in tasks.items():
+            problem = entry_problem(entry)
+            if problem:
+                raise bad(problem, name)
+            for figure, interval in entry.get("ci", {}).get("figures", {}).items():
+                outside = _outside_interval(entry["results"], figure, interval)
+                if outside:
+                    logger.warning(f"{path}: {name}: {outside}")
+
+
+def entry_problem(entry):
+    """What makes one task's entry unlike what embeval writes (None: nothing): its parts, each figure
+    against its interval's record, and its figures against their digest (`figures_sha256`)."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("results"), dict):
+        return "the task's entry has no 'results' object"
+    if not isinstance(entry.get("kind"), str):
+        return "the task's entry has no 'kind' (the kind of task it was scored as)"
+    if not isinstance(entry.get("vectors"), dict):
+        return "the task's entry has no 'vectors' object (what was scored)"
+    for key in ("ci", "geometry"):
+        if key in entry and not isinstance(entry[key], dict):
+            return f"'{key}' is not an object"
+    if not isinstance(entry.get("ci", {}).get("figures", {}), dict):
+        return "'ci.figures' is not an object"
+    for figure, interval in entry.get("ci", {}).get("figures", {}).items():
+        problem = _interval_problem(entry["results"], figure, interval)
+        if problem:
+            return problem
+    geometry = entry.get("geometry")
+    if geometry is not None and (
+        any(not is_number(geometry.get(k)) for k in GEOMETRY_NUMBERS)
+        or not isinstance(geometry.get("singular_values"), list)
+        or not all(is_number(v) for v in geometry["singular_values"])
+    ):
+        return "'geometry' lacks a figure or has one that is not a number"
+    if "figures_sha256" in entry and entry["figures_sha256"] != figures_digest(entry):
+        return "its figures and intervals do not match their digest figures_sha256 (edited by hand?)"
+    return None
+
+
+def figures_digest(entry):
+    """The sha256 of a task entry's figures and intervals as written (canonical JSON): what
+    `figures_sha256` records, so that a figure edited together with its interval is found."""
+    content = {"results": entry.get("results"), "ci": entry.get("ci")}
+    text = json.dumps(plain(content), sort_keys=True, allow_nan=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def is_number(value):
+    """A finite number (not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+MISSING = object()
+
+
+def find(results, path):
+    """The value at a dotted path of a task's results: a number, None (recorded as null: undefined), or
+    MISSING when the results have no such figure."""
+    value = results
+    for part in path.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return MISSING
+        value = value[part]
+    return value
+
+
+ROUNDED_TOLERANCE = 0.0101  # SentEval's accuracies and F1 in %, rounded to 2 decimals (see _tolerance)
+
+
+def _tolerance(figure):
+    """How far a recorded figure may lie from its interval's figure (computed again from the predictions,
+    unrounded). For a percentage rounded to two decimals (SentEval's accuracies and F1; correlations are
+    fractions, never rounded): one unit of the second decimal, SentEval rounding each outer fold's accuracy
+    before their mean and the mean again (tests/test_predictions.py holds every run to this bound;
+    docs/example and tests/regression differ by at most 0.0048). For the others, float rounding (those
+    files: at most 1.2e-16)."""
+    noise = 1e-9 * max(1.0, abs(figure))
+    rounded = abs(figure) > 1 and abs(figure - round(figure, 2)) <= noise
+    return noise + (ROUNDED_TOLERANCE if rounded else 0.0)
+
+
+def _interval_problem(results, path, interval):
+    """What is wrong with a figure's interval record against the figure in the results (None: nothing);
+    intervals with values that are not numbers are left out of the tables, not refused."""
+    if not isinstance(interval, dict):
+        return f"the interval of {path} is not an object"
+    figure = find(results, path)
+    value, low, high = (interval.get(k) for k in ("value", "low", "high"))
+    if figure is MISSING or (value is not None and not is_number(value)):
+        return None
+    if figure is None or value is None:
+        if figure is None and value is None:
+            return None
+        shown = "null" if figure is None else f"{figure:g}"
+        return f"{path} is {shown}, its interval's value {'null' if value is None else f'{value:g}'}"
+    if not is_number(figure):
+        return None
+    tol = _tolerance(figure)
+    if abs(figure - value) > tol:
+        return f"{path} is {figure:g}, its interval's value {value:g} (edited by hand?)"
+    return None
+
+
+def _outside_interval(results, path, interval):
+    """A warning when a figure lies outside its own interval (None: it lies inside). A percentile
+    bootstrap interval of a biased figure may exclude it (a v-measure near chance: resampling repeats
+    items, which reads as agreement); a figure edited with its interval's value reads the same."""
+    figure = find(results, path)
+    low, high = ((interval or {}).get(k) for k in ("low", "high"))
+    if not (is_number(figure) and is_number(low) and is_number(high)):
+        return None
+    tol = _tolerance(figure)
+    if low - tol <= figure <= high + tol:
+        return None
+    return (
+        f"{path} is {figure:g}, outside its 95% interval [{low:g}, {high:g}]: a biased figure's bootstrap "
+        "interval may exclude it (or the file was edited)"
+    )

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from embeval._version import __version__
 from embeval.errors import DATA_HINT, DataFileError, EmbevalError
 from embeval.formats import atomic
+from embeval.untrusted import FILE_STEM, MAX_DECLARATION_BYTES, check_name, confine, loads_json, read_bytes, read_json
 
 if TYPE_CHECKING:
     from embeval.tasks.registry import Registry
@@ -92,7 +94,7 @@ def split_lines(data, path, fmt=LINES):
     sentences = []
     for number, line in enumerate(lines, 1):
         try:
-            value = json.loads(line)
+            value = loads_json(line, file=path, line=number)
         except json.JSONDecodeError:
             value = None
         if not isinstance(value, str):
@@ -115,10 +117,14 @@ class ExportList:
     format: str = LINES
 
 
+def _file_name(dataset, sentences):
+    return f"{dataset}.{'txt' if list_format(sentences) == LINES else 'jsonl'}"
+
+
 def _entry(dataset, sentences, role=TEXT):
     fmt = list_format(sentences)
     entry = {
-        "file": f"{dataset}.{'txt' if fmt == LINES else 'jsonl'}",
+        "file": _file_name(dataset, sentences),
         "count": len(sentences),
         "sha256": fingerprint(sentences),
     }
@@ -137,6 +143,7 @@ def export(task_lists, out_dir, union=False, about=None):
     if not isinstance(task_lists, dict):
         task_lists = {data.name: {TEXT: task_sentences(data)} for data in task_lists}
     out_dir = Path(out_dir)
+    check_owned(out_dir, task_lists, union)
     tasks, text_lists = {}, []
     for name, lists in task_lists.items():
         if list(lists) == [TEXT]:
@@ -167,17 +174,79 @@ def export(task_lists, out_dir, union=False, about=None):
     return manifest
 
 
+def _written_files(task_lists, union):
+    """The file names an export of task_lists writes (manifest.json last)."""
+    names, text_lists = [], []
+    for name, lists in task_lists.items():
+        for role, sentences in lists.items():
+            if role == TEXT and list(lists) == [TEXT]:
+                text_lists.append(sentences)
+                if union:
+                    continue
+            names.append(_file_name(dataset_name(name, role), sentences))
+    if union and text_lists:
+        names.append(_file_name(UNION, union_sentences(text_lists)))
+    return names + ["manifest.json"]
+
+
+def check_owned(out_dir, task_lists, union=False):
+    """Refuse, before anything is written, an export into a folder holding a file of the same name that
+    an earlier export did not write: a manifest.json that is not an embeval manifest, or a list file
+    that the folder's manifest does not record with the same fingerprint (a file of the user's, or one
+    edited since)."""
+    out_dir = Path(out_dir)
+    targets = [out_dir / name for name in _written_files(task_lists, union)]
+    present = [path for path in targets if os.path.lexists(path)]
+    if not present:
+        return
+    if out_dir.is_symlink() or not out_dir.is_dir():
+        return  # writing fails with its own one-line error
+    manifest_path = out_dir / "manifest.json"
+    owned = {}
+    if os.path.lexists(manifest_path):
+        try:
+            manifest = load_manifest(out_dir)
+        except EmbevalError:
+            raise EmbevalError(
+                "exists and is not a manifest embeval wrote; refusing to overwrite it (choose another --out)",
+                file=manifest_path,
+            )
+        owned = {entry.file: entry.sha256 for entry in manifest_files(manifest) if entry.file}
+    for path in present:
+        if path == manifest_path:
+            continue
+        sha = owned.get(path.name)
+        if sha is None or path.is_symlink() or not path.is_file() or _sha256_of(path) != sha:
+            why = "not written by an earlier export" if sha is None else "changed since embeval wrote it"
+            raise EmbevalError(
+                f"exists and was {why} (its manifest.json does not record it as is); refusing to overwrite it "
+                "(choose another --out, or move the file away); nothing was written",
+                file=path,
+            )
+
+
+def _sha256_of(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def load_manifest(export_dir):
-    """Read and validate an export folder's manifest.json (exports of every earlier version read)."""
+    """Read and validate an export folder's manifest.json (exports of every earlier version read): its
+    task and dataset names valid names, its files inside the export folder."""
     path = Path(export_dir) / "manifest.json"
     if not Path(export_dir).is_dir():
         raise EmbevalError("export folder not found (run `embeval export-sentences` first)", file=export_dir)
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         raise EmbevalError("no manifest.json: not an embeval export folder", file=export_dir)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise EmbevalError(f"unreadable manifest ({err})", file=path)
+    manifest = read_json(
+        path,
+        MAX_DECLARATION_BYTES,
+        missing="no manifest.json: not an embeval export folder",
+        invalid=lambda why: EmbevalError(f"unreadable manifest ({why})", file=path),
+    )
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise EmbevalError(f"not an {FORMAT} manifest", file=path)
     if manifest.get("format_version") != FORMAT_VERSION:
@@ -188,17 +257,45 @@ def load_manifest(export_dir):
     if not isinstance(manifest.get("tasks"), dict):
         raise EmbevalError("the manifest has no tasks", file=path)
     for name, entry in manifest["tasks"].items():
+        check_name(name, "task", file=path)
         lists = entry.get("roles") if isinstance(entry, dict) and "roles" in entry else {TEXT: entry}
         if not isinstance(lists, dict) or not lists:
             raise EmbevalError("task entry needs its lists", file=path, task=name)
-        for one in lists.values():
+        for role, one in lists.items():
+            check_name(role, "role", file=path, task=name)
             if (
                 not isinstance(one, dict)
                 or not isinstance(one.get("count"), int)
                 or not isinstance(one.get("sha256"), str)
             ):
                 raise EmbevalError("task entry needs count and sha256", file=path, task=name)
+            _check_entry(export_dir, path, name, one, file_needed="union" not in manifest or "roles" in entry)
+    if "union" in manifest:
+        union = manifest["union"]
+        if (
+            not isinstance(union, dict)
+            or not isinstance(union.get("count"), int)
+            or not isinstance(union.get("sha256"), str)
+            or not isinstance(union.get("tasks"), list)
+        ):
+            raise EmbevalError("the union entry needs count, sha256 and tasks", file=path, task=UNION)
+        for name in union["tasks"]:
+            check_name(name, "union task", file=path, task=UNION)
+        _check_entry(export_dir, path, UNION, union, file_needed=True)
     return manifest
+
+
+def _check_entry(export_dir, path, task, entry, file_needed):
+    """A list entry's dataset and file: valid names, the file inside the export folder."""
+    if "dataset" in entry:
+        check_name(entry["dataset"], "dataset", file=path, task=task, pattern=FILE_STEM)
+    if entry.get("format", LINES) not in (LINES, JSONL):
+        raise EmbevalError(f"format must be {LINES} or {JSONL}", file=path, task=task)
+    file = entry.get("file")
+    if file is None and not file_needed:
+        return
+    check_name(file, "file", file=path, task=task, pattern=FILE_STEM)
+    confine(export_dir, file, False, "file", file=path, task=task)
 
 
 def manifest_files(manifest):
@@ -234,12 +331,9 @@ def manifest_files(manifest):
 
 def read_export_file(export_dir, entry):
     """Read one export list (an ExportList) and check it against its manifest entry."""
-    path = Path(export_dir) / entry.file
     task = entry.tasks[0] if len(entry.tasks) == 1 else entry.dataset
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise EmbevalError(f"cannot read export file: {err.strerror}", file=path, task=task)
+    path = confine(export_dir, check_name(entry.file, "file", task=task, pattern=FILE_STEM), False, "file", task=task)
+    data = read_bytes(path, None, task=task, missing="export file not found")
     if hashlib.sha256(data).hexdigest() != entry.sha256:
         raise EmbevalError("file differs from its manifest fingerprint (edited or truncated?)", file=path, task=task)
     sentences = split_lines(data, path, entry.format)

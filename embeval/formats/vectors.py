@@ -380,15 +380,21 @@ class VectorsFile:
         count = ds.shape[0] if rows is None else len(rows)
         dim = ds.shape[1]
         h = hashlib.sha256(f"{count}x{dim}\n".encode())
-        bad, reference, same = [], None, True
+        bad, reference, same, degenerate = [], None, True, []
         for first, values in self.blocks(ds, task, rows, block_bytes=block_bytes, check_finite=False):
             bad += [first + row for row in _nonfinite_rows(values)]
+            degenerate += [first + row for row in _degenerate_norm_rows(values)]
             h.update(np.ascontiguousarray(values).data)
             if same and len(values):
                 reference = values[0].copy() if reference is None else reference
                 same = bool((values[-1] == reference).all()) and bool((values == reference).all())
         if bad:
             raise self._error(f"{len(bad)} of {count} vectors contain NaN or Inf (first at row {bad[0]})", task)
+        if degenerate:
+            log.warning(
+                f"{self.path}: {task}: {len(degenerate)} of {count} vectors of {ds.name} have a norm that overflows "
+                f"or underflows float32 (first at row {degenerate[0]}): under cosine they act as zero vectors"
+            )
         constant = None
         if same and count > 1:
             constant = "identical" if reference.any() else "zero"
@@ -510,6 +516,18 @@ def _nonfinite_rows(table, block=65536):
         ok = np.isfinite(table[start : start + block]).all(axis=1)
         bad.extend((np.flatnonzero(~ok) + start).tolist())
     return bad
+
+
+def _degenerate_norm_rows(table):
+    """Rows that are not all zero but whose squared norm in float32 is 0 (underflow) or infinite
+    (overflow): cosine similarity, computed in float32, treats them as zero vectors."""
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        squared = np.einsum("ij,ij->i", table, table, dtype=np.float32)
+    suspect = ~np.isfinite(squared) | (squared == 0)
+    if not suspect.any():
+        return []
+    rows = np.flatnonzero(suspect)
+    return [int(r) for r in rows if np.isfinite(table[r]).all() and table[r].any()]
 
 
 def warn_unverified(path, names):

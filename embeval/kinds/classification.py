@@ -122,6 +122,35 @@ class SentEvalClassifierKind(Kind):
 
         return classify.evaluate(ctx)
 
+    def check_data(self, spec: TaskSpec, data: Any, config: Any) -> None:
+        """Every class of the split the k-fold protocols fold has a sample in each fold (nested k-fold:
+        also in each inner fold of every outer training fold)."""
+        protocol = spec.protocol or "split"
+        if protocol not in ("kfold", "nested-kfold"):
+            return
+        import math
+
+        import numpy as np
+
+        from embeval.errors import DataFileError
+
+        k = config.kfold
+        need = k
+        while protocol == "nested-kfold" and need - math.ceil(need / k) < k:
+            need += 1
+        split = TRAINING_SPLIT[protocol]
+        values, counts = np.unique(np.asarray(data.splits[split].y), return_counts=True)
+        for value, count in zip(values.tolist(), counts.tolist(), strict=True):
+            if count < need:
+                label = data.classes[value] if data.classes and 0 <= value < len(data.classes) else value
+                raise DataFileError(
+                    f"class {ascii(str(label))[:40]} has {count} samples in the {split} split, too few for the "
+                    f"{k} folds of the {protocol} protocol (--kfold {k}; at least {need} needed): add samples or "
+                    "give a smaller --kfold",
+                    file=None if spec.builtin else spec.source,
+                    task=spec.name,
+                )
+
     def lines(self, spec: TaskSpec, results: Mapping[str, Any], ci: Mapping[str, Any] | None) -> list[Line]:
         return accuracy_lines(results, ci)
 

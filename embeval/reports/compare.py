@@ -19,6 +19,7 @@ import numpy as np
 from embeval import stats
 from embeval.errors import EmbevalError
 from embeval.formats import predictions
+from embeval.memory import check_bootstrap
 from embeval.reports.benchmarks import compare_pairs as benchmark_pairs
 from embeval.reports.benchmarks import compare_rows as benchmark_rows
 from embeval.reports.cells import COMPARE_FORMATS
@@ -108,11 +109,13 @@ def compare(
             f"{len(labels)} labels for {len(paths)} results files; give one --label per file", file="--label"
         )
     loaded = [load_run(p) for p in paths]
+    _warn_same(paths, [record for record, _ in loaded])
     reference, ref_runs = loaded[0]
     configured = recorded_config(reference)
     seed = configured.seed if seed is None else seed
     wanted_resamples = resamples
     resamples = resamples or configured.bootstrap or stats.RESAMPLES
+    check_bootstrap(resamples, "--resamples")
     names = labels or default_labels([r for r, _ in loaded], paths)
     encoders = [
         {"label": n, "file": str(p), "dim": r.get("vectors", {}).get("dim")}
@@ -202,6 +205,20 @@ def compare(
         "rows": rows,
         "not_compared": not_compared,
     }
+
+
+def _warn_same(paths, records):
+    """A warning for each file compared with the first that is the same file, or that scored the same
+    vectors (every difference is then 0: the comparison says nothing)."""
+    first = Path(paths[0]).resolve()
+    prints = (records[0].get("vectors") or {}).get("fingerprints")
+    for path, record in zip(paths[1:], records[1:]):
+        if Path(path).resolve() == first:
+            logger.warning(f"{path}: compared with itself ({paths[0]} is the same file): every difference is 0")
+        elif prints and (record.get("vectors") or {}).get("fingerprints") == prints:
+            logger.warning(
+                f"{path}: scored the same vectors as {paths[0]} (identical fingerprints): every difference is 0"
+            )
 
 
 def _check_common(a, b, wanted, tasks, paths):

@@ -33,6 +33,7 @@ from embeval.errors import EmbevalError
 from embeval.formats import atomic
 from embeval.reports.tables import load, task_specs
 from embeval.tasks.registry import builtin
+from embeval.untrusted import FILE_STEM, check_name
 
 # The MTEB version whose result schema is written (and tested with the real client).
 MTEB_SCHEMA_VERSION = "2.26.24"
@@ -42,9 +43,8 @@ SUBSET = "default"
 LANGUAGES = ["eng-Latn"]
 
 
-MODEL_NAME = re.compile(r"^[^/\s]+/[^/\s]+$")
-REVISION = re.compile(r"^[A-Za-z0-9._-]+$")
-TASK_FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._()+, -]*$")  # MTEB's task names ("MTEB(eng, v2)"-like), no path
+MODEL_NAME = re.compile(r"[^/\s]+/[^/\s]+")  # fullmatch
+REVISION = re.compile(r"[A-Za-z0-9._-]+")
 
 
 def scores(record, path="results", registry=None):
@@ -153,13 +153,15 @@ def model_folder(name):
 
 def export(results_path, model, out, revision=None, registry=None):
     """Write the MTEB result files; returns (folder written, [(MTEB task, file, main score, protocol)], notes)."""
-    if not MODEL_NAME.match(model or ""):
+    if not MODEL_NAME.fullmatch(model or ""):
         raise EmbevalError(
             "the model name must be 'organization/model' (MTEB's form), e.g. my-org/my-encoder", file="--model"
         )
     revision = revision or NO_REVISION
-    if not REVISION.match(revision):
-        raise EmbevalError("the revision may hold letters, digits, '.', '_' and '-' only", file="--revision")
+    if not REVISION.fullmatch(revision) or revision in (".", ".."):
+        raise EmbevalError(
+            "the revision may hold letters, digits, '.', '_' and '-' only (and is not '.' or '..')", file="--revision"
+        )
     record = load(results_path)
     chosen, notes = scores(record, results_path, registry)
     if not chosen:
@@ -184,9 +186,8 @@ def export(results_path, model, out, revision=None, registry=None):
     written = []
     for name, parts in chosen.items():
         spec = parts[0][0]
-        if not TASK_FILE_NAME.match(name):
-            raise EmbevalError(f"MTEB task name {name!r} cannot be a file name", file=results_path, task=spec.name)
-        path = folder / f"{name}.json"
+        stem = check_name(name, "MTEB task name", file=results_path, task=spec.name, pattern=FILE_STEM)
+        path = folder / f"{stem}.json"
         entries = [record["tasks"][one.name] for one, _ in parts]
         content = task_result(parts, entries, Path(results_path).name)
         atomic.write_text(path, json.dumps(content, indent=2) + "\n")

@@ -12,7 +12,6 @@ Every table has a dimension column, and its caption names the metric and the agg
 
 import csv
 import io
-import json
 import logging
 import math
 import os
@@ -23,12 +22,14 @@ from typing import Any
 
 from embeval.errors import EmbevalError, install_hint
 from embeval.formats import atomic
-from embeval.formats.results import FORMAT, FORMAT_VERSION, UNDEFINED, UNDEFINED_NOTE
+from embeval.formats.results import FORMAT, FORMAT_VERSION, MISSING, UNDEFINED, UNDEFINED_NOTE, check_structure, find
+from embeval.formats.results import is_number as _is_number
 from embeval.reports.cells import TABLE_FORMATS, Cell, Table
 from embeval.settings import MLP_NHID, RunConfig
 from embeval.tasks.figures import CLASSIFIER_SETS, lookup
 from embeval.tasks.groups import CLASSIFIER_WORDS, GROUPS, group
 from embeval.tasks.registry import Registry, builtin, recorded_spec
+from embeval.untrusted import MAX_RECORD_BYTES, read_json
 
 logger = logging.getLogger("embeval")
 
@@ -48,14 +49,12 @@ class Encoder:
 def load(path):
     """A results record; anything else is a one-line error."""
     path = Path(path)
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise EmbevalError("results file not found", file=path)
-    except (UnicodeDecodeError, ValueError):
-        raise EmbevalError("not an embeval results file (not JSON)", file=path)
-    except OSError as err:
-        raise EmbevalError(f"cannot read: {err.strerror}", file=path)
+    record = read_json(
+        path,
+        MAX_RECORD_BYTES,
+        missing="results file not found",
+        invalid=lambda why: EmbevalError("not an embeval results file (not JSON)", file=path),
+    )
     if not isinstance(record, dict) or record.get("format") != FORMAT or not isinstance(record.get("tasks"), dict):
         raise EmbevalError("not an embeval results file", file=path)
     if record.get("format_version") != FORMAT_VERSION:
@@ -74,136 +73,6 @@ def recorded_config(record: Mapping[str, Any], path: str | Path | None = None) -
     defaults, keys of another embeval version ignored); a value no configuration can have is a
     one-line error naming the file."""
     return RunConfig.from_record(record.get("config") or {}, source=path, partial=True)
-
-
-GEOMETRY_NUMBERS = (
-    "alignment",
-    "uniformity",
-    "effective_rank",
-    "positive_pairs",
-    "positive_threshold",
-    "uniformity_sample",
-    "sentences",
-)
-
-
-def check_structure(record, path):
-    """Refuse, in one line naming the file and the task, a results file whose parts the report and
-    the comparison read are not what embeval writes (a hand-edited or truncated record)."""
-
-    def bad(what, task=None):
-        return EmbevalError(f"not a valid embeval results file: {what}", file=path, task=task)
-
-    if "config" not in record:
-        raise bad("no 'config' (the settings the figures were computed with)")
-    for key in ("config", "vectors", "baseline", "predictions"):
-        if key in record and not isinstance(record[key], dict):
-            raise bad(f"'{key}' is not an object")
-    runs = [record["tasks"]]
-    if "baseline" in record:
-        base = record["baseline"]
-        if not isinstance(base.get("tasks"), dict) or not isinstance(base.get("dim"), int):
-            raise bad("'baseline' needs 'tasks' (an object) and 'dim' (an integer)")
-        runs.append(base["tasks"])
-    for tasks in runs:
-        for name, entry in tasks.items():
-            if not isinstance(entry, dict) or not isinstance(entry.get("results"), dict):
-                raise bad("the task's entry has no 'results' object", name)
-            if not isinstance(entry.get("kind"), str):
-                raise bad("the task's entry has no 'kind' (the kind of task it was scored as)", name)
-            if not isinstance(entry.get("vectors"), dict):
-                raise bad("the task's entry has no 'vectors' object (what was scored)", name)
-            for key in ("ci", "geometry"):
-                if key in entry and not isinstance(entry[key], dict):
-                    raise bad(f"'{key}' is not an object", name)
-            if not isinstance(entry.get("ci", {}).get("figures", {}), dict):
-                raise bad("'ci.figures' is not an object", name)
-            for figure, interval in entry.get("ci", {}).get("figures", {}).items():
-                problem = _interval_problem(entry["results"], figure, interval)
-                if problem:
-                    raise bad(problem, name)
-                outside = _outside_interval(entry["results"], figure, interval)
-                if outside:
-                    logger.warning(f"{path}: {name}: {outside}")
-            geometry = entry.get("geometry")
-            if geometry is not None and (
-                any(not _is_number(geometry.get(k)) for k in GEOMETRY_NUMBERS)
-                or not isinstance(geometry.get("singular_values"), list)
-                or not all(_is_number(v) for v in geometry["singular_values"])
-            ):
-                raise bad("'geometry' lacks a figure or has one that is not a number", name)
-
-
-def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-MISSING = object()
-
-
-def find(results, path):
-    """The value at a dotted path of a task's results: a number, None (recorded as null: undefined), or
-    MISSING when the results have no such figure."""
-    value = results
-    for part in path.split("."):
-        if not isinstance(value, dict) or part not in value:
-            return MISSING
-        value = value[part]
-    return value
-
-
-ROUNDED_TOLERANCE = 0.0101  # SentEval's accuracies and F1 in %, rounded to 2 decimals (see _tolerance)
-
-
-def _tolerance(figure):
-    """How far a recorded figure may lie from its interval's figure (computed again from the predictions,
-    unrounded). For a percentage rounded to two decimals (SentEval's accuracies and F1; correlations are
-    fractions, never rounded): one unit of the second decimal, SentEval rounding each outer fold's accuracy
-    before their mean and the mean again (tests/test_predictions.py holds every run to this bound;
-    docs/example and tests/regression differ by at most 0.0048). For the others, float rounding (those
-    files: at most 1.2e-16)."""
-    noise = 1e-9 * max(1.0, abs(figure))
-    rounded = abs(figure) > 1 and abs(figure - round(figure, 2)) <= noise
-    return noise + (ROUNDED_TOLERANCE if rounded else 0.0)
-
-
-def _interval_problem(results, path, interval):
-    """What is wrong with a figure's interval record against the figure in the results (None: nothing);
-    intervals with values that are not numbers are left out of the tables, not refused."""
-    if not isinstance(interval, dict):
-        return f"the interval of {path} is not an object"
-    figure = find(results, path)
-    value, low, high = (interval.get(k) for k in ("value", "low", "high"))
-    if figure is MISSING or (value is not None and not _is_number(value)):
-        return None
-    if figure is None or value is None:
-        if figure is None and value is None:
-            return None
-        shown = "null" if figure is None else f"{figure:g}"
-        return f"{path} is {shown}, its interval's value {'null' if value is None else f'{value:g}'}"
-    if not _is_number(figure):
-        return None
-    tol = _tolerance(figure)
-    if abs(figure - value) > tol:
-        return f"{path} is {figure:g}, its interval's value {value:g} (edited by hand?)"
-    return None
-
-
-def _outside_interval(results, path, interval):
-    """A warning when a figure lies outside its own interval (None: it lies inside). A percentile
-    bootstrap interval of a biased figure may exclude it (a v-measure near chance: resampling repeats
-    items, which reads as agreement); a figure edited with its interval's value reads the same."""
-    figure = find(results, path)
-    low, high = ((interval or {}).get(k) for k in ("low", "high"))
-    if not (_is_number(figure) and _is_number(low) and _is_number(high)):
-        return None
-    tol = _tolerance(figure)
-    if low - tol <= figure <= high + tol:
-        return None
-    return (
-        f"{path} is {figure:g}, outside its 95% interval [{low:g}, {high:g}]: a biased figure's bootstrap "
-        "interval may exclude it (or the file was edited)"
-    )
 
 
 def interval_only(record):
@@ -425,9 +294,11 @@ def _tables_of(grp, columns, rows, settings, declared):
             who = grp.who.get(variant, CLASSIFIER_WORDS[variant]).format(nhid=_mlp_nhid(rows))
             methods = sorted(
                 {
-                    (enc.tasks.get(s.name) or {}).get("results", {}).get("normalized", {}).get("method", "")
+                    recorded.get("method", "")
                     for enc in rows
                     for s, _ in columns
+                    if isinstance(recorded := (enc.tasks.get(s.name) or {}).get("results", {}).get("normalized"), dict)
+                    and isinstance(recorded.get("method", ""), str)
                 }
                 - {""}
             )

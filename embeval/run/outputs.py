@@ -1,7 +1,6 @@
 """The results files of a run: OUT (written once, when the run is complete), OUT.partial after each
 task (what --resume reads), the predictions sidecar, and the lock that keeps one writer per file."""
 
-import json
 import logging
 from pathlib import Path
 
@@ -9,6 +8,7 @@ from embeval._version import __version__
 from embeval.errors import EmbevalError
 from embeval.formats import atomic, predictions
 from embeval.formats.results import FORMAT, write_json
+from embeval.untrusted import MAX_RECORD_BYTES, read_json
 
 logger = logging.getLogger("embeval")
 
@@ -28,12 +28,7 @@ def load_previous(out):
     not_results = EmbevalError(
         "exists and is not an embeval results file; refusing to overwrite it (choose another --out)", file=path
     )
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        raise not_results
-    except OSError as err:
-        raise EmbevalError(f"cannot read: {err.strerror}", file=path)
+    record = read_json(path, MAX_RECORD_BYTES, invalid=lambda why: not_results)
     if not isinstance(record, dict) or record.get("format") != FORMAT or not isinstance(record.get("tasks"), dict):
         raise not_results
     return record

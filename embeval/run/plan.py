@@ -21,6 +21,7 @@ from embeval.errors import DATA_HINT, DataFileError, VectorsError
 from embeval.evaluate import normalize
 from embeval.formats.sentences import UNION, dataset_name, fingerprint, union_sentences
 from embeval.formats.vectors import VectorsFile, union_rows, warn_unverified
+from embeval.memory import check_bootstrap
 from embeval.run import baseline
 from embeval.settings import RunConfig, as_config
 from embeval.tasks.files import file_digest
@@ -423,6 +424,7 @@ def plan(vectors, data_dir, tasks=None, config=None, strict=False, check_memory=
     cache: a TaskDataCache of data_dir to reuse (a sweep plans many files on the same data).
     registry: the tasks known to this run (default: the built-ins)."""
     config = as_config(config)
+    check_bootstrap(config.bootstrap)
     registry = registry if registry is not None else builtin()
     root = Path(data_dir)
     explicit = tasks is not None
@@ -448,6 +450,7 @@ def plan(vectors, data_dir, tasks=None, config=None, strict=False, check_memory=
                     located[lender] = _locate_lender(registry[lender], vf, union, cache, names, method)
         bow_dim = config.baseline_bow_dim
         for loc in located.values():
+            loc.spec.kind_module.check_data(loc.spec, loc.data, config)
             for role in loc.roles:
                 vf.check_memory(*loc.shape(role), loc.name)
                 if check_memory is not None:

@@ -5,6 +5,7 @@ code fingerprint, embeval._version.code_fingerprint), with the same configuratio
 
 import logging
 
+from embeval.formats.results import entry_problem
 from embeval.run.outputs import _listed
 
 logger = logging.getLogger("embeval")
@@ -38,6 +39,9 @@ def _reusable(previous, record, unit):
     entry = tasks.get(unit.task) if isinstance(tasks, dict) else None
     if not isinstance(entry, dict) or not isinstance(entry.get("vectors"), dict):
         return None, "no previous result"
+    problem = entry_problem(entry)  # as `embeval report` checks it: a hand-edited entry is never reused
+    if problem:
+        return None, f"the earlier result is not valid: {problem}"
     key = "vectors_sha256" if run == "encoder" else "sha256"
     if entry["vectors"].get(key) != unit.identity:
         return None, "vectors changed"

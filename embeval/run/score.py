@@ -85,7 +85,11 @@ def new_record(vectors, root, config: RunConfig, device, model=None):
 
 
 def place(record, unit, entry):
-    """Put a unit's entry where its source's records go (the baseline's under record["baseline"])."""
+    """Put a unit's entry where its source's records go (the baseline's under record["baseline"]), with
+    the digest of its figures and intervals (`figures_sha256`, checked by every reader)."""
+    from embeval.formats.results import figures_digest
+
+    entry["figures_sha256"] = figures_digest(entry)
     if unit.source.run == "encoder":
         record["tasks"][unit.task] = entry
         return

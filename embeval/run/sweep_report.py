@@ -1,7 +1,6 @@
 """What a sweep reports: sweep.json, the files x tasks table, the best file per task (chosen on the
 task's dev figure, never on test) and, when the files carry a `step`, a plot per task."""
 
-import json
 import math
 from pathlib import Path
 
@@ -9,6 +8,7 @@ from embeval.errors import EmbevalError, install_hint
 from embeval.formats.results import UNDEFINED, UNDEFINED_NOTE, write_json
 from embeval.tasks.figures import lookup
 from embeval.tasks.registry import TASKS
+from embeval.untrusted import MAX_RECORD_BYTES, read_json
 
 SWEEP_FORMAT = "embeval-sweep"
 SWEEP_FORMAT_VERSION = 1
@@ -243,8 +243,10 @@ def find(path):
             )
         return path / "sweep.json"
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        record = read_json(path, MAX_RECORD_BYTES, warn=False)
+    except EmbevalError as err:
+        if "not a regular file" in err.message or "larger than the limit" in err.message:
+            raise
         return None
     return path if isinstance(record, dict) and record.get("format") == SWEEP_FORMAT else None
 
@@ -261,14 +263,12 @@ def _figures_ok(figures):
 
 def load(path):
     """A sweep.json, checked: its summary, or a one-line error naming the file and what is wrong."""
-    try:
-        record = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise EmbevalError("sweep summary not found", file=path)
-    except ValueError:
-        raise EmbevalError("not a sweep summary (not JSON)", file=path)
-    except OSError as err:
-        raise EmbevalError(f"cannot read: {err.strerror}", file=path)
+    record = read_json(
+        path,
+        MAX_RECORD_BYTES,
+        missing="sweep summary not found",
+        invalid=lambda why: EmbevalError("not a sweep summary (not JSON)", file=path),
+    )
     if not isinstance(record, dict) or record.get("format") != SWEEP_FORMAT:
         raise EmbevalError("not an embeval sweep summary", file=path)
     if record.get("format_version") != SWEEP_FORMAT_VERSION:

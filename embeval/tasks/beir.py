@@ -35,6 +35,7 @@ Every error is a DataFileError of one line naming the file, the line and what is
 """
 
 import json
+import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +43,9 @@ from pathlib import Path
 import numpy as np
 
 from embeval.errors import DataFileError
+from embeval.untrusted import check_data_file, loads_json, warn_duplicates
+
+logger = logging.getLogger("embeval")
 
 QRELS_HEADER = ("query-id", "corpus-id", "score")
 CANDIDATES_HEADER = ("query-id", "corpus-id")
@@ -73,6 +77,7 @@ def document_text(title: str | None, text: str) -> str:
 
 def _lines(path, task):
     """(line number, text) of each non-blank line of a UTF-8 file, newline characters removed."""
+    check_data_file(path, task, DataFileError)
     try:
         f = open(path, "rb")
     except OSError as err:
@@ -117,9 +122,13 @@ def read_jsonl(path: str | Path, task: str, *, with_title: bool) -> tuple[list[s
     ids: list[str] = []
     texts: list[str] = []
     first_line: dict[str, int] = {}
+    duplicates: list[tuple[int | None, str]] = []
+    blank_ids: list[int] = []
+    tab_ids: list[int] = []
+    empty_texts: list[int] = []
     for number, line in _lines(path, task):
         try:
-            record = json.loads(line)
+            record = loads_json(line, DataFileError, file=path, task=task, line=number, duplicates=duplicates)
         except json.JSONDecodeError as err:
             raise DataFileError(f"malformed JSON: {err.msg} (column {err.colno})", file=path, line=number, task=task)
         if not isinstance(record, dict):
@@ -135,7 +144,13 @@ def read_jsonl(path: str | Path, task: str, *, with_title: bool) -> tuple[list[s
                 f"duplicate _id '{doc_id}' (first on line {first_line[doc_id]})", file=path, line=number, task=task
             )
         first_line[doc_id] = number
+        if not doc_id.strip():
+            blank_ids.append(number)
+        elif "\t" in doc_id:
+            tab_ids.append(number)
         text = _string(record["text"], "'text'", path, number, task)
+        if not with_title and not text.strip():
+            empty_texts.append(number)
         if with_title:
             title = record.get("title")
             title = None if title is None else _string(title, "'title'", path, number, task)
@@ -144,6 +159,16 @@ def read_jsonl(path: str | Path, task: str, *, with_title: bool) -> tuple[list[s
         texts.append(text)
     if not ids:
         raise DataFileError("no documents" if with_title else "no queries", file=path, task=task)
+    warn_duplicates(duplicates, path, task)
+    for lines, what in (
+        (blank_ids, "an empty or whitespace-only _id"),
+        (tab_ids, "an _id holding a tab (a qrels row, tab-separated, can never name it)"),
+        (empty_texts, "an empty query text (its vector is an encoder's embedding of nothing)"),
+    ):
+        if lines:
+            logger.warning(
+                f"{path}: {task}: {len(lines)} line{'s' if len(lines) > 1 else ''} with {what}, first line {lines[0]}"
+            )
     return ids, texts
 
 

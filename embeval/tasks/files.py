@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from embeval.errors import DATA_HINT, DataFileError
+from embeval.untrusted import check_data_file
 
 _ASCII_WS = re.compile(rb"[ \t\n\r\x0b\x0c]+")
 
@@ -26,8 +27,9 @@ def join_byte_tokens(text: str) -> str:
 
 def require(path: Path, task: str, hint: str = DATA_HINT) -> Path:
     """The path of one task file, which must exist (hint: what to do about a missing one)."""
-    if not path.is_file():
+    if not path.exists():
         raise DataFileError(f"missing data file; {hint}" if hint else "missing data file", file=path, task=task)
+    check_data_file(path, task, DataFileError)
     return path
 
 
@@ -38,7 +40,8 @@ def _line_at(path: Path, offset: int) -> int:
 
 
 def read_text(path: Path, encoding: str, task: str) -> str:
-    """A file's text with universal newlines, or a one-line error."""
+    """A file's text with universal newlines, or a one-line error (a regular file that fits in memory)."""
+    check_data_file(path, task, DataFileError)
     try:
         with open(path, encoding=encoding) as f:
             return f.read()

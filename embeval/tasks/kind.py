@@ -67,6 +67,10 @@ class Kind:
     def check(self, spec: TaskSpec, decl: Declaration) -> None:
         """Checks of the whole spec, after its keys are read."""
 
+    def check_data(self, spec: TaskSpec, data: Any, config: Any) -> None:
+        """Checks of the loaded data against the run's configuration (e.g. classes against folds), made
+        before any task is scored; raise DataFileError naming what is wrong."""
+
     # Data.
 
     def load(self, spec: TaskSpec, paths: Mapping[str, Path]) -> Any:

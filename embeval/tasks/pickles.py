@@ -7,6 +7,7 @@ import pickletools
 import numpy as np
 
 from embeval.errors import DataFileError
+from embeval.untrusted import check_data_file
 
 
 class _Refused(pickle.UnpicklingError):
@@ -165,6 +166,7 @@ def load_plain_pickle(path, task):
 
     Every opcode and the length of its argument are checked first (pickletools.genops): given a
     damaged length, CPython's unpickler can leak the buffer and print a SystemError on stderr."""
+    check_data_file(path, task, DataFileError)
     try:
         with open(path, "rb") as f:
             for _ in pickletools.genops(f):

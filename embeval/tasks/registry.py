@@ -25,6 +25,7 @@ from embeval.errors import EmbevalError
 from embeval.tasks.catalog import KINDS, SENTEVAL_FORMATS, kind, known_kinds, statistic
 from embeval.tasks.declaration import TaskFileError
 from embeval.tasks.spec import TaskSpec, loader, read_spec
+from embeval.untrusted import MAX_DECLARATION_BYTES, loads_toml, read_bytes
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -128,34 +129,30 @@ class Registry(Mapping[str, TaskSpec]):
         combined.unsupported = list(unsupported)
         return combined
 
-    def with_task_files(self, paths: Iterable[str | Path]) -> Registry:
-        """This registry and the tasks the files (or folders of *.toml files) declare."""
+    def with_task_files(self, paths: Iterable[str | Path], allow_outside: bool = False) -> Registry:
+        """This registry and the tasks the files (or folders of *.toml files) declare (their data files
+        inside each task file's folder unless allow_outside)."""
         specs = list(self._specs.values())
         for path in paths:
-            specs += read_task_path(path)
+            specs += read_task_path(path, allow_outside)
         return Registry(specs)
 
 
 def _toml(path: Path) -> dict[str, Any]:
+    data = read_bytes(path, MAX_DECLARATION_BYTES, TaskFileError, missing="task file not found")
     try:
-        text = path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise TaskFileError("task file not found", file=path)
-    except IsADirectoryError:
-        raise TaskFileError("is a folder, expected a task file", file=path)
-    except OSError as err:
-        raise TaskFileError(f"cannot read: {err.strerror}", file=path)
+        text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise TaskFileError(f"not valid UTF-8 text (byte {err.start})", file=path)
     try:
-        return tomllib.loads(text)
+        return loads_toml(text, TaskFileError, path)
     except tomllib.TOMLDecodeError as err:
         raise TaskFileError(f"not valid TOML: {err}", file=path)
 
 
-def read_task_file(path: str | Path) -> list[TaskSpec]:
+def read_task_file(path: str | Path, allow_outside: bool = False) -> list[TaskSpec]:
     """The tasks a TOML task file declares: its top-level table, or each of its [[task]] tables.
-    Paths inside are relative to the file's folder."""
+    Paths inside are relative to the file's folder, and stay inside it unless allow_outside."""
     path = Path(path)
     table = _toml(path)
     folder = str(path.resolve().parent)
@@ -165,19 +162,19 @@ def read_task_file(path: str | Path) -> list[TaskSpec]:
             raise TaskFileError(f"keys {', '.join(extra)} outside the [[task]] tables", file=path)
         if not table["task"]:
             raise TaskFileError("declares no task", file=path)
-        return [read_spec(entry, str(path), folder) for entry in table["task"]]
-    return [read_spec(table, str(path), folder)]
+        return [read_spec(entry, str(path), folder, allow_outside) for entry in table["task"]]
+    return [read_spec(table, str(path), folder, allow_outside)]
 
 
-def read_task_path(path: str | Path) -> list[TaskSpec]:
+def read_task_path(path: str | Path, allow_outside: bool = False) -> list[TaskSpec]:
     """The tasks of a task file, or of every *.toml file under a folder (sorted)."""
     path = Path(path)
     if path.is_dir():
         files = sorted(p for p in path.rglob("*.toml") if p.is_file())
         if not files:
             raise TaskFileError("a folder without task files (*.toml)", file=path)
-        return [spec for p in files for spec in read_task_file(p)]
-    return read_task_file(path)
+        return [spec for p in files for spec in read_task_file(p, allow_outside)]
+    return read_task_file(path, allow_outside)
 
 
 def search_path() -> list[str]:
@@ -192,10 +189,11 @@ def builtin() -> Registry:
     return Registry(read_spec(entry) for entry in _toml(BUILTIN_FILE)["task"])
 
 
-def registry(task_files: Iterable[str | Path] = ()) -> Registry:
-    """The built-in tasks, those of EMBEVAL_TASKS, then those of `task_files`."""
+def registry(task_files: Iterable[str | Path] = (), allow_outside: bool = False) -> Registry:
+    """The built-in tasks, those of EMBEVAL_TASKS, then those of `task_files` (allow_outside: their data
+    files may be outside each task file's folder)."""
     paths = search_path() + [str(p) for p in task_files]
-    return builtin().with_task_files(paths) if paths else builtin()
+    return builtin().with_task_files(paths, allow_outside) if paths else builtin()
 
 
 def recorded_spec(name: str, entry: Mapping[str, Any], known: Mapping[str, TaskSpec] | None = None) -> TaskSpec:
@@ -205,7 +203,8 @@ def recorded_spec(name: str, entry: Mapping[str, Any], known: Mapping[str, TaskS
     recorded = entry.get("declaration") if isinstance(entry, Mapping) else None
     if isinstance(recorded, Mapping) and isinstance(recorded.get("declaration"), Mapping):
         source = str(recorded.get("source", "a results file"))
-        return read_spec(recorded["declaration"], source, base=str(Path(source).parent))
+        outside = recorded.get("paths_outside_allowed") is True
+        return read_spec(recorded["declaration"], source, base=str(Path(source).parent), allow_outside=outside)
     known = known if known is not None else builtin()
     if name in known:
         return known[name]

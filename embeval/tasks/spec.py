@@ -8,7 +8,6 @@ A declaration's common keys are read here; the keys of its kind (labels, feature
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,11 +19,11 @@ from embeval.tasks.catalog import SENTEVAL_FORMATS, known_kinds
 from embeval.tasks.catalog import kind as kind_named
 from embeval.tasks.declaration import Declaration, TaskFileError
 from embeval.tasks.figures import Figure, Mteb
+from embeval.untrusted import FILE_STEM, NAME, confine, is_name
 
 if TYPE_CHECKING:
     from embeval.tasks.kind import Kind
 
-NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 TOKENIZATIONS = ("none", "whitespace")
 TABULAR_FORMATS = ("tsv", "csv", "jsonl")
 BUILT_IN = "built-in"
@@ -67,6 +66,7 @@ class TaskSpec:
     report: Report = field(default_factory=Report)
     description: str = ""
     source: str = BUILT_IN
+    outside_allowed: bool = False  # --allow-paths-outside: files may resolve outside the task file's folder
     declaration: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @property
@@ -96,29 +96,40 @@ class TaskSpec:
         return self.kind_module.selection(self)
 
     def paths(self, data_dir: str | Path | None = None) -> dict[str, Path]:
-        """{file key: path} of the task's files (built-ins under data_dir)."""
-        base = Path(self.base) if self.base is not None else Path(data_dir if data_dir is not None else ".")
-        return {key: base / rel for key, rel in self.files}
+        """{file key: path} of the task's files (built-ins under data_dir). A task file's paths resolve
+        (symlinks followed) inside its folder unless --allow-paths-outside was given."""
+        if self.base is None:
+            base = Path(data_dir if data_dir is not None else ".")
+            return {key: base / rel for key, rel in self.files}
+        return {
+            key: confine(self.base, rel, self.outside_allowed, f"files.{key}", self.source, self.name, TaskFileError)
+            for key, rel in self.files
+        }
 
     def data_files(self) -> tuple[str, ...]:
         """The task's file paths as declared (relative to its base)."""
         return tuple(rel for _, rel in self.files)
 
     def missing_files(self, data_dir: str | Path | None = None) -> list[Path]:
-        return [path for path in self.paths(data_dir).values() if not path.is_file()]
+        return [path for path in self.paths(data_dir).values() if not path.exists()]
 
     def require_data(self, data_dir: str | Path | None = None) -> None:
-        """Raise the DataFileError of the task's first missing data file, if any: for a task file's
-        task, naming the key and the task file that name it."""
+        """Raise the DataFileError of the task's first missing data file, if any (for a task file's task,
+        naming the key and the task file that name it), or of one that is not a regular file or is too
+        large to read."""
+        from embeval.untrusted import check_data_file
+
         for key, path in self.paths(data_dir).items():
-            if not path.is_file():
-                if self.builtin:
-                    raise DataFileError(f"missing data file; {DATA_HINT}", file=path, task=self.name)
-                raise DataFileError(
-                    f"missing data file, files.{key} of {self.source} (paths are relative to the task file's folder)",
-                    file=path,
-                    task=self.name,
-                )
+            if path.exists():
+                check_data_file(path, self.name, DataFileError)  # a regular file, of a size that fits in memory
+                continue
+            if self.builtin:
+                raise DataFileError(f"missing data file; {DATA_HINT}", file=path, task=self.name)
+            raise DataFileError(
+                f"missing data file, files.{key} of {self.source} (paths are relative to the task file's folder)",
+                file=path,
+                task=self.name,
+            )
 
     def load(self, data_dir: str | Path | None = None) -> Any:
         """The task's data (its kind's shape), from its files."""
@@ -128,7 +139,10 @@ class TaskSpec:
 
     def record(self) -> dict[str, Any]:
         """What a results file keeps of the declaration: enough to show the task in a fresh process."""
-        return {"source": self.source, "declaration": dict(self.declaration)}
+        recorded: dict[str, Any] = {"source": self.source, "declaration": dict(self.declaration)}
+        if self.outside_allowed:
+            recorded["paths_outside_allowed"] = True
+        return recorded
 
 
 def loader(spec: TaskSpec) -> Any:
@@ -143,8 +157,15 @@ def _mteb(decl: Declaration) -> Mteb | None:
     table = decl.sub("mteb", None)
     if table is None:
         return None
+    name = table.take("name")
+    if not is_name(name, FILE_STEM):  # it names a result file of export-mteb
+        raise table.error(
+            f"{ascii(name)[:60]} is not an MTEB task name (letters, digits, '.', '-' or '_', starting with a "
+            "letter or digit)",
+            "name",
+        )
     mteb = Mteb(
-        name=table.take("name"),
+        name=name,
         dataset=table.take("dataset", default=""),
         revision=table.take("revision", default=""),
         pairs=table.take("pairs", (int,), 0),
@@ -236,15 +257,25 @@ def _format(decl: Declaration, kind: Kind, files: tuple[tuple[str, str], ...], d
     )
 
 
-def read_spec(table: Mapping[str, Any], source: str = BUILT_IN, base: str | None = None) -> TaskSpec:
+def read_spec(
+    table: Mapping[str, Any], source: str = BUILT_IN, base: str | None = None, allow_outside: bool = False
+) -> TaskSpec:
     """The TaskSpec a declaration describes, after every check that needs no data file.
-    source: the task file (for messages), or "built-in"; base: the folder its paths are relative to."""
+    source: the task file (for messages), or "built-in"; base: the folder its paths are relative to
+    (which they must stay inside unless allow_outside)."""
     if not isinstance(table, Mapping):
         raise TaskFileError("a task must be a table of keys", file=source)
-    decl = Declaration(table, source, str(table.get("name", "?")))
+    shown = table.get("name")
+    decl = Declaration(table, source, shown if isinstance(shown, str) and is_name(shown) else "?")
     name = decl.take("name")
-    if not NAME.match(name):
-        raise decl.error(f"{name!r}: a task name is a letter followed by letters, digits, '-' or '_'", "name")
+    if not is_name(name, NAME):
+        raise decl.error(
+            f"{ascii(name)[:60]}: a task name is a letter followed by letters, digits, '-' or '_' "
+            "(at most 128 characters)",
+            "name",
+        )
+    if name.upper() == "ALL":
+        raise decl.error("'ALL' is the union export's name (ALL.txt, /ALL); choose another task name", "name")
     kind_name = decl.take("kind")
     if kind_name not in known_kinds():
         from difflib import get_close_matches
@@ -294,6 +325,7 @@ def read_spec(table: Mapping[str, Any], source: str = BUILT_IN, base: str | None
             report=_report(decl),
             description=decl.take("description", default=""),
             source=source,
+            outside_allowed=allow_outside,
             declaration=dict(table),
         )
     except TaskFileError:
@@ -309,4 +341,6 @@ def read_spec(table: Mapping[str, Any], source: str = BUILT_IN, base: str | None
                 f"{spec.figure!r} is not a figure of this task; its figures are {', '.join(paths)}", "figure"
             )
     kind.check(spec, decl)
+    if base is not None:
+        spec.paths()  # every path inside the task file's folder, checked before any data is read
     return spec

@@ -23,11 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from embeval.errors import DataFileError
+from embeval.untrusted import check_data_file, loads_json, warn_duplicates
 
 Row = tuple[int, dict[str, Any]]  # (line number, {column: value})
 
 
 def _text(path: Path, task: str) -> str:
+    check_data_file(path, task, DataFileError)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -98,11 +100,12 @@ def _delimited(text: str, fmt: str, wanted: Mapping[str, str], path: Path, task:
 
 def _jsonl(text: str, wanted: Mapping[str, str], path: Path, task: str) -> list[Row]:
     rows = []
+    duplicates: list[tuple[int | None, str]] = []
     for lineno, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         try:
-            item = json.loads(line)
+            item = loads_json(line, DataFileError, file=path, task=task, line=lineno, duplicates=duplicates)
         except json.JSONDecodeError as err:
             raise DataFileError(f"not a JSON object ({err.msg})", file=path, task=task, line=lineno)
         if not isinstance(item, dict):
@@ -111,6 +114,7 @@ def _jsonl(text: str, wanted: Mapping[str, str], path: Path, task: str) -> list[
         if missing:
             raise DataFileError(f"no key {missing[0]!r}", file=path, task=task, line=lineno)
         rows.append((lineno, {column: item[name] for column, name in wanted.items()}))
+    warn_duplicates(duplicates, path, task)
     return rows
 
 
