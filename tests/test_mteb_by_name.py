@@ -218,10 +218,14 @@ MOCKS = (
     "MockMultilingualSummarizationTask",
     "MockBitextMiningTask",
     "MockMultilingualBitextMiningTask",
+    "MockRegressionTask",
+    "MockMultilabelClassification",
+    "MockMultilingualMultilabelClassification",
 )
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.UndefinedMetricWarning")  # both arms' F1 of unpredicted labels
 def test_mtebs_mock_tasks_equal_mtebs(client, tmp_path):
     """mteb's own mock tasks of every text type embeval scores: their specs read from the task
     objects, exported and scored through embeval's API in one run, equal mteb.evaluate on the same
@@ -231,13 +235,20 @@ def test_mtebs_mock_tasks_equal_mtebs(client, tmp_path):
     import embeval
     from embeval.tasks import mteb_source
 
-    modules = [importlib.import_module(f"mteb.mocks.mock_tasks{m}") for m in ("", ".clustering", ".summarization")]
+    modules = [
+        importlib.import_module(f"mteb.mocks.mock_tasks{m}")
+        for m in ("", ".clustering", ".summarization", ".regression", ".reranking")
+    ]
 
     def mock(name):
         return getattr(next(m for m in modules if hasattr(m, name)), name)()
 
     specs, _ = mteb_source.task_specs([mteb_source.Requested(mock(n)) for n in MOCKS], offline_copy=False)
-    assert {spec.mteb.type for spec in specs} == set(mteb_source.TYPES) - {
+    # mteb's mock instruction reranking task is scored by nDCG@10 without changed judgments, not by
+    # FollowIR's p-MRR: it is refused as such; Core17InstructionRetrieval's copy is scored below.
+    why = mteb_source.unsupported(mock("MockInstructionReranking"))
+    assert why is not None and "not FollowIR's p-MRR" in why
+    assert {spec.mteb.type for spec in specs} == set(mteb_source.TYPES) - {"InstructionReranking"} - {
         t for t, writer in mteb_source.TYPES.items() if writer is None
     }
     export, vectors, out = tmp_path / "export", tmp_path / "vectors.h5", tmp_path / "results.json"
@@ -318,6 +329,99 @@ def test_reranking_clustering_pairs_and_summarization_by_name_equal_mtebs(client
     assert set(record["mteb"]) == set(names.split(","))
 
 
+def regression_copy(client, root, rng):
+    """RuSciBenchCitedCountRegression's layout: a config per subset, train and test, text and value
+    (tied values: counts)."""
+    configs = {
+        subset: {
+            split: [{"text": t, "value": float(len(t.split()) * 3 + rng.integers(0, 4))} for t in words(rng, n, 20)]
+            for split, n in (("train", 50), ("test", 30))
+        }
+        for subset in ("cited_count_ru", "cited_count_en")
+    }
+    revision = revision_of(client, "RuSciBenchCitedCountRegression")
+    write_snapshot(root, "mlsa-iai-msu-lab/ru_sci_bench_mteb", revision, configs, "parquet")
+
+
+def multilabel_copy(client, root, rng):
+    """CEDRClassification's layout: text and a list of labels (some empty) per row."""
+    configs = {
+        "default": {
+            split: [
+                {"text": t, "label": sorted({int(x) for x in rng.integers(0, 4, size=rng.integers(0, 3))})}
+                for t in words(rng, n, 20)
+            ]
+            for split, n in (("train", 70), ("test", 40))
+        }
+    }
+    write_snapshot(root, "mteb/CEDRClassification", revision_of(client, "CEDRClassification"), configs)
+
+
+def followir_copy(client, root, rng):
+    """Core17InstructionRetrieval's layout: corpus, queries ("Q-og" and "Q-changed"), instruction,
+    qrels, top_ranked, and qrel_diff (the documents the changed instruction makes non-relevant)."""
+    corpus = [{"_id": f"d{i}", "title": "", "text": t} for i, t in enumerate(words(rng, 30))]
+    queries, instructions, qrels, top_ranked, changed = [], [], [], [], []
+    for q in range(6):
+        text, original, extra = words(rng, 3, 20)
+        relevant = list(range(len(corpus), len(corpus) + 4))
+        for i in relevant:
+            corpus.append({"_id": f"d{i}", "title": "", "text": f"{text} {original} {extra if i % 2 else ''}"})
+        pool = relevant + [int(d) for d in rng.choice(30, size=6, replace=False)]
+        dropped = relevant[: int(rng.integers(1, 3))]
+        for suffix, instruction in (("-og", original), ("-changed", f"{original} {extra}")):
+            queries.append({"_id": f"q{q}{suffix}", "text": text})
+            instructions.append({"query-id": f"q{q}{suffix}", "instruction": instruction})
+            qrels += [
+                {"query-id": f"q{q}{suffix}", "corpus-id": f"d{d}", "score": 1}
+                for d in relevant
+                if suffix == "-og" or d not in dropped
+            ]
+            top_ranked.append({"query-id": f"q{q}{suffix}", "corpus-ids": [f"d{d}" for d in pool]})
+        changed.append({"query-id": f"q{q}", "corpus-ids": [f"d{d}" for d in dropped]})
+    configs = {
+        "corpus": {"corpus": corpus},
+        "queries": {"queries": queries},
+        "instruction": {"instruction": instructions},
+        "default": {"test": qrels},
+        "top_ranked": {"top_ranked": top_ranked},
+        "qrel_diff": {"qrel_diff": changed},
+    }
+    revision = revision_of(client, "Core17InstructionRetrieval")
+    write_snapshot(root, "mteb/Core17InstructionRetrieval", revision, configs)
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.UndefinedMetricWarning")  # both arms' F1 of unpredicted labels
+@pytest.mark.filterwarnings("ignore:invalid value encountered in divide:RuntimeWarning")  # mteb's hamming_score
+def test_regression_multilabel_and_instruction_reranking_by_name_equal_mtebs(client, cli, tmp_path):
+    rng = np.random.default_rng(4)
+    root = tmp_path / "datasets"
+    regression_copy(client, root, rng)
+    multilabel_copy(client, root, rng)
+    followir_copy(client, root, rng)
+    names = "RuSciBenchCitedCountRegression,CEDRClassification,Core17InstructionRetrieval"
+    record, manifest, _ = embeval_scores(cli, tmp_path, names, root)
+    theirs = mteb_scores(client, names.split(","), root)
+    assert compare(record, theirs, EXACT) == 4  # two regression subsets, one multilabel, one FollowIR
+    tasks = record["tasks"]
+    assert tasks["Core17InstructionRetrieval"]["kind"] == "instruction-reranking"
+    assert tasks["CEDRClassification"]["kind"] == "multilabel-classification"
+    assert tasks["RuSciBenchCitedCountRegression__cited_count_en__test"]["kind"] == "regression"
+    assert record["mteb"]["Core17InstructionRetrieval"]["main_score"] == "p-MRR"
+    assert record["mteb"]["Core17InstructionRetrieval"]["value"] == theirs["Core17InstructionRetrieval"].get_score()
+    encode_as = manifest["tasks"]["Core17InstructionRetrieval"]["mteb"]["encode_as"]
+    assert encode_as == {"instructed_query": "query", "document": "document"}  # mteb's prompt types
+
+
+def test_instruction_retrieval_is_refused_as_not_followirs_protocol(cli, tmp_path):
+    """mteb's InstructionRetrieval tasks (IFIR, InstructIR) score nDCG by instruction level or
+    robustness@10, not FollowIR's p-MRR: refused in one line that says so."""
+    result = cli("export-sentences", "--mteb", "IFIRScifact", "--out", tmp_path / "export")
+    refused_line(result, "IFIRScifact (InstructionRetrieval)", "not FollowIR's p-MRR protocol", "--skip-unsupported")
+    assert not (tmp_path / "export").exists()
+
+
 def refused_line(result, *fragments):
     """One line on stderr holding every fragment, exit code 2."""
     assert result.exit_code == 2, result.stdout + result.stderr
@@ -348,8 +452,8 @@ def test_bad_requests_are_one_line_and_write_nothing(client, cli, tmp_path):
     )
     refused_line(export("--mteb", "VisualSTS17Eng"), "VisualSTS17Eng", "not text")
     refused_line(
-        export("--mteb", "STSBenchmark,RuSciBenchCitedCountRegression"),
-        "RuSciBenchCitedCountRegression (Regression): not scored yet",
+        export("--mteb", "STSBenchmark,IFIRScifact"),
+        "IFIRScifact (InstructionRetrieval): IFIR's and InstructIR's own figures",
         "--skip-unsupported",
     )
     task_file = tmp_path / "mine.toml"
@@ -360,19 +464,18 @@ def test_bad_requests_are_one_line_and_write_nothing(client, cli, tmp_path):
     record.write_text("0123abc\netag\n0\n", encoding="utf-8")
     refused_line(export("--mteb", "STSBenchmark"), "STSBenchmark", "revision 0123abc", "--allow-revision-mismatch")
     assert not out.exists()
-    done = export(
-        "--mteb", "STSBenchmark,RuSciBenchCitedCountRegression", "--allow-revision-mismatch", "--skip-unsupported"
-    )
+    done = export("--mteb", "STSBenchmark,IFIRScifact", "--allow-revision-mismatch", "--skip-unsupported")
     assert done.exit_code == 0, done.stderr
     write(tmp_path / "v.h5", out, encode, progress=False)
     results = tmp_path / "r.json"
     done = cli(
-        "score", tmp_path / "v.h5", "--mteb", "STSBenchmark,RuSciBenchCitedCountRegression", "--mteb-data", root,
+        "score", tmp_path / "v.h5", "--mteb", "STSBenchmark,IFIRScifact", "--mteb-data", root,
         "--allow-revision-mismatch", "--skip-unsupported", "--out", results,
     )  # fmt: skip
     assert done.exit_code == 0, done.stderr
     scored = json.loads(results.read_text())
-    assert scored["skipped"]["mteb_unsupported"] == ["RuSciBenchCitedCountRegression (Regression): not scored yet"]
+    (skipped,) = scored["skipped"]["mteb_unsupported"]
+    assert skipped.startswith("IFIRScifact (InstructionRetrieval): ") and "not FollowIR's p-MRR" in skipped
     assert "0123abc" in scored["mteb"]["STSBenchmark"]["revision_mismatch"]
     sts_copy(client, root, np.random.default_rng(9))  # other data: the vectors were exported for another copy
     again = cli(
@@ -417,8 +520,13 @@ def test_a_benchmark_gives_its_own_subsets_and_splits(client):
 
 
 def test_a_benchmark_of_tasks_not_scored_yet_is_refused(cli, tmp_path):
-    result = cli("export-sentences", "--mteb", "FollowIR", "--out", tmp_path / "export", "--skip-unsupported")
-    refused_line(result, "Robust04InstructionRetrieval (InstructionReranking): not scored yet", "Core17")
+    result = cli("export-sentences", "--mteb", "MTEB(Europe, v1)", "--out", tmp_path / "export")
+    refused_line(result, "FloresBitextMining (BitextMining): bitext mining over parallel subsets", "--skip-unsupported")
+    # FollowIR's tasks are scored by name: the request gets as far as the missing data
+    result = cli(
+        "export-sentences", "--mteb", "FollowIR", "--mteb-data", tmp_path / "none", "--out", tmp_path / "export"
+    )
+    refused_line(result, "Robust04InstructionRetrieval", "huggingface-cli download mteb/Robust04InstructionRetrieval")
     assert not (tmp_path / "export").exists()
 
 
