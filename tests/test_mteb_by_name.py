@@ -181,6 +181,7 @@ def test_retrieval_sts_and_classification_by_name_equal_mtebs(client, cli, tmp_p
     summary = record["mteb"]["AmazonCounterfactualClassification"]
     assert summary["type"] == "Classification" and summary["main_score"] == "accuracy"
     assert summary["revision"] == revision_of(client, "AmazonCounterfactualClassification")
+    assert "revision_unverified" not in summary  # the copy records mteb's revision
     done = cli("export-mteb", tmp_path / "results.json", "--model", "my-org/hashed", "--out", tmp_path / "mteb")
     assert done.exit_code == 0, done.stderr
     loaded = client.ResultCache(cache_path=tmp_path / "mteb").load_results(
@@ -485,6 +486,23 @@ def test_bad_requests_are_one_line_and_write_nothing(client, cli, tmp_path):
     assert not (tmp_path / "again.json").exists()
 
 
+@pytest.mark.slow
+def test_a_copy_recording_no_revision_is_scored_and_said_unverified(client, cli, tmp_path):
+    """A copy made by other means than `huggingface-cli download --local-dir` records no revision:
+    scored, with a warning, and the results say the revision could not be verified."""
+    import shutil
+
+    root = tmp_path / "datasets"
+    sts_copy(client, root, np.random.default_rng(5))
+    shutil.rmtree(root / "mteb/stsbenchmark-sts/.cache")
+    record, _, result = embeval_scores(cli, tmp_path, "STSBenchmark", root)
+    note = record["mteb"]["STSBenchmark"]["revision_unverified"]
+    revision = revision_of(client, "STSBenchmark")
+    assert "records no revision" in note and revision in note and "not verified" in note
+    assert "records no revision" in result.stderr
+    assert "revision_mismatch" not in record["mteb"]["STSBenchmark"]
+
+
 def test_mteb_outside_the_tested_range_is_one_line(cli, tmp_path, monkeypatch):
     import importlib.metadata
 
@@ -493,6 +511,50 @@ def test_mteb_outside_the_tested_range_is_one_line(cli, tmp_path, monkeypatch):
     result = cli("export-sentences", "--mteb", "STSBenchmark", "--out", tmp_path / "export")
     refused_line(result, "mteb 2.40.1 is outside the tested range", "pip install 'embeval[mteb]'")
     assert not (tmp_path / "export").exists()
+
+
+NO_MTEB = """
+import importlib.abc, importlib.metadata, runpy, sys
+
+class NoMteb(importlib.abc.MetaPathFinder):  # as if mteb were not installed: no module, no metadata
+    def find_spec(self, name, path=None, target=None):
+        if name == "mteb" or name.startswith("mteb."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, NoMteb())
+real = importlib.metadata.version
+
+def version(name):
+    if name == "mteb":
+        raise importlib.metadata.PackageNotFoundError(name)
+    return real(name)
+
+importlib.metadata.version = version
+sys.argv = ["embeval", *sys.argv[1:]]
+runpy.run_module("embeval", run_name="__main__")
+"""
+
+
+def test_mteb_not_installed_is_one_line(tmp_path):
+    """Without mteb at all (its module and metadata hidden, in a process of its own): one line naming
+    the extra to install, exit code 2, nothing written."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    checkout = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([checkout, os.environ.get("PYTHONPATH", "")]))
+    out = tmp_path / "export"
+    done = subprocess.run(
+        [sys.executable, "-c", NO_MTEB, "export-sentences", "--mteb", "STSBenchmark", "--out", str(out)],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "need the mteb package (pip install 'embeval[mteb]')" in lines[0], done.stderr
+    assert not out.exists()
 
 
 def test_names_split_at_commas_outside_parentheses():

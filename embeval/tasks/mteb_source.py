@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -82,8 +83,6 @@ def require_mteb() -> Any:
         )
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["HF_DATASETS_OFFLINE"] = "1"
-    import logging
-
     import mteb
 
     for name in ("mteb", "datasets", "huggingface_hub"):
@@ -657,7 +656,12 @@ def copy_stamp(task: Any, located: Located | None) -> str | None:
 
 
 def part_spec(
-    part: Part, benchmarks: Sequence[str], mismatch: str | None, dataset: str, stamp: str | None = None
+    part: Part,
+    benchmarks: Sequence[str],
+    mismatch: str | None,
+    dataset: str,
+    stamp: str | None = None,
+    unverified: str | None = None,
 ) -> TaskSpec:
     """Write one (subset, split)'s files (unless written from the same copy before: `stamp`) and
     read its declaration."""
@@ -694,6 +698,8 @@ def part_spec(
     }
     if mismatch:
         table["mteb"]["revision_mismatch"] = mismatch
+    if unverified:
+        table["mteb"]["revision_unverified"] = unverified
     source = f"{SOURCE} {meta.name}"
     try:
         spec = read_spec(table, source, str(folder))
@@ -766,6 +772,7 @@ def task_specs(
     chosen = [r for r in requested if not unsupported(r.task)]
     located: dict[str, Located | None] = {}
     mismatches: dict[str, str] = {}
+    unverified: dict[str, str] = {}
     for r in chosen:
         meta = r.task.metadata
         if not offline_copy:
@@ -783,6 +790,14 @@ def task_specs(
                     file=OPTION,
                 )
             mismatches[meta.name] = note
+        elif found.recorded is None:
+            unverified[meta.name] = (
+                f"the local copy records no revision; mteb evaluates {wanted or 'none'}: not verified"
+            )
+            logging.getLogger("embeval").warning(
+                f"{meta.name}: {found.folder} records no revision (not made by huggingface-cli download "
+                f"--local-dir?); mteb evaluates {wanted or 'none'}, not verified (recorded in the results)"
+            )
         located[meta.name] = found
     specs: list[TaskSpec] = []
     names: dict[str, str] = {}
@@ -795,7 +810,9 @@ def task_specs(
             if part.name in names:
                 raise MtebError(f"two mteb tasks give the name {part.name} ({names[part.name]})", file=OPTION)
             names[part.name] = meta.name
-            specs.append(part_spec(part, r.benchmarks, mismatches.get(meta.name), dataset, stamp))
+            specs.append(
+                part_spec(part, r.benchmarks, mismatches.get(meta.name), dataset, stamp, unverified.get(meta.name))
+            )
     return specs, refused if skip_unsupported else []
 
 
