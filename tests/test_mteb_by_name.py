@@ -489,18 +489,24 @@ def test_bad_requests_are_one_line_and_write_nothing(client, cli, tmp_path):
 @pytest.mark.slow
 def test_a_copy_recording_no_revision_is_scored_and_said_unverified(client, cli, tmp_path):
     """A copy made by other means than `huggingface-cli download --local-dir` records no revision:
-    scored, with a warning, and the results say the revision could not be verified."""
+    scored, with a warning, and the results say the revision could not be verified. Its vectors
+    scored without --mteb: one line suggesting --mteb."""
     import shutil
 
     root = tmp_path / "datasets"
-    sts_copy(client, root, np.random.default_rng(5))
-    shutil.rmtree(root / "mteb/stsbenchmark-sts/.cache")
-    record, _, result = embeval_scores(cli, tmp_path, "STSBenchmark", root)
-    note = record["mteb"]["STSBenchmark"]["revision_unverified"]
-    revision = revision_of(client, "STSBenchmark")
+    pairs_copy(client, root, np.random.default_rng(5))
+    dataset = "mteb/sprintduplicatequestions-pairclassification"
+    shutil.rmtree(root / dataset / ".cache")
+    record, _, result = embeval_scores(cli, tmp_path, "SprintDuplicateQuestions", root)
+    summary = record["mteb"]["SprintDuplicateQuestions"]
+    revision = revision_of(client, "SprintDuplicateQuestions")
+    note = summary["revision_unverified"]
     assert "records no revision" in note and revision in note and "not verified" in note
-    assert "records no revision" in result.stderr
-    assert "revision_mismatch" not in record["mteb"]["STSBenchmark"]
+    assert "records no revision" in result.stderr and "revision_mismatch" not in summary
+    # the same vectors scored without --mteb: nothing to score, and a hint at --mteb
+    alone = cli("score", tmp_path / "vectors.h5", "--data", tmp_path / "none", "--out", tmp_path / "alone.json")
+    refused_line(alone, "nothing to score", "SprintDuplicateQuestions is named like an MTEB task", "--mteb NAMES")
+    assert not (tmp_path / "alone.json").exists()
 
 
 def test_mteb_outside_the_tested_range_is_one_line(cli, tmp_path, monkeypatch):

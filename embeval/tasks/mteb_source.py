@@ -141,6 +141,34 @@ def resolve(text: str) -> list[Requested]:
     return list(found.values())
 
 
+PART_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*__[A-Za-z0-9_-]+__[A-Za-z0-9_-]+$")  # TASK__SUBSET__SPLIT
+
+
+def exported_hint(datasets: Iterable[str]) -> str:
+    """For a run that scores nothing: '; ...--mteb...' when some of a file's dataset names that match
+    no known task (their task part) are named as `--mteb` exports them (an installed mteb's task names,
+    or TASK__SUBSET__SPLIT); else ''. The file records no origin, so this is a hint."""
+    tasks = sorted({name.split(".", 1)[0] for name in datasets})
+    if not tasks:
+        return ""
+    known: set[str] = set()
+    try:
+        require_mteb()
+        from mteb.get_tasks import _TASKS_REGISTRY
+
+        known = {safe_name(name) for name in _TASKS_REGISTRY}
+    except (MtebError, ImportError):
+        pass
+    found = [t for t in tasks if t in known or PART_NAME.match(t)]
+    if not found:
+        return ""
+    shown = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+    return (
+        f"; the file's {shown} {'is named like an MTEB task' if len(found) == 1 else 'are named like MTEB tasks'}: "
+        "if it was exported with --mteb, score it with --mteb NAMES, the names you exported"
+    )
+
+
 # Where a dataset is.
 
 
