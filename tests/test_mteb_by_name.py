@@ -423,6 +423,36 @@ def test_instruction_retrieval_is_refused_as_not_followirs_protocol(cli, tmp_pat
     assert not (tmp_path / "export").exists()
 
 
+@pytest.mark.slow
+def test_ray_on_an_mteb_retrieval_task_gives_the_in_process_figures(client, cli, tmp_path, monkeypatch):
+    """`score --ray` searches an --mteb retrieval task's corpus in shards on a local Ray (started and
+    stopped by the command; stopped here too if a failure left it running): the same figures."""
+    ray = pytest.importorskip("ray", reason="Ray is the [ray] extra")
+    root = tmp_path / "datasets"
+    retrieval_copy(client, root, np.random.default_rng(6))
+    record, _, _ = embeval_scores(cli, tmp_path, "SciFact", root)
+    out = tmp_path / "ray.json"
+    from embeval.run.shards import RayShards
+
+    searched = []
+    real_map = RayShards.map
+    monkeypatch.setattr(RayShards, "map", lambda self, jobs: searched.append(len(jobs)) or real_map(self, jobs))
+    try:
+        done = cli(
+            "score", tmp_path / "vectors.h5", "--mteb", "SciFact", "--mteb-data", root, "--out", out,
+            "--bootstrap", "100", "--ray",
+        )  # fmt: skip
+        assert done.exit_code == 0, done.stderr
+        assert searched and searched[0] >= 2  # the corpus searched in shards as Ray tasks
+        assert not ray.is_initialized()  # the Ray the command started, stopped
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+    sharded = json.loads(out.read_text())
+    assert sharded["tasks"]["SciFact"]["results"] == record["tasks"]["SciFact"]["results"]
+    assert sharded["mteb"]["SciFact"]["value"] == record["mteb"]["SciFact"]["value"] is not None
+
+
 def refused_line(result, *fragments):
     """One line on stderr holding every fragment, exit code 2."""
     assert result.exit_code == 2, result.stdout + result.stderr
