@@ -456,6 +456,15 @@ def _sklearn_model(task: Any, part: Part, model_class: Any, keep: tuple[str, ...
     return model
 
 
+def _mteb_attributes(kind: str) -> dict[str, str]:
+    """A kind's mteb attributes and the task-file keys that take them (its module's MTEB_ATTRIBUTES)."""
+    import importlib
+
+    from embeval.tasks.catalog import KINDS
+
+    return dict(importlib.import_module(KINDS[kind]).MTEB_ATTRIBUTES)
+
+
 def _train_and_test(task: Any, part: Part, folder: Path, key: str, value: Callable[[Any], Any]) -> dict[str, str]:
     """The train split (task.train_split) and the part's split as JSON lines of text and `key`."""
     text, label = _column(task, "input_column_name", part), task.label_column_name
@@ -472,23 +481,19 @@ def _train_and_test(task: Any, part: Part, folder: Path, key: str, value: Callab
 def write_regression(task: Any, part: Part, folder: Path) -> dict[str, Any]:
     from sklearn.linear_model import LinearRegression
 
-    from embeval.kinds.regression import MTEB_ATTRIBUTES
-
     _sklearn_model(task, part, LinearRegression)
     files = _train_and_test(task, part, folder, "value", float)
-    keys = {key: int(getattr(task, attribute)) for attribute, key in MTEB_ATTRIBUTES.items()}
+    keys = {key: int(getattr(task, attribute)) for attribute, key in _mteb_attributes("regression").items()}
     return {"kind": "regression", "files": files, **keys}
 
 
 def write_multilabel(task: Any, part: Part, folder: Path) -> dict[str, Any]:
     from sklearn.neighbors import KNeighborsClassifier
 
-    from embeval.kinds.multilabel_classification import MTEB_ATTRIBUTES
-
     model = _sklearn_model(task, part, KNeighborsClassifier, keep=("n_neighbors",))
     files = _train_and_test(task, part, folder, "labels", lambda labels: [_label(y) for y in labels])
     keys: dict[str, Any] = {}
-    for attribute, key in MTEB_ATTRIBUTES.items():
+    for attribute, key in _mteb_attributes("multilabel-classification").items():
         value = model.n_neighbors if attribute == "n_neighbors" else getattr(task, attribute)
         keys[key] = 0 if value is None else int(value)  # max_eval_samples None: the whole split (0)
     return {"kind": "multilabel-classification", "files": files, **keys}
