@@ -185,6 +185,7 @@ def test_retrieval_sts_and_classification_by_name_equal_mtebs(client, cli, tmp_p
     summary = record["mteb"]["AmazonCounterfactualClassification"]
     assert summary["type"] == "Classification" and summary["main_score"] == "accuracy"
     assert summary["revision"] == revision_of(client, "AmazonCounterfactualClassification")
+    assert "revision_unverified" not in summary  # the copy records mteb's revision
     done = cli("export-mteb", tmp_path / "results.json", "--model", "my-org/hashed", "--out", tmp_path / "mteb")
     assert done.exit_code == 0, done.stderr
     loaded = client.ResultCache(cache_path=tmp_path / "mteb").load_results(
@@ -222,10 +223,14 @@ MOCKS = (
     "MockMultilingualSummarizationTask",
     "MockBitextMiningTask",
     "MockMultilingualBitextMiningTask",
+    "MockRegressionTask",
+    "MockMultilabelClassification",
+    "MockMultilingualMultilabelClassification",
 )
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.UndefinedMetricWarning")  # both arms' F1 of unpredicted labels
 def test_mtebs_mock_tasks_equal_mtebs(client, tmp_path):
     """mteb's own mock tasks of every text type embeval scores: their specs read from the task
     objects, exported and scored through embeval's API in one run, equal mteb.evaluate on the same
@@ -235,13 +240,20 @@ def test_mtebs_mock_tasks_equal_mtebs(client, tmp_path):
     import embeval
     from embeval.tasks import mteb_source
 
-    modules = [importlib.import_module(f"mteb.mocks.mock_tasks{m}") for m in ("", ".clustering", ".summarization")]
+    modules = [
+        importlib.import_module(f"mteb.mocks.mock_tasks{m}")
+        for m in ("", ".clustering", ".summarization", ".regression", ".reranking")
+    ]
 
     def mock(name):
         return getattr(next(m for m in modules if hasattr(m, name)), name)()
 
     specs, _ = mteb_source.task_specs([mteb_source.Requested(mock(n)) for n in MOCKS], offline_copy=False)
-    assert {spec.mteb.type for spec in specs} == set(mteb_source.TYPES) - {
+    # mteb's mock instruction reranking task is scored by nDCG@10 without changed judgments, not by
+    # FollowIR's p-MRR: it is refused as such; Core17InstructionRetrieval's copy is scored below.
+    why = mteb_source.unsupported(mock("MockInstructionReranking"))
+    assert why is not None and "not FollowIR's p-MRR" in why
+    assert {spec.mteb.type for spec in specs} == set(mteb_source.TYPES) - {"InstructionReranking"} - {
         t for t, writer in mteb_source.TYPES.items() if writer is None
     }
     export, vectors, out = tmp_path / "export", tmp_path / "vectors.h5", tmp_path / "results.json"
@@ -322,6 +334,129 @@ def test_reranking_clustering_pairs_and_summarization_by_name_equal_mtebs(client
     assert set(record["mteb"]) == set(names.split(","))
 
 
+def regression_copy(client, root, rng):
+    """RuSciBenchCitedCountRegression's layout: a config per subset, train and test, text and value
+    (tied values: counts)."""
+    configs = {
+        subset: {
+            split: [{"text": t, "value": float(len(t.split()) * 3 + rng.integers(0, 4))} for t in words(rng, n, 20)]
+            for split, n in (("train", 50), ("test", 30))
+        }
+        for subset in ("cited_count_ru", "cited_count_en")
+    }
+    revision = revision_of(client, "RuSciBenchCitedCountRegression")
+    write_snapshot(root, "mlsa-iai-msu-lab/ru_sci_bench_mteb", revision, configs, "parquet")
+
+
+def multilabel_copy(client, root, rng):
+    """CEDRClassification's layout: text and a list of labels (some empty) per row."""
+    configs = {
+        "default": {
+            split: [
+                {"text": t, "label": sorted({int(x) for x in rng.integers(0, 4, size=rng.integers(0, 3))})}
+                for t in words(rng, n, 20)
+            ]
+            for split, n in (("train", 70), ("test", 40))
+        }
+    }
+    write_snapshot(root, "mteb/CEDRClassification", revision_of(client, "CEDRClassification"), configs)
+
+
+def followir_copy(client, root, rng):
+    """Core17InstructionRetrieval's layout: corpus, queries ("Q-og" and "Q-changed"), instruction,
+    qrels, top_ranked, and qrel_diff (the documents the changed instruction makes non-relevant)."""
+    corpus = [{"_id": f"d{i}", "title": "", "text": t} for i, t in enumerate(words(rng, 30))]
+    queries, instructions, qrels, top_ranked, changed = [], [], [], [], []
+    for q in range(6):
+        text, original, extra = words(rng, 3, 20)
+        relevant = list(range(len(corpus), len(corpus) + 4))
+        for i in relevant:
+            corpus.append({"_id": f"d{i}", "title": "", "text": f"{text} {original} {extra if i % 2 else ''}"})
+        pool = relevant + [int(d) for d in rng.choice(30, size=6, replace=False)]
+        dropped = relevant[: int(rng.integers(1, 3))]
+        for suffix, instruction in (("-og", original), ("-changed", f"{original} {extra}")):
+            queries.append({"_id": f"q{q}{suffix}", "text": text})
+            instructions.append({"query-id": f"q{q}{suffix}", "instruction": instruction})
+            qrels += [
+                {"query-id": f"q{q}{suffix}", "corpus-id": f"d{d}", "score": 1}
+                for d in relevant
+                if suffix == "-og" or d not in dropped
+            ]
+            top_ranked.append({"query-id": f"q{q}{suffix}", "corpus-ids": [f"d{d}" for d in pool]})
+        changed.append({"query-id": f"q{q}", "corpus-ids": [f"d{d}" for d in dropped]})
+    configs = {
+        "corpus": {"corpus": corpus},
+        "queries": {"queries": queries},
+        "instruction": {"instruction": instructions},
+        "default": {"test": qrels},
+        "top_ranked": {"top_ranked": top_ranked},
+        "qrel_diff": {"qrel_diff": changed},
+    }
+    revision = revision_of(client, "Core17InstructionRetrieval")
+    write_snapshot(root, "mteb/Core17InstructionRetrieval", revision, configs)
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.UndefinedMetricWarning")  # both arms' F1 of unpredicted labels
+@pytest.mark.filterwarnings("ignore:invalid value encountered in divide:RuntimeWarning")  # mteb's hamming_score
+def test_regression_multilabel_and_instruction_reranking_by_name_equal_mtebs(client, cli, tmp_path):
+    rng = np.random.default_rng(4)
+    root = tmp_path / "datasets"
+    regression_copy(client, root, rng)
+    multilabel_copy(client, root, rng)
+    followir_copy(client, root, rng)
+    names = "RuSciBenchCitedCountRegression,CEDRClassification,Core17InstructionRetrieval"
+    record, manifest, _ = embeval_scores(cli, tmp_path, names, root)
+    theirs = mteb_scores(client, names.split(","), root)
+    assert compare(record, theirs, EXACT) == 4  # two regression subsets, one multilabel, one FollowIR
+    tasks = record["tasks"]
+    assert tasks["Core17InstructionRetrieval"]["kind"] == "instruction-reranking"
+    assert tasks["CEDRClassification"]["kind"] == "multilabel-classification"
+    assert tasks["RuSciBenchCitedCountRegression__cited_count_en__test"]["kind"] == "regression"
+    assert record["mteb"]["Core17InstructionRetrieval"]["main_score"] == "p-MRR"
+    assert record["mteb"]["Core17InstructionRetrieval"]["value"] == theirs["Core17InstructionRetrieval"].get_score()
+    encode_as = manifest["tasks"]["Core17InstructionRetrieval"]["mteb"]["encode_as"]
+    assert encode_as == {"instructed_query": "query", "document": "document"}  # mteb's prompt types
+
+
+def test_instruction_retrieval_is_refused_as_not_followirs_protocol(cli, tmp_path):
+    """mteb's InstructionRetrieval tasks (IFIR, InstructIR) score nDCG by instruction level or
+    robustness@10, not FollowIR's p-MRR: refused in one line that says so."""
+    result = cli("export-sentences", "--mteb", "IFIRScifact", "--out", tmp_path / "export")
+    refused_line(result, "IFIRScifact (InstructionRetrieval)", "not FollowIR's p-MRR protocol", "--skip-unsupported")
+    assert not (tmp_path / "export").exists()
+
+
+@pytest.mark.slow
+def test_ray_on_an_mteb_retrieval_task_gives_the_in_process_figures(client, cli, tmp_path, monkeypatch):
+    """`score --ray` searches an --mteb retrieval task's corpus in shards on a local Ray (started and
+    stopped by the command; stopped here too if a failure left it running): the same figures."""
+    ray = pytest.importorskip("ray", reason="Ray is the [ray] extra")
+    root = tmp_path / "datasets"
+    retrieval_copy(client, root, np.random.default_rng(6))
+    record, _, _ = embeval_scores(cli, tmp_path, "SciFact", root)
+    out = tmp_path / "ray.json"
+    from embeval.run.shards import RayShards
+
+    searched = []
+    real_map = RayShards.map
+    monkeypatch.setattr(RayShards, "map", lambda self, jobs: searched.append(len(jobs)) or real_map(self, jobs))
+    try:
+        done = cli(
+            "score", tmp_path / "vectors.h5", "--mteb", "SciFact", "--mteb-data", root, "--out", out,
+            "--bootstrap", "100", "--ray",
+        )  # fmt: skip
+        assert done.exit_code == 0, done.stderr
+        assert searched and searched[0] >= 2  # the corpus searched in shards as Ray tasks
+        assert not ray.is_initialized()  # the Ray the command started, stopped
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+    sharded = json.loads(out.read_text())
+    assert sharded["tasks"]["SciFact"]["results"] == record["tasks"]["SciFact"]["results"]
+    assert sharded["mteb"]["SciFact"]["value"] == record["mteb"]["SciFact"]["value"] is not None
+
+
 def refused_line(result, *fragments):
     """One line on stderr holding every fragment, exit code 2."""
     assert result.exit_code == 2, result.stdout + result.stderr
@@ -352,8 +487,8 @@ def test_bad_requests_are_one_line_and_write_nothing(client, cli, tmp_path):
     )
     refused_line(export("--mteb", "VisualSTS17Eng"), "VisualSTS17Eng", "not text")
     refused_line(
-        export("--mteb", "STSBenchmark,RuSciBenchCitedCountRegression"),
-        "RuSciBenchCitedCountRegression (Regression): not scored yet",
+        export("--mteb", "STSBenchmark,IFIRScifact"),
+        "IFIRScifact (InstructionRetrieval): IFIR's and InstructIR's own figures",
         "--skip-unsupported",
     )
     task_file = tmp_path / "mine.toml"
@@ -364,19 +499,18 @@ def test_bad_requests_are_one_line_and_write_nothing(client, cli, tmp_path):
     record.write_text("0123abc\netag\n0\n", encoding="utf-8")
     refused_line(export("--mteb", "STSBenchmark"), "STSBenchmark", "revision 0123abc", "--allow-revision-mismatch")
     assert not out.exists()
-    done = export(
-        "--mteb", "STSBenchmark,RuSciBenchCitedCountRegression", "--allow-revision-mismatch", "--skip-unsupported"
-    )
+    done = export("--mteb", "STSBenchmark,IFIRScifact", "--allow-revision-mismatch", "--skip-unsupported")
     assert done.exit_code == 0, done.stderr
     write(tmp_path / "v.h5", out, encode, progress=False)
     results = tmp_path / "r.json"
     done = cli(
-        "score", tmp_path / "v.h5", "--mteb", "STSBenchmark,RuSciBenchCitedCountRegression", "--mteb-data", root,
+        "score", tmp_path / "v.h5", "--mteb", "STSBenchmark,IFIRScifact", "--mteb-data", root,
         "--allow-revision-mismatch", "--skip-unsupported", "--out", results,
     )  # fmt: skip
     assert done.exit_code == 0, done.stderr
     scored = json.loads(results.read_text())
-    assert scored["skipped"]["mteb_unsupported"] == ["RuSciBenchCitedCountRegression (Regression): not scored yet"]
+    (skipped,) = scored["skipped"]["mteb_unsupported"]
+    assert skipped.startswith("IFIRScifact (InstructionRetrieval): ") and "not FollowIR's p-MRR" in skipped
     assert "0123abc" in scored["mteb"]["STSBenchmark"]["revision_mismatch"]
     sts_copy(client, root, np.random.default_rng(9))  # other data: the vectors were exported for another copy
     again = cli(
@@ -384,6 +518,29 @@ def test_bad_requests_are_one_line_and_write_nothing(client, cli, tmp_path):
     )
     refused_line(again, "STSBenchmark")
     assert not (tmp_path / "again.json").exists()
+
+
+@pytest.mark.slow
+def test_a_copy_recording_no_revision_is_scored_and_said_unverified(client, cli, tmp_path):
+    """A copy made by other means than `huggingface-cli download --local-dir` records no revision:
+    scored, with a warning, and the results say the revision could not be verified. Its vectors
+    scored without --mteb: one line suggesting --mteb."""
+    import shutil
+
+    root = tmp_path / "datasets"
+    pairs_copy(client, root, np.random.default_rng(5))
+    dataset = "mteb/sprintduplicatequestions-pairclassification"
+    shutil.rmtree(root / dataset / ".cache")
+    record, _, result = embeval_scores(cli, tmp_path, "SprintDuplicateQuestions", root)
+    summary = record["mteb"]["SprintDuplicateQuestions"]
+    revision = revision_of(client, "SprintDuplicateQuestions")
+    note = summary["revision_unverified"]
+    assert "records no revision" in note and revision in note and "not verified" in note
+    assert "records no revision" in result.stderr and "revision_mismatch" not in summary
+    # the same vectors scored without --mteb: nothing to score, and a hint at --mteb
+    alone = cli("score", tmp_path / "vectors.h5", "--data", tmp_path / "none", "--out", tmp_path / "alone.json")
+    refused_line(alone, "nothing to score", "SprintDuplicateQuestions is named like an MTEB task", "--mteb NAMES")
+    assert not (tmp_path / "alone.json").exists()
 
 
 def test_mteb_outside_the_tested_range_is_one_line(cli, tmp_path, monkeypatch):
@@ -394,6 +551,50 @@ def test_mteb_outside_the_tested_range_is_one_line(cli, tmp_path, monkeypatch):
     result = cli("export-sentences", "--mteb", "STSBenchmark", "--out", tmp_path / "export")
     refused_line(result, "mteb 2.40.1 is outside the tested range", "pip install 'embeval-offline[mteb]'")
     assert not (tmp_path / "export").exists()
+
+
+NO_MTEB = """
+import importlib.abc, importlib.metadata, runpy, sys
+
+class NoMteb(importlib.abc.MetaPathFinder):  # as if mteb were not installed: no module, no metadata
+    def find_spec(self, name, path=None, target=None):
+        if name == "mteb" or name.startswith("mteb."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, NoMteb())
+real = importlib.metadata.version
+
+def version(name):
+    if name == "mteb":
+        raise importlib.metadata.PackageNotFoundError(name)
+    return real(name)
+
+importlib.metadata.version = version
+sys.argv = ["embeval", *sys.argv[1:]]
+runpy.run_module("embeval", run_name="__main__")
+"""
+
+
+def test_mteb_not_installed_is_one_line(tmp_path):
+    """Without mteb at all (its module and metadata hidden, in a process of its own): one line naming
+    the extra to install, exit code 2, nothing written."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    checkout = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([checkout, os.environ.get("PYTHONPATH", "")]))
+    out = tmp_path / "export"
+    done = subprocess.run(
+        [sys.executable, "-c", NO_MTEB, "export-sentences", "--mteb", "STSBenchmark", "--out", str(out)],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "need the mteb package (pip install 'embeval[mteb]')" in lines[0], done.stderr
+    assert not out.exists()
 
 
 def test_names_split_at_commas_outside_parentheses():
@@ -421,8 +622,13 @@ def test_a_benchmark_gives_its_own_subsets_and_splits(client):
 
 
 def test_a_benchmark_of_tasks_not_scored_yet_is_refused(cli, tmp_path):
-    result = cli("export-sentences", "--mteb", "FollowIR", "--out", tmp_path / "export", "--skip-unsupported")
-    refused_line(result, "Robust04InstructionRetrieval (InstructionReranking): not scored yet", "Core17")
+    result = cli("export-sentences", "--mteb", "MTEB(Europe, v1)", "--out", tmp_path / "export")
+    refused_line(result, "FloresBitextMining (BitextMining): bitext mining over parallel subsets", "--skip-unsupported")
+    # FollowIR's tasks are scored by name: the request gets as far as the missing data
+    result = cli(
+        "export-sentences", "--mteb", "FollowIR", "--mteb-data", tmp_path / "none", "--out", tmp_path / "export"
+    )
+    refused_line(result, "Robust04InstructionRetrieval", "huggingface-cli download mteb/Robust04InstructionRetrieval")
     assert not (tmp_path / "export").exists()
 
 

@@ -386,15 +386,18 @@ def export_sentences(
     return export(lists, out_dir, union=union, about=about), [s.name for s in missing]
 
 
+PROMPT_TYPES = {"query": "query", "document": "document", "instructed_query": "query"}  # role -> mteb's prompt type
+
+
 def mteb_origin(spec, lists):
     """What the manifest says of a list of an MTEB task scored by name: the task, its dataset and
     revision, the subset and split, and the role mteb encodes each list as (its prompt type: "query",
-    "document", or null when mteb gives none)."""
+    "document", or null when mteb gives none; instructed queries are queries to mteb)."""
     return {
         "task": spec.mteb.name,
         "dataset": spec.mteb.dataset,
         "revision": spec.mteb.revision,
         "subset": spec.mteb.subset,
         "split": spec.mteb.split,
-        "encode_as": {role: role if role in ("query", "document") else None for role in lists},
+        "encode_as": {role: PROMPT_TYPES.get(role) for role in lists},
     }

@@ -286,7 +286,13 @@ def select(specs, explicit, vf, root, union, strict=False, registry=None):
     if strict:
         _refuse_skips(skipped, vf, union, registry)
     if not todo:
-        raise _nothing_to_score(skipped, held_without_data, vf, union, root, registry)
+        error = _nothing_to_score(skipped, held_without_data, vf, union, root, registry)
+        if registry is not None and not registry.mteb_names:  # a file exported with --mteb, scored without it?
+            from embeval.tasks.mteb_source import exported_hint
+
+            known = task_datasets(registry)
+            error.message += exported_hint([n for n in [*vf.names(), *union] if n not in known])
+        raise error
     return todo, skipped
 
 

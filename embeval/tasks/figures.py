@@ -101,10 +101,11 @@ class Mteb:
     subset: str = "default"
     languages: tuple = ("eng-Latn",)
     # A task scored by name (embeval.tasks.mteb_source): the split, mteb's type and main score, the
-    # benchmarks it was asked through, and a revision mismatch allowed.
+    # benchmarks it was asked through, a revision mismatch allowed, a revision that could not be verified.
     split: str = "test"
     type: str = ""
     main_score: str = ""
     benchmarks: tuple = ()
     revision_mismatch: str = ""
+    revision_unverified: str = ""
     parts: int = 0  # how many (subset, split) parts the mteb task has

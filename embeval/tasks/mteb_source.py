@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,8 +83,6 @@ def require_mteb() -> Any:
         )
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["HF_DATASETS_OFFLINE"] = "1"
-    import logging
-
     import mteb
 
     for name in ("mteb", "datasets", "huggingface_hub"):
@@ -139,6 +139,34 @@ def resolve(text: str) -> list[Requested]:
             hint = f" (did you mean {close[0]}?)" if close else ""
             raise MtebError(f"{name!r} is not an mteb {mteb.__version__} task or benchmark{hint}", file=OPTION)
     return list(found.values())
+
+
+PART_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*__[A-Za-z0-9_-]+__[A-Za-z0-9_-]+$")  # TASK__SUBSET__SPLIT
+
+
+def exported_hint(datasets: Iterable[str]) -> str:
+    """For a run that scores nothing: '; ...--mteb...' when some of a file's dataset names that match
+    no known task (their task part) are named as `--mteb` exports them (an installed mteb's task names,
+    or TASK__SUBSET__SPLIT); else ''. The file records no origin, so this is a hint."""
+    tasks = sorted({name.split(".", 1)[0] for name in datasets})
+    if not tasks:
+        return ""
+    known: set[str] = set()
+    try:
+        require_mteb()
+        from mteb.get_tasks import _TASKS_REGISTRY
+
+        known = {safe_name(name) for name in _TASKS_REGISTRY}
+    except (MtebError, ImportError):
+        pass
+    found = [t for t in tasks if t in known or PART_NAME.match(t)]
+    if not found:
+        return ""
+    shown = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+    return (
+        f"; the file's {shown} {'is named like an MTEB task' if len(found) == 1 else 'are named like MTEB tasks'}: "
+        "if it was exported with --mteb, score it with --mteb NAMES, the names you exported"
+    )
 
 
 # Where a dataset is.
@@ -229,12 +257,7 @@ def _column(task: Any, attribute: str, part: Part) -> str:
     return column
 
 
-def write_retrieval(task: Any, part: Part, folder: Path) -> dict[str, Any]:
-    data = _subset(task, part)[part.split]
-    relevant = {str(q): docs for q, docs in data["relevant_docs"].items() if len(docs)}  # mteb drops the others
-    queries = data["queries"]
-    if "instruction" in queries.column_names:
-        raise MtebError("queries with instructions are instruction retrieval, not scored yet", task=part.name)
+def _write_corpus(data: Any, folder: Path) -> None:
     corpus = data["corpus"]
     has_title = "title" in corpus.column_names
     ids, texts = list(corpus["id"]), list(corpus["text"])  # whole columns: far faster than rows
@@ -246,6 +269,33 @@ def write_retrieval(task: Any, part: Part, folder: Path) -> dict[str, Any]:
             for i, title, text in zip(ids, titles, texts, strict=True)
         ),
     )
+
+
+def _write_qrels(relevant: Mapping[str, Mapping[Any, Any]], part: Part, folder: Path) -> None:
+    lines = ["query-id\tcorpus-id\tscore"]
+    for query, docs in relevant.items():
+        for doc, grade in docs.items():
+            lines.append(f"{_tsv_field(query, part, 'query id')}\t{_tsv_field(doc, part, 'document id')}\t{int(grade)}")
+    _write(folder / "qrels.tsv", "\n".join(lines) + "\n")
+
+
+def _write_candidates(top_ranked: Mapping[Any, Any], keep: Iterable[str], part: Part, folder: Path) -> None:
+    lines = ["query-id\tcorpus-id"]
+    kept = set(keep)
+    for query, docs in top_ranked.items():
+        if str(query) in kept:
+            for doc in dict.fromkeys(docs):
+                lines.append(f"{_tsv_field(query, part, 'query id')}\t{_tsv_field(doc, part, 'document id')}")
+    _write(folder / "candidates.tsv", "\n".join(lines) + "\n")
+
+
+def write_retrieval(task: Any, part: Part, folder: Path) -> dict[str, Any]:
+    data = _subset(task, part)[part.split]
+    relevant = {str(q): docs for q, docs in data["relevant_docs"].items() if len(docs)}  # mteb drops the others
+    queries = data["queries"]
+    if "instruction" in queries.column_names:
+        raise MtebError("queries with instructions are not scored as retrieval", task=part.name)
+    _write_corpus(data, folder)
     kept = []
     for query, text in zip(list(queries["id"]), list(queries["text"]), strict=True):
         if str(query) in relevant:
@@ -253,20 +303,11 @@ def write_retrieval(task: Any, part: Part, folder: Path) -> dict[str, Any]:
                 raise MtebError("queries that are not one text (conversations) are not supported", task=part.name)
             kept.append({"_id": str(query), "text": text})
     _jsonl(folder / "queries.jsonl", kept)
-    lines = ["query-id\tcorpus-id\tscore"]
-    for query, docs in relevant.items():
-        for doc, grade in docs.items():
-            lines.append(f"{_tsv_field(query, part, 'query id')}\t{_tsv_field(doc, part, 'document id')}\t{int(grade)}")
-    _write(folder / "qrels.tsv", "\n".join(lines) + "\n")
+    _write_qrels(relevant, part, folder)
     files = {"corpus": "corpus.jsonl", "queries": "queries.jsonl", "qrels": "qrels.tsv"}
     extra: dict[str, Any] = {}
     if data.get("top_ranked") is not None:
-        lines = ["query-id\tcorpus-id"]
-        for query, docs in data["top_ranked"].items():
-            if str(query) in relevant:
-                for doc in dict.fromkeys(docs):
-                    lines.append(f"{_tsv_field(query, part, 'query id')}\t{_tsv_field(doc, part, 'document id')}")
-        _write(folder / "candidates.tsv", "\n".join(lines) + "\n")
+        _write_candidates(data["top_ranked"], relevant, part, folder)
         files["candidates"] = "candidates.tsv"
     if getattr(task, "skip_first_result", False):
         raise MtebError("skip_first_result is not supported", task=part.name)
@@ -403,7 +444,122 @@ def write_bitext(task: Any, part: Part, folder: Path) -> dict[str, Any]:
     return {"kind": "bitext-mining", "files": {"test": "pairs.jsonl"}}
 
 
-# mteb's type -> the writer of its files (None: a text type embeval does not score yet).
+def _sklearn_model(task: Any, part: Part, model_class: Any, keep: tuple[str, ...] = ()) -> Any:
+    """The task's evaluator_model, checked to be `model_class` with scikit-learn's defaults (but `keep`)."""
+    model = task.evaluator_model
+    ours = model.get_params() if isinstance(model, model_class) else None
+    reference: dict[str, Any] = model_class().get_params()
+    if ours is None or {k: v for k, v in ours.items() if k not in keep} != {
+        k: v for k, v in reference.items() if k not in keep
+    }:
+        raise MtebError(f"the evaluator model {model!r} is not embeval's {model_class.__name__}", task=part.name)
+    return model
+
+
+def _mteb_attributes(kind: str) -> dict[str, str]:
+    """A kind's mteb attributes and the task-file keys that take them (its module's MTEB_ATTRIBUTES)."""
+    import importlib
+
+    from embeval.tasks.catalog import KINDS
+
+    return dict(importlib.import_module(KINDS[kind]).MTEB_ATTRIBUTES)
+
+
+def _train_and_test(task: Any, part: Part, folder: Path, key: str, value: Callable[[Any], Any]) -> dict[str, str]:
+    """The train split (task.train_split) and the part's split as JSON lines of text and `key`."""
+    text, label = _column(task, "input_column_name", part), task.label_column_name
+    subset = _subset(task, part)
+    for name, split in (("train", task.train_split), ("test", part.split)):
+        rows = subset[split]
+        _jsonl(
+            folder / f"{name}.jsonl",
+            ({"text": t, key: value(y)} for t, y in zip(list(rows[text]), list(rows[label]), strict=True)),
+        )
+    return {"train": "train.jsonl", "test": "test.jsonl"}
+
+
+def write_regression(task: Any, part: Part, folder: Path) -> dict[str, Any]:
+    from sklearn.linear_model import LinearRegression
+
+    _sklearn_model(task, part, LinearRegression)
+    files = _train_and_test(task, part, folder, "value", float)
+    keys = {key: int(getattr(task, attribute)) for attribute, key in _mteb_attributes("regression").items()}
+    return {"kind": "regression", "files": files, **keys}
+
+
+def write_multilabel(task: Any, part: Part, folder: Path) -> dict[str, Any]:
+    from sklearn.neighbors import KNeighborsClassifier
+
+    model = _sklearn_model(task, part, KNeighborsClassifier, keep=("n_neighbors",))
+    files = _train_and_test(task, part, folder, "labels", lambda labels: [_label(y) for y in labels])
+    keys: dict[str, Any] = {}
+    for attribute, key in _mteb_attributes("multilabel-classification").items():
+        value = model.n_neighbors if attribute == "n_neighbors" else getattr(task, attribute)
+        keys[key] = 0 if value is None else int(value)  # max_eval_samples None: the whole split (0)
+    return {"kind": "multilabel-classification", "files": files, **keys}
+
+
+def _changed_judgments(task: Any, part: Part) -> dict[str, list[str]]:
+    """Each query's documents whose relevance the changed instruction alters, as the task's own
+    task_specific_scores reads them (caught where it hands them to mteb's evaluate_p_mrr_change)."""
+    import sys
+
+    module = sys.modules[type(task).__module__]
+    real = getattr(module, "evaluate_p_mrr_change", None)
+    if real is None:
+        raise MtebError("its scores are not FollowIR's p-MRR", task=part.name)
+    caught: list[Any] = []
+
+    def catch(qrels: Any, results: Any, changed: Any, *args: Any, **kwargs: Any) -> dict[str, float]:
+        caught.append(changed)
+        return {}
+
+    setattr(module, "evaluate_p_mrr_change", catch)  # noqa: B010
+    try:
+        with _scratch_cache():
+            task.task_specific_scores({}, {}, {}, part.split, part.subset)
+    except EmbevalError:
+        raise
+    except Exception as err:  # datasets' own errors: one line
+        raise MtebError(f"mteb could not load its changed judgments: {type(err).__name__}: {err}", task=part.name)
+    finally:
+        setattr(module, "evaluate_p_mrr_change", real)  # noqa: B010
+    if len(caught) != 1 or not isinstance(caught[0], Mapping):
+        raise MtebError("its changed judgments could not be read", task=part.name)
+    return {str(q): [str(d) for d in docs] for q, docs in caught[0].items()}
+
+
+def write_instruction_reranking(task: Any, part: Part, folder: Path) -> dict[str, Any]:
+    data = _subset(task, part)[part.split]
+    queries = data["queries"]
+    if "instruction" not in queries.column_names or data.get("top_ranked") is None:
+        raise MtebError("FollowIR's protocol needs queries with instructions and candidates", task=part.name)
+    changed = _changed_judgments(task, part)
+    _write_corpus(data, folder)
+    ids = [str(q) for q in queries["id"]]
+    texts, instructions = list(queries["text"]), list(queries["instruction"])
+    if not all(isinstance(t, str) and isinstance(i, str) for t, i in zip(texts, instructions, strict=True)):
+        raise MtebError("queries and instructions that are not one text each are not supported", task=part.name)
+    _jsonl(folder / "queries.jsonl", ({"_id": q, "text": t} for q, t in zip(ids, texts, strict=True)))
+    _jsonl(
+        folder / "instructions.jsonl",
+        ({"query-id": q, "instruction": i} for q, i in zip(ids, instructions, strict=True)),
+    )
+    _jsonl(folder / "changed.jsonl", ({"query-id": q, "corpus-ids": docs} for q, docs in changed.items()))
+    _write_qrels({str(q): docs for q, docs in data["relevant_docs"].items()}, part, folder)
+    _write_candidates(data["top_ranked"], ids, part, folder)
+    files = {
+        "corpus": "corpus.jsonl",
+        "queries": "queries.jsonl",
+        "qrels": "qrels.tsv",
+        "candidates": "candidates.tsv",
+        "instructions": "instructions.jsonl",
+        "changed": "changed.jsonl",
+    }
+    return {"kind": "instruction-reranking", "files": files}
+
+
+# mteb's type -> the writer of its files (None: a text type embeval does not score).
 TYPES: dict[str, Writer | None] = {
     "Retrieval": write_retrieval,
     "Reranking": write_retrieval,
@@ -413,10 +569,15 @@ TYPES: dict[str, Writer | None] = {
     "Clustering": write_clustering,
     "Summarization": write_summarization,
     "BitextMining": write_bitext,
-    "MultilabelClassification": None,
-    "Regression": None,
+    "MultilabelClassification": write_multilabel,
+    "Regression": write_regression,
     "InstructionRetrieval": None,
-    "InstructionReranking": None,
+    "InstructionReranking": write_instruction_reranking,
+}
+# Why a type mapped to None is not scored (default: "not scored yet").
+NOT_SCORED = {
+    "InstructionRetrieval": "IFIR's and InstructIR's own figures (nDCG by instruction level, robustness@10), "
+    "not FollowIR's p-MRR protocol; not scored",
 }
 # Settings of a supported type that embeval does not follow yet: (attribute, what it means).
 LIMITS = (
@@ -436,7 +597,9 @@ def unsupported(task: Any) -> str | None:
     if meta.type not in TYPES:
         return f"{meta.name} ({meta.type}): a type embeval does not score"
     if TYPES[meta.type] is None:
-        return f"{meta.name} ({meta.type}): not scored yet"
+        return f"{meta.name} ({meta.type}): {NOT_SCORED.get(meta.type, 'not scored yet')}"
+    if meta.type == "InstructionReranking" and meta.main_score != "p-MRR":
+        return f"{meta.name} ({meta.type}): main score {meta.main_score}, not FollowIR's p-MRR; not scored"
     for attribute, what in LIMITS:
         if getattr(task, attribute, False):
             return f"{meta.name} ({meta.type}): {what}, not scored yet"
@@ -526,7 +689,12 @@ def copy_stamp(task: Any, located: Located | None) -> str | None:
 
 
 def part_spec(
-    part: Part, benchmarks: Sequence[str], mismatch: str | None, dataset: str, stamp: str | None = None
+    part: Part,
+    benchmarks: Sequence[str],
+    mismatch: str | None,
+    dataset: str,
+    stamp: str | None = None,
+    unverified: str | None = None,
 ) -> TaskSpec:
     """Write one (subset, split)'s files (unless written from the same copy before: `stamp`) and
     read its declaration."""
@@ -563,6 +731,8 @@ def part_spec(
     }
     if mismatch:
         table["mteb"]["revision_mismatch"] = mismatch
+    if unverified:
+        table["mteb"]["revision_unverified"] = unverified
     source = f"{SOURCE} {meta.name}"
     try:
         spec = read_spec(table, source, str(folder))
@@ -580,19 +750,11 @@ def load(task: Any, located: Located | None) -> None:
         meta = task.metadata.model_copy(deep=True)
         meta.dataset["path"] = str(located.folder)
         task.metadata = meta  # this task object only: mteb's class keeps its own
-    import tempfile
-
-    import datasets
-
-    saved = datasets.config.HF_DATASETS_CACHE
-    # datasets' cache of a local folder does not follow the folder's content: build afresh each time
-    # (in a folder of this load's own, removed afterwards; the loaded tables stay mapped).
-    scratch = tempfile.TemporaryDirectory(prefix="embeval-mteb-", ignore_cleanup_errors=True)
-    datasets.config.HF_DATASETS_CACHE = Path(scratch.name)
     try:
-        task.load_data()
-        if hasattr(task, "convert_v1_dataset_format_to_v2"):
-            task.convert_v1_dataset_format_to_v2(num_proc=None)
+        with _scratch_cache():
+            task.load_data()
+            if hasattr(task, "convert_v1_dataset_format_to_v2"):
+                task.convert_v1_dataset_format_to_v2(num_proc=None)
     except EmbevalError:
         raise
     except Exception as err:  # mteb's and datasets' own errors: one line
@@ -602,12 +764,28 @@ def load(task: Any, located: Located | None) -> None:
             task=task.metadata.name,
             file=OPTION,
         ) from None
-    finally:
-        datasets.config.HF_DATASETS_CACHE = saved
-        _SCRATCH.append(scratch)  # removed at exit, after the parts are written
 
 
 _SCRATCH: list[Any] = []
+
+
+@contextmanager
+def _scratch_cache() -> Iterator[None]:
+    """datasets' cache in a folder of this load's own: datasets' cache of a local folder does not
+    follow the folder's content, so tables are built afresh each time (the folder is removed at exit,
+    after the parts are written; the loaded tables stay mapped)."""
+    import tempfile
+
+    import datasets
+
+    saved = datasets.config.HF_DATASETS_CACHE
+    scratch = tempfile.TemporaryDirectory(prefix="embeval-mteb-", ignore_cleanup_errors=True)
+    datasets.config.HF_DATASETS_CACHE = Path(scratch.name)
+    try:
+        yield
+    finally:
+        datasets.config.HF_DATASETS_CACHE = saved
+        _SCRATCH.append(scratch)
 
 
 def task_specs(
@@ -627,6 +805,7 @@ def task_specs(
     chosen = [r for r in requested if not unsupported(r.task)]
     located: dict[str, Located | None] = {}
     mismatches: dict[str, str] = {}
+    unverified: dict[str, str] = {}
     for r in chosen:
         meta = r.task.metadata
         if not offline_copy:
@@ -644,6 +823,14 @@ def task_specs(
                     file=OPTION,
                 )
             mismatches[meta.name] = note
+        elif found.recorded is None:
+            unverified[meta.name] = (
+                f"the local copy records no revision; mteb evaluates {wanted or 'none'}: not verified"
+            )
+            logging.getLogger("embeval").warning(
+                f"{meta.name}: {found.folder} records no revision (not made by huggingface-cli download "
+                f"--local-dir?); mteb evaluates {wanted or 'none'}, not verified (recorded in the results)"
+            )
         located[meta.name] = found
     specs: list[TaskSpec] = []
     names: dict[str, str] = {}
@@ -656,7 +843,9 @@ def task_specs(
             if part.name in names:
                 raise MtebError(f"two mteb tasks give the name {part.name} ({names[part.name]})", file=OPTION)
             names[part.name] = meta.name
-            specs.append(part_spec(part, r.benchmarks, mismatches.get(meta.name), dataset, stamp))
+            specs.append(
+                part_spec(part, r.benchmarks, mismatches.get(meta.name), dataset, stamp, unverified.get(meta.name))
+            )
     return specs, refused if skip_unsupported else []
 
 

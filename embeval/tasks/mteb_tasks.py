@@ -66,6 +66,8 @@ def summary(record: Mapping[str, Any]) -> dict[str, Any]:
         )
         if mteb.revision_mismatch:
             task["revision_mismatch"] = mteb.revision_mismatch
+        if mteb.revision_unverified:
+            task["revision_unverified"] = mteb.revision_unverified
         scored = part_score(spec, entry.get("results", {}))
         if scored is not None and isinstance(entry, dict):
             entry["mteb"] = {  # the part's own row, for aggregations over tasks (benchmark means)

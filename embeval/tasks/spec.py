@@ -180,6 +180,7 @@ def _mteb(decl: Declaration) -> Mteb | None:
         main_score=table.take("main_score", default=""),
         benchmarks=tuple(table.take("benchmarks", (list,), [])),
         revision_mismatch=table.take("revision_mismatch", default=""),
+        revision_unverified=table.take("revision_unverified", default=""),
         parts=table.take("parts", (int,), 0),
     )
     table.finish()
