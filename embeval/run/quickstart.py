@@ -30,8 +30,8 @@ def __getattr__(name):
     """QUICKSTART_TASKS, read from the task registry on first use (the command's --help never loads it):
     cosine STS12-16 (the tasks marked quickstart in the registry), about 20,000 distinct sentences,
     which all-MiniLM-L6-v2 embeds in about 320 s of CPU time (docs/quickstart.md: measured times).
-    STSBenchmark would add a fifth of that; a classification task (10-fold cross-validation over a
-    grid of weight decays) 10 minutes or more each. `--tasks` adds them."""
+    STSBenchmark would add a fifth of that; a classification task (10-fold cross-validation over a grid
+    of weight decays) 10 minutes or more each. `--tasks` adds them."""
     if name == "QUICKSTART_TASKS":
         from embeval.tasks.registry import TASKS
 
