@@ -593,7 +593,7 @@ def test_mteb_not_installed_is_one_line(tmp_path):
     )  # fmt: skip
     assert done.returncode == 2, done.stdout + done.stderr
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and "need the mteb package (pip install 'embeval[mteb]')" in lines[0], done.stderr
+    assert len(lines) == 1 and "need the mteb package (pip install 'embeval-offline[mteb]')" in lines[0], done.stderr
     assert not out.exists()
 
 

@@ -122,7 +122,7 @@ def test_installed_wheel_ships_the_exporters(tmp_path):
         text=True,
     )
     assert build.returncode == 0, build.stderr
-    (wheel,) = (tmp_path / "dist").glob("embeval-*.whl")
+    (wheel,) = (tmp_path / "dist").glob("embeval_offline-*.whl")
     site = tmp_path / "site"
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()

@@ -26,7 +26,20 @@ from embeval.tasks.registry import TASKS
 
 RECORDED = Path(__file__).parent / "regression"
 NAMES = ["SST5", "MRPC", "SICKEntailment", "SICKRelatedness", "STS16"]
-NOT_COMPARED = ("seconds", "device", "versions", "embeval", "embeval_code", "file", "path", "predictions", "mteb")
+NOT_COMPARED = (
+    "seconds",
+    "device",
+    "versions",
+    "embeval",
+    "embeval_code",
+    "file",
+    "path",
+    "predictions",
+    "mteb",
+    "figures_sha256",
+    "threads",
+    "memory_budget",
+)
 
 
 def stripped(value):
