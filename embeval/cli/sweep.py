@@ -5,7 +5,7 @@ import sys
 import click
 
 from embeval.cli.common import data_option, fails_cleanly, say, task_file_option, task_registry, tasks_option
-from embeval.cli.options import config_option, device_option, options
+from embeval.cli.options import config_option, device_option, memory_budget_option, options
 from embeval.errors import EXIT_BAD_INPUT, EmbevalError
 
 
@@ -69,6 +69,7 @@ def parse_dims(text):
 )
 @options(
     device_option(),
+    memory_budget_option(),
     config_option("preset"),
     config_option("kfold"),
     config_option("classifier"),
@@ -94,6 +95,7 @@ def sweep(
     dims,
     ray,
     device,
+    memory_budget,
     preset,
     kfold,
     classifier,
@@ -112,8 +114,9 @@ def sweep(
     per file, DIR/sweep.json and prints files x tasks with the best file per task chosen on the dev
     figure; files with a root attribute `step` also get DIR/plots/TASK.png. Globs are expanded.
     """
-    from embeval.settings import build
+    from embeval.settings import build, parse_size
 
+    budget = None if memory_budget is None else parse_size(memory_budget)
     config = build(
         preset,
         kfold=kfold,
@@ -135,20 +138,23 @@ def sweep(
         from embeval.run.sweep_ray import RayRunner
 
         runner = RayRunner(None if ray == "local" else ray, device)
-    summary = run(
-        list(files),
-        resolve_data_dir(data),
-        names,
-        out_dir,
-        device,
-        config,
-        parse_dims(dims),
-        resume,
-        runner=runner,
-        log=(lambda m: None) if quiet else say,
-        restart=restart,
-        registry=registry,
-    )
+    from embeval.memory import limited
+
+    with limited(budget):
+        summary = run(
+            list(files),
+            resolve_data_dir(data),
+            names,
+            out_dir,
+            device,
+            config,
+            parse_dims(dims),
+            resume,
+            runner=runner,
+            log=(lambda m: None) if quiet else say,
+            restart=restart,
+            registry=registry,
+        )
     if summary["sources"]:
         click.echo(sweep_report.table(summary))
         click.echo(f"results: {out_dir}/sweep.json")

@@ -32,7 +32,15 @@ def retrieve(ctx, depth, similarity):
     """(scores, document indices) of each query's `depth` best documents (the document list's source
     searches it: streamed from the file, or over shards)."""
     queries = ctx.sources["query"].gather(ctx.rows["query"])
-    return ctx.sources["document"].search(queries, ctx.rows["document"], depth, similarity)
+    documents = len(ctx.rows["document"])
+    ctx.progress.stage(f"exact search of {len(queries)} queries in {documents} documents", unit="document")
+    searched = [0]
+
+    def step(rows):
+        searched[0] += rows
+        ctx.progress.step(searched[0])
+
+    return ctx.sources["document"].search(queries, ctx.rows["document"], depth, similarity, step)
 
 
 def rerank(ctx, similarity):

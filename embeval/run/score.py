@@ -23,11 +23,11 @@ from embeval.errors import EmbevalError, Terminated
 from embeval.formats.h5guard import check_file
 from embeval.formats.results import FORMAT, FORMAT_VERSION
 from embeval.formats.vectors import VectorsFile  # noqa: F401  (tests patch reads through this module)
-from embeval.memory import check_device_tables
+from embeval.memory import check_device_tables, limited, memory_limit
 from embeval.run import baseline
 from embeval.run.outputs import ResultsFiles
 from embeval.run.resume import reusable_units
-from embeval.settings import RunConfig, as_config
+from embeval.settings import RunConfig, as_config, parse_size
 from embeval.tasks.registry import Registry
 from embeval.tasks.registry import registry as task_registry
 from embeval.tasks.spec import TaskSpec
@@ -76,6 +76,7 @@ def new_record(vectors, root, config: RunConfig, device, model=None):
         "config": config.to_record(),
         "seed": config.seed,
         "device": describe_device(device),
+        "memory_budget": memory_limit(),
         "versions": versions(),
         "tasks": {},
         "skipped": {},
@@ -123,6 +124,7 @@ def score(
     task_files: Sequence[str | Path] = (),
     registry: Registry | None = None,
     ray: str | None = None,
+    memory_budget: int | str | None = None,
 ) -> dict[str, Any]:
     """Score every requested task present in the vectors file; write the results to `out`.
 
@@ -140,13 +142,40 @@ def score(
     tasks known to the run (default: the built-ins, those of EMBEVAL_TASKS and of task_files). config: a
     RunConfig (embeval.run.config.build), a results file's `config` object, or None (the literature
     preset). ray: search retrieval corpora in shards as Ray tasks: "local" (a Ray started here) or a
-    cluster's address (the figures are those of a search in this process).
+    cluster's address (the figures are those of a search in this process). memory_budget: what
+    scoring may allocate at once (bytes or a size such as "2GiB"; embeval.memory.limited), recorded
+    in the results; None: the defaults of embeval.memory (the figures are the same either way).
 
     What can be checked without torch is checked before it is imported: the configuration, the
     options, the vectors file's presence and HDF5 signature, the results files.
     """
     log = log or (lambda msg: print(msg, file=sys.stderr))
     config = as_config(config)
+    budget = memory_limit() if memory_budget is None else parse_size(memory_budget)
+    with limited(budget):
+        return _score(
+            vectors, data_dir, tasks, out, device, config, progress, log, strict, resume, save_predictions, restart,
+            task_files, registry, ray,
+        )  # fmt: skip
+
+
+def _score(
+    vectors,
+    data_dir,
+    tasks,
+    out,
+    device,
+    config,
+    progress,
+    log,
+    strict,
+    resume,
+    save_predictions,
+    restart,
+    task_files,
+    registry,
+    ray,
+):
     root = Path(data_dir)
     if save_predictions is None:
         save_predictions = out is not None
