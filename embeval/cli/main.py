@@ -239,8 +239,9 @@ def score(
     import sys
 
     from embeval.formats.h5guard import check_file
-    from embeval.settings import build
+    from embeval.settings import build, parse_size
 
+    budget = None if memory_budget is None else parse_size(memory_budget)
     config = build(
         preset,
         kfold=kfold,
@@ -281,7 +282,7 @@ def score(
                 save_predictions=save_predictions,
                 registry=registry,
                 ray=ray,
-                memory_budget=memory_budget,
+                memory_budget=budget,
             )
     except Interrupted as stop:
         stopped, code = ("terminated", EXIT_TERMINATED) if stop.terminated else ("interrupted", 130)

@@ -54,6 +54,7 @@ NORM_EPS = 1e-12  # as torch.nn.functional.normalize: a zero vector stays zero a
 MIN_MARGIN = 16  # candidates kept beyond k for the exact re-scoring: max(this, k // 8) ...
 WIDEN = 4  # ... times this, for the queries whose cut-off needs more (many near ties)
 RESCORE_PAIRS = 2048  # (query, row) pairs re-scored at once
+RESCORE_ROWS = 1024  # corpus rows read at once by the re-scoring (at most a sweep's pieces)
 
 _MAX_ROWS = 1 << 31  # a row's low word, -1 - row as an int32, must not wrap
 _SENTINEL = -(1 << 63)  # below every key: an empty slot of a running top-k
@@ -74,6 +75,7 @@ class Plan:
     bytes: int
     width: int = 0  # candidates kept per query by the float32 pass and re-scored exactly
     pairs: int = 1  # (query, row) pairs re-scored at once
+    rescore_rows: int = 1  # corpus rows read at once by the re-scoring
 
 
 # ---------------------------------------------------------------------------------------------
@@ -216,13 +218,14 @@ def plan_search(q: int, d: int, k: int, rows: int, budget_bytes: int, device="cp
     width = min(rows, k + margin(k)) if width is None else max(k, min(width, rows))
     pending = max(width, MIN_PENDING) if (device.type == "cpu" if filtered is None else filtered) else 0
 
-    def pairs_of(qb):
-        return max(1, min(RESCORE_PAIRS, qb * width))
+    def pairs_of(qb, nb):  # the re-scoring's chunks and pieces, as small as the sweep's blocks
+        return max(1, min(RESCORE_PAIRS, qb * nb // 64)), max(1, min(RESCORE_ROWS, nb // 4))
 
     def need(qp, qb, nb):
         g = group_size(nb, width)
         sweep = _sweep_bytes(qb, nb, g, width, pending, d, cuda)
-        rescore = _rescore_bytes(qp, width, k, d, _read_rows(nb, g, d), pairs_of(qb), cuda)
+        pairs, pieces = pairs_of(qb, nb)
+        rescore = _rescore_bytes(qp, width, k, d, pieces, pairs, cuda)
         return _pass_bytes(qp, q, width, pending, d, cuda) + max(sweep, _end_bytes(qp, width), rescore)
 
     rounds = [
@@ -244,7 +247,7 @@ def plan_search(q: int, d: int, k: int, rows: int, budget_bytes: int, device="cp
                 bytes_ = need(qp, qb, nb)
                 if bytes_ <= budget_bytes:
                     g = group_size(nb, width)
-                    return Plan(qp, qb, nb, g, pending, _read_rows(nb, g, d), bytes_, width, pairs_of(qb))
+                    return Plan(qp, qb, nb, g, pending, _read_rows(nb, g, d), bytes_, width, *pairs_of(qb, nb))
     least = need(1, 1, 1)
     raise EmbevalError(
         f"the exact search of {q} queries in {rows} rows of {d} dimensions (top {k}) needs at least "
@@ -565,7 +568,7 @@ def _rescore(raw, found, read_corpus, start, stop, plan, similarity, upload):
     qi, qe = _integers(raw, bits)
     qn = _squared_norms(qi, qe, bits)
     rows, order = torch.sort(found.reshape(-1))
-    step = max(1, plan.read_rows)
+    step = plan.rescore_rows
     edges = torch.arange(start, stop + step, step, device=found.device).clamp_max_(stop)
     bounds = torch.searchsorted(rows, edges).tolist()
     out = torch.empty(qp * w, dtype=torch.float64, device=found.device)
@@ -637,7 +640,7 @@ def _search_pass(raw, read_corpus, start, stop, k, plan, similarity, filtered, p
     del prepared
     fast, found = decode(torch.sort(run.keys[:, : plan.width], dim=1, descending=True).values)
     del run
-    upload = _Upload(plan.read_rows, d, device)
+    upload = _Upload(plan.rescore_rows, d, device)
     exact = _rescore(raw, found, read_corpus, start, stop, plan, similarity, upload)
     keys = torch.topk(encode(exact.to(torch.float32), found), k, dim=1).values
     del exact
