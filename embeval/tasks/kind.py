@@ -48,6 +48,7 @@ class Kind:
     aggregations: ClassVar[tuple[tuple[str, str], ...]] = ()
     aggregation_path: ClassVar[str] = ""
     groups: ClassVar[Mapping[str, Group]] = {}  # report tables of its own, by key (see embeval.tasks.groups)
+    streamed: ClassVar[tuple[str, ...]] = ()  # roles read block by block, never whole (no memory check)
 
     # The declaration.
 
