@@ -6,6 +6,14 @@ best rows into a running top-k per query held on the device. Neither the whole q
 score matrix nor the whole corpus is ever in memory; block sizes are planned from a memory budget
 before anything is allocated (`plan_search`).
 
+Exact scores: the float32 pass only proposes candidates, as its rounding depends on the block
+shapes. It keeps a margin beyond each query's k best; those candidates are scored again exactly (the
+vectors rounded to integers whose dot products are exact in float64 in any order of summation) and
+the k best by these scores are the result, when an error bound on the float32 scores shows that no
+row left out could beat them; else the query is searched again with a wider margin, and at last
+with every row scored exactly. So the results are the same, bit for bit, for any budget, shards and
+device, and mathematically equal similarities are equal scores.
+
 Order (the tie rule): rows are ranked by score, highest first, and equal scores by corpus row,
 lowest first, everywhere: within a block, across blocks and across shards (`merge_top_k`). Each
 candidate is one int64 key: in the high 32 bits the float32 score as an int32 of the same order
@@ -587,16 +595,18 @@ def _rescore(raw, found, read_corpus, start, stop, plan, similarity, upload):
     return out.view(qp, w)
 
 
-def _exhaustive(raw, read_corpus, start, stop, k, similarity, device):
+def _exhaustive(raw, read_corpus, start, stop, k, similarity, plan):
     """The k best rows of the queries `raw` by exact scores, every row of the corpus scored exactly
     (integer matrix products in float64): (float32 scores, int64 rows) (qp, k) best first. For the
-    queries whose cut-off lies among more near ties than a float32 pass keeps."""
+    queries whose cut-off lies among more near ties than a float32 pass keeps; pieces and blocks of
+    the plan's re-scoring."""
     qp, d = raw.shape
     bits = _bits(d)
     qi, qe = _integers(raw, bits)
     qn = _squared_norms(qi, qe, bits)
-    step = max(1, min(stop - start, READ_BYTES // (4 * d)))
-    qs = max(1, min(qp, RESCORE_PAIRS * 4 // step))
+    device = raw.device
+    step = plan.rescore_rows
+    qs = max(1, min(qp, plan.pairs // step))
     best = torch.full((qp, k), _SENTINEL, dtype=torch.int64, device=device)
     upload = _Upload(step, d, device)
     for p0 in range(start, stop, step):
@@ -699,15 +709,17 @@ def top_k(
     while len(todo):
         whole = len(todo) == q
         try:
-            plan = None if width >= n else plan_search(len(todo), d, k, n, budget_bytes, device, filtered, width)
+            plan = plan_search(len(todo), d, k, n, budget_bytes, device, filtered, width)
         except EmbevalError:
-            if width == k + margin(k):
+            if width == min(n, k + margin(k)):
                 raise
-            plan = None
-        if plan is None:  # every row re-scored exactly
-            part = queries if whole else queries[torch.from_numpy(todo)]
-            best, found = _exhaustive(part.to(device), read_corpus, start, stop, k, similarity, device)
-            scores[todo], indices[todo] = best.cpu().numpy(), found.cpu().numpy()
+            plan, width = plan_search(len(todo), d, k, n, budget_bytes, device, filtered), n
+        if width >= n:  # every row scored exactly
+            for p0 in range(0, len(todo), plan.query_pass):
+                which = todo[p0 : p0 + plan.query_pass]
+                part = queries[p0 : p0 + len(which)] if whole else queries[torch.from_numpy(which)]
+                best, found = _exhaustive(part.to(device), read_corpus, start, stop, k, similarity, plan)
+                scores[which], indices[which] = best.cpu().numpy(), found.cpu().numpy()
             break
         left = []
         for p0 in range(0, len(todo), plan.query_pass):
