@@ -43,6 +43,7 @@ several sweeps).
 """
 
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,8 +62,8 @@ READ_BYTES = 32 << 20  # the corpus is read (and copied to the device) in pieces
 NORM_EPS = 1e-12  # as torch.nn.functional.normalize: a zero vector stays zero and scores 0
 MIN_MARGIN = 16  # candidates kept beyond k for the exact re-scoring: max(this, k // 8) ...
 WIDEN = 4  # ... times this, for the queries whose cut-off needs more (many near ties)
-RESCORE_PAIRS = 2048  # (query, row) pairs re-scored at once
-RESCORE_ROWS = 1024  # corpus rows read at once by the re-scoring (at most a sweep's pieces)
+RESCORE_PAIRS = 1024  # (query, row) pairs re-scored at once
+RESCORE_ROWS = 1024  # corpus rows read at once by the re-scoring (at most a sweep's block)
 
 _MAX_ROWS = 1 << 31  # a row's low word, -1 - row as an int32, must not wrap
 _SENTINEL = -(1 << 63)  # below every key: an empty slot of a running top-k
@@ -567,32 +568,61 @@ def _exact_scores(dot, qe, qn, xe, xn, bits, similarity):
 
 def _rescore(raw, found, read_corpus, start, stop, plan, similarity, upload):
     """float64 exact scores (_exact_scores) of the candidate rows `found` (qp, w) of the queries
-    `raw` (qp, d, as given): the corpus is read again, only the pieces holding candidates; the
-    candidates are taken in row order, RESCORE_PAIRS at a time. One transfer to the host: where
-    each piece's candidates begin."""
+    `raw` (qp, d, as given): the corpus is read again in pieces of plan.rescore_rows rows, only
+    those holding candidates, each turned into integers once. A piece's candidates are taken by
+    query, plan.pairs at a time, gathered into preallocated buffers (a query's row stays in cache
+    for its candidates). One transfer to the host: where each piece's candidates begin."""
     qp, w = found.shape
     d = raw.shape[1]
+    device = found.device
     bits = _bits(d)
     qi, qe = _integers(raw, bits)
     qn = _squared_norms(qi, qe, bits)
-    rows, order = torch.sort(found.reshape(-1))
     step = plan.rescore_rows
-    edges = torch.arange(start, stop + step, step, device=found.device).clamp_max_(stop)
-    bounds = torch.searchsorted(rows, edges).tolist()
-    out = torch.empty(qp * w, dtype=torch.float64, device=found.device)
-    for p0, lo, hi in zip(range(start, stop, step), bounds, bounds[1:]):
-        if lo == hi:
-            continue
-        piece = upload.put(_read(read_corpus, p0, min(p0 + step, stop), d))
-        xi, xe = _integers(piece, bits)
-        xn = _squared_norms(xi, xe, bits)
-        for a in range(lo, hi, plan.pairs):
-            b = min(a + plan.pairs, hi)
-            pair, row = order[a:b], rows[a:b] - p0
-            query = torch.div(pair, w, rounding_mode="floor")
-            dot = (qi[query] * xi[row]).sum(dim=1)
-            out[pair] = _exact_scores(dot, qe[query], qn[query], xe[row], xn[row], bits, similarity)
+    flat = found.reshape(-1)
+    key = torch.div(flat - start, step, rounding_mode="floor").mul_(qp)
+    key += torch.arange(qp, device=device).repeat_interleave(w)
+    by_piece, order = torch.sort(key)  # by piece, then by query
+    del key
+    rows = flat[order]
+    query = torch.div(order, w, rounding_mode="floor")
+    pieces = -(-(stop - start) // step)
+    bounds = torch.searchsorted(by_piece, torch.arange(pieces + 1, device=device) * qp).tolist()
+    del by_piece
+    size = max(1, min(plan.pairs, len(flat)))
+    x = torch.empty((size, d), dtype=torch.float64, device=device)
+    q = torch.empty((size, d), dtype=torch.float64, device=device)
+    dot = torch.empty(size, dtype=torch.float64, device=device)
+    out = torch.empty(qp * w, dtype=torch.float64, device=device)
+    with _one_thread(device):  # many small operations: one thread, never waiting for another
+        for p0, lo, hi in zip(range(start, stop, step), bounds, bounds[1:]):
+            if lo == hi:
+                continue
+            piece = upload.put(_read(read_corpus, p0, min(p0 + step, stop), d))
+            xi, xe = _integers(piece, bits)
+            xn = _squared_norms(xi, xe, bits)
+            del piece
+            for a in range(lo, hi, size):
+                b = min(a + size, hi)
+                row, who = rows[a:b] - p0, query[a:b]
+                product = torch.index_select(xi, 0, row, out=x[: b - a])
+                product.mul_(torch.index_select(qi, 0, who, out=q[: b - a]))
+                torch.sum(product, dim=1, out=dot[: b - a])
+                out[order[a:b]] = _exact_scores(dot[: b - a], qe[who], qn[who], xe[row], xn[row], bits, similarity)
     return out.view(qp, w)
+
+
+@contextmanager
+def _one_thread(device):
+    """torch's CPU operations on one thread inside (on a shared or busy machine, many small
+    operations split across threads spend their time waiting for each other); as before after."""
+    threads = torch.get_num_threads()
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _exhaustive(raw, read_corpus, start, stop, k, similarity, plan):
