@@ -60,7 +60,7 @@ MIN_CORPUS_BLOCK = 4096  # machine's rate: the planner takes more sweeps of the 
 MIN_PENDING = 128  # the CPU filter's slots per query for candidates between merges: max(k, this)
 READ_BYTES = 32 << 20  # the corpus is read (and copied to the device) in pieces of about this size
 NORM_EPS = 1e-12  # as torch.nn.functional.normalize: a zero vector stays zero and scores 0
-MIN_MARGIN = 16  # candidates kept beyond k for the exact re-scoring: max(this, k // 8) ...
+MIN_MARGIN = 16  # candidates kept beyond k for the exact re-scoring: max(this, k // 32) ...
 WIDEN = 4  # ... times this, for the queries whose cut-off needs more (many near ties)
 RESCORE_PAIRS = 1024  # (query, row) pairs re-scored at once
 RESCORE_ROWS = 1024  # corpus rows read at once by the re-scoring (at most a sweep's block)
@@ -198,7 +198,7 @@ def _rescore_bytes(qp, width, k, d, read, pairs, cuda):
 
 def margin(k: int) -> int:
     """Candidates kept beyond the k best by the float32 pass, for the exact re-scoring."""
-    return max(MIN_MARGIN, k // 8)
+    return max(MIN_MARGIN, k // 32)
 
 
 def _descending(n):
