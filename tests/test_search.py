@@ -350,3 +350,33 @@ def test_tie_heavy_vectors_give_the_same_results_for_any_blocks(similarity):
     for name, (scores, rows) in runs.items():
         np.testing.assert_array_equal(rows, expected[1], err_msg=name)
         np.testing.assert_array_equal(scores, expected[0], err_msg=name)
+
+
+def test_rescoring_restores_the_thread_count():
+    """The re-scoring runs its small operations on one thread and gives torch its thread count back,
+    also when reading the corpus fails part way."""
+    rng = np.random.default_rng(5)
+    queries = rng.normal(size=(8, 16)).astype(np.float32)
+    corpus = rng.normal(size=(3000, 16)).astype(np.float32)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        seen = []
+
+        def read(start, stop):
+            seen.append(torch.get_num_threads())
+            return corpus[start:stop]
+
+        search.top_k(queries, read, len(corpus), 10, "cosine", 1 << 20)
+        assert torch.get_num_threads() == 2 and 1 in seen and 2 in seen
+
+        def failing(start, stop):
+            if torch.get_num_threads() == 1:
+                raise OSError("disk gone")
+            return corpus[start:stop]
+
+        with pytest.raises(OSError):
+            search.top_k(queries, failing, len(corpus), 10, "cosine", 1 << 20)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
