@@ -585,6 +585,7 @@ def _rescore(raw, found, read_corpus, start, stop, plan, similarity, upload):
     by_piece, order = torch.sort(key)  # by piece, then by query
     del key
     rows = flat[order]
+    rows -= torch.div(rows - start, step, rounding_mode="floor").mul_(step).add_(start)  # in its piece
     query = torch.div(order, w, rounding_mode="floor")
     pieces = -(-(stop - start) // step)
     bounds = torch.searchsorted(by_piece, torch.arange(pieces + 1, device=device) * qp).tolist()
@@ -604,11 +605,20 @@ def _rescore(raw, found, read_corpus, start, stop, plan, similarity, upload):
             del piece
             for a in range(lo, hi, size):
                 b = min(a + size, hi)
-                row, who = rows[a:b] - p0, query[a:b]
+                row, who = rows[a:b], query[a:b]
                 product = torch.index_select(xi, 0, row, out=x[: b - a])
                 product.mul_(torch.index_select(qi, 0, who, out=q[: b - a]))
                 torch.sum(product, dim=1, out=dot[: b - a])
-                out[order[a:b]] = _exact_scores(dot[: b - a], qe[who], qn[who], xe[row], xn[row], bits, similarity)
+                exact = _exact_scores(
+                    dot[: b - a],
+                    qe.index_select(0, who),
+                    qn.index_select(0, who),
+                    xe.index_select(0, row),
+                    xn.index_select(0, row),
+                    bits,
+                    similarity,
+                )
+                out.index_copy_(0, order[a:b], exact)
     return out.view(qp, w)
 
 
