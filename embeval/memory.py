@@ -8,6 +8,7 @@ not, before anything is allocated, with one line naming the task, the sizes and 
 """
 
 import os
+from contextlib import contextmanager
 
 from embeval.errors import EmbevalError
 
@@ -58,14 +59,44 @@ def device_memory(device):
     return free + cached, total
 
 
+_LIMIT: list[int | None] = [None]  # --memory-budget, when given (set by the command that scores)
+
+
+def memory_limit():
+    """The memory budget the run was given (--memory-budget, bytes), or None."""
+    return _LIMIT[0]
+
+
+@contextmanager
+def limited(budget):
+    """Within the block, the run's memory budget is `budget` bytes (None: the default ones)."""
+    saved, _LIMIT[0] = _LIMIT[0], budget
+    try:
+        yield
+    finally:
+        _LIMIT[0] = saved
+
+
 def dense_budget(device):
     """Bytes a materialized feature matrix may take on `device`: half of the memory free there (on
-    the CPU also at most HOST_DENSE_LIMIT_BYTES), scaling with the device."""
+    the CPU also at most HOST_DENSE_LIMIT_BYTES), scaling with the device; at most half the run's
+    memory budget when one is given."""
     gpu = device_memory(device)
     if gpu is not None:
-        return gpu[0] // 2
-    free = available_memory()
-    return HOST_DENSE_LIMIT_BYTES if free is None else min(HOST_DENSE_LIMIT_BYTES, free // 2)
+        default = gpu[0] // 2
+    else:
+        free = available_memory()
+        default = HOST_DENSE_LIMIT_BYTES if free is None else min(HOST_DENSE_LIMIT_BYTES, free // 2)
+    return default if _LIMIT[0] is None else min(default, _LIMIT[0] // 2)
+
+
+def search_budget(device):
+    """Bytes an exact search may allocate at once: the run's memory budget when one is given (on a
+    GPU at most half its free memory), else dense_budget."""
+    if _LIMIT[0] is None:
+        return dense_budget(device)
+    gpu = device_memory(device)
+    return _LIMIT[0] if gpu is None else min(_LIMIT[0], gpu[0] // 2)
 
 
 def check_device_tables(tables, device):

@@ -144,7 +144,7 @@ def test_a_tiny_memory_budget_gives_the_same_figures(client, tmp_path, cli, monk
     task_file = prepared(tmp_path, cli, task)
     runs = {}
     for budget in (1 << 30, 200_000):
-        monkeypatch.setattr(shards, "dense_budget", lambda device, budget=budget: budget)
+        monkeypatch.setattr(shards, "search_budget", lambda device, budget=budget: budget)
         out = tmp_path / f"r{budget}.json"
         assert score(cli, tmp_path, task_file, out, "--bootstrap", "0").exit_code == 0
         runs[budget] = json.loads(out.read_text())["tasks"]["Synthetic"]["results"]
@@ -181,7 +181,7 @@ def test_a_budget_too_small_for_one_row_is_one_line_naming_the_task(tmp_path, cl
 
     task = synthetic(seed=5, span=40)
     task_file = prepared(tmp_path, cli, task)
-    monkeypatch.setattr(shards, "dense_budget", lambda device: 1000)
+    monkeypatch.setattr(shards, "search_budget", lambda device: 1000)
     out = tmp_path / "r.json"
     result = score(cli, tmp_path, task_file, out)
     message = error_line(result)

@@ -20,7 +20,14 @@ from embeval.cli.common import (
     tasks_option,
 )
 from embeval.cli.data import data as data_commands
-from embeval.cli.options import comparison_options, config_option, device_option, options, threads_option
+from embeval.cli.options import (
+    comparison_options,
+    config_option,
+    device_option,
+    memory_budget_option,
+    options,
+    threads_option,
+)
 from embeval.cli.sweep import sweep as sweep_command
 from embeval.cli.tasks import tasks as tasks_command
 from embeval.errors import EmbevalError, install_hint
@@ -164,6 +171,7 @@ def vectors_check(file, export_dir, tasks, task_files, strict):
 )
 @options(
     device_option(),
+    memory_budget_option(),
     config_option("preset"),
     config_option("kfold"),
     config_option("classifier"),
@@ -211,6 +219,7 @@ def score(
     task_files,
     out,
     device,
+    memory_budget,
     preset,
     kfold,
     classifier,
@@ -245,8 +254,9 @@ def score(
     import sys
 
     from embeval.formats.h5guard import check_file
-    from embeval.settings import build
+    from embeval.settings import build, parse_size
 
+    budget = None if memory_budget is None else parse_size(memory_budget)
     config = build(
         preset,
         kfold=kfold,
@@ -288,6 +298,7 @@ def score(
                 registry=registry,
                 ray=ray,
                 threads=threads,
+                memory_budget=budget,
             )
     except Interrupted as stop:
         stopped, code = ("terminated", EXIT_TERMINATED) if stop.terminated else ("interrupted", 130)
@@ -356,6 +367,7 @@ def score(
     "$EMBEVAL_MIRROR, else the upstream hosts.",
 )
 @device_option(help="Where to embed (minilm) and score.")
+@memory_budget_option()
 @config_option(
     "preset", help="Classifier configuration of the classification tasks (prototype: faster, not comparable to papers)."
 )
@@ -368,6 +380,7 @@ def quickstart(
     tasks,
     mirror,
     device,
+    memory_budget,
     preset,
     classifiers,
     normalize,
@@ -385,30 +398,33 @@ def quickstart(
     3. scores the vectors -> WORKDIR/results-ENCODER.json, and prints the table
     A second run reuses the vectors when the export has not changed.
     """
-    from embeval.settings import build
+    from embeval.settings import build, parse_size
 
     config = build(
         preset, classifiers=classifiers, normalize=normalize, bootstrap=bootstrap, baseline_bow_dim=baseline_bow_dim
     )
+    budget = None if memory_budget is None else parse_size(memory_budget)
     from embeval.formats.results import table
+    from embeval.memory import limited
     from embeval.run import quickstart as qs
     from embeval.tasks.files import resolve_data_dir
     from embeval.tasks.registry import parse_task_list
 
     names = parse_task_list(",".join(qs.QUICKSTART_TASKS) if tasks is None else tasks)
-    record, results, vectors, used = qs.run(
-        resolve_data_dir(data),
-        workdir,
-        encoder,
-        names,
-        device,
-        log=status,
-        say=lambda message: click.echo(message, err=True),
-        config=config,
-        save_predictions=save_predictions,
-        fetch_missing=data is None,
-        mirror=mirror,
-    )
+    with limited(budget):
+        record, results, vectors, used = qs.run(
+            resolve_data_dir(data),
+            workdir,
+            encoder,
+            names,
+            device,
+            log=status,
+            say=lambda message: click.echo(message, err=True),
+            config=config,
+            save_predictions=save_predictions,
+            fetch_missing=data is None,
+            mirror=mirror,
+        )
     click.echo(f"encoder: {qs.ENCODERS[used][1]}; vectors: {vectors}")
     click.echo(table(record, list(record["tasks"])))
     click.echo(f"results: {results}")

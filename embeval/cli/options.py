@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from embeval.settings import DEVICE, SAVE_PREDICTIONS, RunConfig, Setting, declared
+from embeval.settings import DEVICE, MEMORY_BUDGET, SAVE_PREDICTIONS, RunConfig, Setting, declared
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
@@ -40,6 +40,10 @@ def config_option(name: str, help: str | None = None) -> Decorator:
 
 def device_option(help: str | None = None) -> Decorator:
     return setting_option(DEVICE, "device", help)
+
+
+def memory_budget_option() -> Decorator:
+    return setting_option(MEMORY_BUDGET, "memory_budget")
 
 
 def options(*decorators: Decorator) -> Decorator:

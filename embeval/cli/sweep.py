@@ -14,7 +14,7 @@ from embeval.cli.common import (
     task_registry,
     tasks_option,
 )
-from embeval.cli.options import config_option, device_option, options, threads_option
+from embeval.cli.options import config_option, device_option, memory_budget_option, options, threads_option
 from embeval.errors import EXIT_BAD_INPUT, EmbevalError, install_hint
 
 
@@ -79,6 +79,7 @@ def parse_dims(text):
 )
 @options(
     device_option(),
+    memory_budget_option(),
     config_option("preset"),
     config_option("kfold"),
     config_option("classifier"),
@@ -105,6 +106,7 @@ def sweep(
     dims,
     ray,
     device,
+    memory_budget,
     preset,
     kfold,
     classifier,
@@ -124,8 +126,9 @@ def sweep(
     per file, DIR/sweep.json and prints files x tasks with the best file per task chosen on the dev
     figure; files with a root attribute `step` also get DIR/plots/TASK.png. Globs are expanded.
     """
-    from embeval.settings import build
+    from embeval.settings import build, parse_size
 
+    budget = None if memory_budget is None else parse_size(memory_budget)
     config = build(
         preset,
         kfold=kfold,
@@ -147,21 +150,24 @@ def sweep(
         from embeval.run.sweep_ray import RayRunner
 
         runner = RayRunner(None if ray == "local" else ray, device)
-    summary = run(
-        list(files),
-        resolve_data_dir(data),
-        names,
-        out_dir,
-        device,
-        config,
-        parse_dims(dims),
-        resume,
-        runner=runner,
-        log=(lambda m: None) if quiet else say,
-        restart=restart,
-        registry=registry,
-        threads=threads,
-    )
+    from embeval.memory import limited
+
+    with limited(budget):
+        summary = run(
+            list(files),
+            resolve_data_dir(data),
+            names,
+            out_dir,
+            device,
+            config,
+            parse_dims(dims),
+            resume,
+            runner=runner,
+            log=(lambda m: None) if quiet else say,
+            restart=restart,
+            registry=registry,
+            threads=threads,
+        )
     if summary["sources"]:
         click.echo(sweep_report.table(summary))
         click.echo(f"results: {out_dir}/sweep.json")

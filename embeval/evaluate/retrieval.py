@@ -33,7 +33,15 @@ def retrieve(ctx, depth, similarity, role="query"):
     """(scores, document indices) of each query's `depth` best documents (the document list's source
     searches it: streamed from the file, or over shards); the queries are the list of `role`."""
     queries = ctx.sources[role].gather(ctx.rows[role])
-    return ctx.sources["document"].search(queries, ctx.rows["document"], depth, similarity)
+    documents = len(ctx.rows["document"])
+    ctx.progress.stage(f"exact search of {len(queries)} queries in {documents} documents", unit="document")
+    searched = [0]
+
+    def step(rows):
+        searched[0] += rows
+        ctx.progress.step(searched[0])
+
+    return ctx.sources["document"].search(queries, ctx.rows["document"], depth, similarity, step)
 
 
 def rerank(ctx, similarity, role="query"):

@@ -401,26 +401,21 @@ class VectorsFile:
         return h.hexdigest(), count, dim, constant
 
     def _memmap(self, ds):
-        """A read-only memory map of a contiguous uncompressed dataset, else the dataset itself."""
+        """Positional reads of a contiguous uncompressed dataset (_FileRows), else the dataset itself."""
         if ds.chunks is not None or ds.compression is not None:
             return ds
         offset = ds.id.get_offset()
         if offset is None:
             return ds
-        try:
-            return np.memmap(self.path, dtype=ds.dtype, mode="r", offset=offset, shape=ds.shape)
-        except (OSError, ValueError):
-            return ds
+        return _FileRows(self.path, offset, ds.dtype, ds.shape)
 
     @staticmethod
     def _gather(source, ds, rows, table, block):
         """table[i] = source[rows[i]], reading only the blocks (chunks) that hold wanted rows."""
         order = np.argsort(rows, kind="stable")
         sorted_rows = rows[order]
-        if isinstance(source, np.memmap):
-            for start in range(0, len(rows), block):
-                part = order[start : start + block]
-                table[part] = source[sorted_rows[start : start + block]]
+        if isinstance(source, _FileRows):
+            source.gather(sorted_rows, order, table, block)
             return
         step = ds.chunks[0] if ds.chunks else block
         step = max(step, block // step * step)
@@ -429,6 +424,51 @@ class VectorsFile:
             a, b = np.searchsorted(sorted_rows, [lo, lo + step])
             chunk = source[lo : min(lo + step, ds.shape[0])]
             table[order[a:b]] = chunk[sorted_rows[a:b] - lo]
+
+
+class _FileRows:
+    """The rows of a contiguous uncompressed dataset, read with positional reads into fresh arrays:
+    no memory map, so nothing of the file stays in the process's memory after a read (a map's
+    pages count in its resident memory until it is closed: a pass over a file larger than memory
+    would hold it all)."""
+
+    GAP_BYTES = 1 << 16  # wanted rows closer than this are read in one span
+
+    def __init__(self, path, offset, dtype, shape):
+        self.path, self.offset, self.dtype, self.shape = path, offset, np.dtype(dtype), shape
+        self.row_bytes = self.dtype.itemsize * shape[1]
+
+    def read(self, start, stop):
+        """Rows [start, stop) as an array of the dataset's dtype."""
+        out = np.empty((max(0, stop - start), self.shape[1]), dtype=self.dtype)
+        view = memoryview(out).cast("B")
+        done, position = 0, self.offset + start * self.row_bytes
+        with open(self.path, "rb", buffering=0) as f:
+            while done < len(view):
+                got = os.preadv(f.fileno(), [view[done:]], position + done)
+                if got <= 0:
+                    raise OSError(f"the file ends before row {start + done // max(1, self.row_bytes)}")
+                done += got
+        return out
+
+    def __getitem__(self, rows):
+        if not isinstance(rows, slice) or rows.step not in (None, 1):
+            raise TypeError("rows of a vectors file are read by ranges")
+        start, stop, _ = rows.indices(self.shape[0])
+        return self.read(start, stop)
+
+    def gather(self, sorted_rows, order, table, block):
+        """table[order[i]] = row sorted_rows[i]: runs of near rows read at once, at most `block` rows."""
+        gap = max(1, self.GAP_BYTES // max(1, self.row_bytes))
+        breaks = np.flatnonzero(np.diff(sorted_rows) > gap) + 1
+        bounds = np.concatenate([[0], breaks, [len(sorted_rows)]])
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            while a < b:
+                lo = sorted_rows[a]
+                end = a + int(np.searchsorted(sorted_rows[a:b], lo + block, side="left"))
+                span = self.read(int(lo), int(sorted_rows[end - 1]) + 1)
+                table[order[a:end]] = span[sorted_rows[a:end] - lo]
+                a = end
 
 
 def inspect_metadata(path, names, report):

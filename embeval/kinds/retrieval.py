@@ -85,6 +85,7 @@ class Retrieval(Kind):
     statistics = {SET_KIND: {name: Statistic(_query_mean(name), False) for name in FIGURES}}
     main = "ndcg_at_10"
     reranking = False
+    streamed = (DOCUMENT,)  # searched block by block (retrieval), or its candidates' rows read (reranking)
 
     def file_keys(self, protocol: str | None) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
         return ("corpus", "queries", "qrels"), (), False

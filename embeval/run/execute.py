@@ -128,12 +128,12 @@ class RoleSource:
         """Rows of the dataset itself (not of the list)."""
         return truncate(self.vf.read_rows(self.found.dataset, self.task, rows), self.dims)
 
-    def search(self, queries, rows, depth, similarity):
+    def search(self, queries, rows, depth, similarity, progress=None):
         """The `depth` best of the list's rows `rows` for each query (exact search, streamed, over Ray
-        shards with --ray): (scores, indices into `rows`)."""
+        shards with --ray): (scores, indices into `rows`). progress(rows): after each block searched."""
         from embeval.run.shards import corpus_top_k
 
-        return corpus_top_k(self, rows, queries, depth, similarity, self.device, self.shards)
+        return corpus_top_k(self, rows, queries, depth, similarity, self.device, self.shards, progress)
 
 
 class ArraySource:
@@ -146,8 +146,8 @@ class ArraySource:
     def gather(self, rows):
         return self.table[np.asarray(rows, dtype=np.int64)]
 
-    def search(self, queries, rows, depth, similarity):
-        from embeval.memory import dense_budget
+    def search(self, queries, rows, depth, similarity, progress=None):
+        from embeval.memory import search_budget
         from embeval.train import search
 
         documents = self.table[np.asarray(rows, dtype=np.int64)]
@@ -157,8 +157,9 @@ class ArraySource:
             len(documents),
             depth,
             similarity,
-            dense_budget(self.device),
+            search_budget(self.device),
             self.device,
+            progress=progress,
         )
 
 

@@ -458,6 +458,8 @@ def plan(vectors, data_dir, tasks=None, config=None, strict=False, check_memory=
         for loc in located.values():
             loc.spec.kind_module.check_data(loc.spec, loc.data, config)
             for role in loc.roles:
+                if role in loc.spec.kind_module.streamed:
+                    continue  # read block by block: never whole in memory
                 vf.check_memory(*loc.shape(role), loc.name)
                 if check_memory is not None:
                     check_memory(*loc.shape(role), loc.name)

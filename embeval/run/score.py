@@ -24,11 +24,11 @@ from embeval.errors import EmbevalError, Terminated
 from embeval.formats.h5guard import check_file
 from embeval.formats.results import FORMAT, FORMAT_VERSION
 from embeval.formats.vectors import VectorsFile  # noqa: F401  (tests patch reads through this module)
-from embeval.memory import check_device_tables
+from embeval.memory import check_device_tables, limited, memory_limit
 from embeval.run import baseline
 from embeval.run.outputs import ResultsFiles
 from embeval.run.resume import reusable_units
-from embeval.settings import RunConfig, as_config
+from embeval.settings import RunConfig, as_config, parse_size
 from embeval.tasks import mteb_tasks
 from embeval.tasks.registry import Registry
 from embeval.tasks.registry import registry as task_registry
@@ -78,6 +78,7 @@ def new_record(vectors, root, config: RunConfig, device, model=None):
         "config": config.to_record(),
         "seed": config.seed,
         "device": describe_device(device),
+        "memory_budget": memory_limit(),
         "versions": versions(),
         "tasks": {},
         "skipped": {},
@@ -130,6 +131,7 @@ def score(
     registry: Registry | None = None,
     ray: str | None = None,
     threads: int | None = None,
+    memory_budget: int | str | None = None,
 ) -> dict[str, Any]:
     """Score every requested task present in the vectors file; write the results to `out`.
 
@@ -149,13 +151,41 @@ def score(
     preset). ray: search retrieval corpora in shards as Ray tasks: "local" (a Ray started here) or a
     cluster's address (the figures are those of a search in this process). threads: torch's CPU
     threads during the run (default: OMP_NUM_THREADS, else the CPUs the process may use; see
-    embeval.threads), recorded under `threads`.
+    embeval.threads), recorded under `threads`. memory_budget: what scoring may allocate at once
+    (bytes or a size such as "2GiB"; embeval.memory.limited), recorded in the results; None: the
+    defaults of embeval.memory (the figures are the same either way).
 
     What can be checked without torch is checked before it is imported: the configuration, the
     options, the vectors file's presence and HDF5 signature, the results files.
     """
     log = log or (lambda msg: print(msg, file=sys.stderr))
     config = as_config(config)
+    budget = memory_limit() if memory_budget is None else parse_size(memory_budget)
+    with limited(budget):
+        return _score(
+            vectors, data_dir, tasks, out, device, config, progress, log, strict, resume, save_predictions, restart,
+            task_files, registry, ray, threads,
+        )  # fmt: skip
+
+
+def _score(
+    vectors,
+    data_dir,
+    tasks,
+    out,
+    device,
+    config,
+    progress,
+    log,
+    strict,
+    resume,
+    save_predictions,
+    restart,
+    task_files,
+    registry,
+    ray,
+    threads,
+):
     root = Path(data_dir)
     if save_predictions is None:
         save_predictions = out is not None

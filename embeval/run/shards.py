@@ -11,7 +11,7 @@ import os
 import numpy as np
 
 from embeval.errors import EmbevalError, install_hint
-from embeval.memory import dense_budget
+from embeval.memory import memory_limit, search_budget
 from embeval.train import search
 
 LOCAL_OBJECT_STORE_BYTES = 256 << 20
@@ -25,7 +25,7 @@ def shard_top_k(path, dataset, task, file_rows, start, queries, depth, similarit
     from embeval.formats.vectors import VectorsFile
 
     device = torch.device(device)
-    budget = dense_budget(device) if budget is None else budget
+    budget = search_budget(device) if budget is None else budget
     with VectorsFile(path, guard=False) as vf:
         ds = vf.dataset(dataset, task)
 
@@ -80,9 +80,10 @@ class RayShards:
             self.started = False
 
 
-def corpus_top_k(source, doc_rows, queries, depth, similarity, device, shards=None):
+def corpus_top_k(source, doc_rows, queries, depth, similarity, device, shards=None, progress=None):
     """The `depth` best documents of every query (document j: row doc_rows[j] of the source's list),
-    searched here or over shards (a RayShards)."""
+    searched here or over shards (a RayShards), under the run's memory budget (each shard's search
+    under it too). progress(rows): as embeval.train.search.top_k's (here only)."""
     file_rows = np.asarray(doc_rows, dtype=np.int64)
     if source.found.rows is not None:
         file_rows = np.asarray(source.found.rows)[file_rows]
@@ -92,7 +93,7 @@ def corpus_top_k(source, doc_rows, queries, depth, similarity, device, shards=No
         def read(a, b):
             return source.gather_file_rows(file_rows[a:b])
 
-        return search.top_k(queries, read, n, depth, similarity, dense_budget(device), device)
+        return search.top_k(queries, read, n, depth, similarity, search_budget(device), device, progress=progress)
     bounds = np.linspace(0, n, max(1, min(shards.shards, n)) + 1).astype(np.int64)
     jobs = [
         (
@@ -105,6 +106,8 @@ def corpus_top_k(source, doc_rows, queries, depth, similarity, device, shards=No
             depth,
             similarity,
             source.dims,
+            "cpu",
+            memory_limit(),
         )
         for a, b in zip(bounds[:-1], bounds[1:])
         if b > a

@@ -328,6 +328,51 @@ DEVICE = Setting(
     choices=DEVICES,
     help="Where to train and score: the GPU when there is one (auto), or force one.",
 )
+SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+SIZE_UNITS.update({"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40})
+SMALLEST_BUDGET = 1 << 20
+
+
+def parse_size(text: str | int) -> int:
+    """Bytes of a size: an integer (bytes) or a number with a unit, '512MiB', '2GiB', '1.5GB'
+    (KiB/MiB/GiB/TiB: powers of 1024; kB/MB/GB/TB: of 1000; case ignored). EmbevalError naming
+    --memory-budget when it is not one, or below SMALLEST_BUDGET."""
+    problem = _size_problem(text)
+    if problem is not None:
+        raise EmbevalError(problem, file=MEMORY_BUDGET.option)
+    return _size(text)
+
+
+def _size(text: str | int) -> int:
+    if isinstance(text, int) and not isinstance(text, bool):
+        return text
+    value = str(text).strip()
+    number = value.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    unit = value[len(number) :].strip().lower()
+    return int(float(number.strip()) * SIZE_UNITS[unit])
+
+
+def _size_problem(text: Any) -> str | None:
+    try:
+        size = _size(text)
+    except (ValueError, KeyError, OverflowError):
+        return f"not a size: {str(text)[:40]!r}; write e.g. 512MiB or 2GiB"
+    if size < SMALLEST_BUDGET:
+        return f"{str(text)[:40]!r} is below the smallest memory budget, 1MiB"
+    return None
+
+
+MEMORY_BUDGET = Setting(
+    option="--memory-budget",
+    kind=str,
+    default=None,
+    metavar="SIZE",
+    check=_size_problem,
+    help="Memory scoring may allocate at once, beyond the interpreter, its libraries and the tasks' data "
+    "(e.g. 512MiB, 2GiB): the exact search of retrieval takes all of it, dense feature matrices at most half. "
+    "Figures do not depend on it. Default: half the memory available (on the CPU at most 2GiB for "
+    "matrices), or half the GPU's free memory.",
+)
 SAVE_PREDICTIONS = Setting(
     option="--save-predictions/--no-save-predictions",
     kind=bool,

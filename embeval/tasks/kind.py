@@ -49,6 +49,7 @@ class Kind:
     aggregation_path: ClassVar[str] = ""
     groups: ClassVar[Mapping[str, Group]] = {}  # report tables of its own, by key (see embeval.tasks.groups)
     mteb_type: ClassVar[str | None] = None  # MTEB's task type of its MTEB tasks (embeval.tasks.benchmarks)
+    streamed: ClassVar[tuple[str, ...]] = ()  # roles read block by block, never whole (no memory check)
 
     # The declaration.
 

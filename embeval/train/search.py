@@ -6,6 +6,14 @@ best rows into a running top-k per query held on the device. Neither the whole q
 score matrix nor the whole corpus is ever in memory; block sizes are planned from a memory budget
 before anything is allocated (`plan_search`).
 
+Exact scores: the float32 pass only proposes candidates, as its rounding depends on the block
+shapes. It keeps a margin beyond each query's k best; those candidates are scored again exactly (the
+vectors rounded to integers whose dot products are exact in float64 in any order of summation) and
+the k best by these scores are the result, when an error bound on the float32 scores shows that no
+row left out could beat them; else the query is searched again with a wider margin, and at last
+with every row scored exactly. So the results are the same, bit for bit, for any budget, shards and
+device, and mathematically equal similarities are equal scores.
+
 Order (the tie rule): rows are ranked by score, highest first, and equal scores by corpus row,
 lowest first, everywhere: within a block, across blocks and across shards (`merge_top_k`). Each
 candidate is one int64 key: in the high 32 bits the float32 score as an int32 of the same order
@@ -35,6 +43,7 @@ several sweeps).
 """
 
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,6 +60,10 @@ MIN_CORPUS_BLOCK = 4096  # machine's rate: the planner takes more sweeps of the 
 MIN_PENDING = 128  # the CPU filter's slots per query for candidates between merges: max(k, this)
 READ_BYTES = 32 << 20  # the corpus is read (and copied to the device) in pieces of about this size
 NORM_EPS = 1e-12  # as torch.nn.functional.normalize: a zero vector stays zero and scores 0
+MIN_MARGIN = 16  # candidates kept beyond k for the exact re-scoring: max(this, k // 32) ...
+WIDEN = 4  # ... times this, for the queries whose cut-off needs more (many near ties)
+RESCORE_PAIRS = 1024  # (query, row) pairs re-scored at once
+RESCORE_ROWS = 1024  # corpus rows read at once by the re-scoring (at most a sweep's block)
 
 _MAX_ROWS = 1 << 31  # a row's low word, -1 - row as an int32, must not wrap
 _SENTINEL = -(1 << 63)  # below every key: an empty slot of a running top-k
@@ -69,6 +82,9 @@ class Plan:
     pending: int  # slots per query for the candidates the CPU's filter finds between merges
     read_rows: int  # corpus rows read at once
     bytes: int
+    width: int = 0  # candidates kept per query by the float32 pass and re-scored exactly
+    pairs: int = 1  # (query, row) pairs re-scored at once
+    rescore_rows: int = 1  # corpus rows read at once by the re-scoring
 
 
 # ---------------------------------------------------------------------------------------------
@@ -169,6 +185,22 @@ def _end_bytes(qp, k):
     return qp * k * (16 + 4 * 4 + 8 + 12)
 
 
+def _rescore_bytes(qp, width, k, d, read, pairs, cuda):
+    """Bytes of the exact re-scoring of a sweep's candidates (after the sweep's buffers are freed):
+    the candidates' float32 scores and rows, their sort by row, their exact scores and keys, the
+    selection of the k best; the queries and one corpus piece as integers (the piece as read: CUDA's
+    pinned buffers and copy), and a chunk of pairs."""
+    candidates = qp * width * (4 + 8 + 16 + 8 + 8 + 8) + qp * k * 16 + qp * 48
+    queries = qp * d * (8 + 8) + qp * 24
+    piece = read * d * (4 * (4 if cuda else 1) + 8 + 8) + read * 24
+    return candidates + queries + piece + pairs * (d * 8 * 2 + 96)
+
+
+def margin(k: int) -> int:
+    """Candidates kept beyond the k best by the float32 pass, for the exact re-scoring."""
+    return max(MIN_MARGIN, k // 32)
+
+
 def _descending(n):
     """n, then the powers of two below it, down to 1."""
     sizes = [n]
@@ -180,21 +212,30 @@ def _descending(n):
     return sizes
 
 
-def plan_search(q: int, d: int, k: int, rows: int, budget_bytes: int, device="cpu", filtered=None) -> Plan:
+def plan_search(q: int, d: int, k: int, rows: int, budget_bytes: int, device="cpu", filtered=None, width=None) -> Plan:
     """The blocks whose allocations fit `budget_bytes`, by preference: all queries in one sweep, with
     blocks of at least MIN_QUERY_BLOCK queries and MIN_CORPUS_BLOCK rows (or all there are); then
     several sweeps with such blocks; then anything, down to one query against one row. Within each:
     the largest sweep, then the largest score block (query block x corpus block), then the larger
     corpus block (the CPU's filter then starts from a k-th score over more rows). filtered: as
-    top_k's (default: on the CPU). EmbevalError when not even one query against one row fits."""
+    top_k's (default: on the CPU). width: the candidates the float32 pass keeps per query (default
+    k + margin(k), at most rows); the exact re-scoring of them is planned too. EmbevalError when not
+    even one query against one row fits."""
     device = torch.device(device)
     cuda = device.type == "cuda"
     k = min(k, rows)
-    pending = max(k, MIN_PENDING) if (device.type == "cpu" if filtered is None else filtered) else 0
+    width = min(rows, k + margin(k)) if width is None else max(k, min(width, rows))
+    pending = max(width, MIN_PENDING) if (device.type == "cpu" if filtered is None else filtered) else 0
+
+    def pairs_of(qb, nb):  # the re-scoring's chunks and pieces, as small as the sweep's blocks
+        return max(1, min(RESCORE_PAIRS, qb * nb // 64)), max(1, min(RESCORE_ROWS, nb // 4))
 
     def need(qp, qb, nb):
-        sweep = _sweep_bytes(qb, nb, group_size(nb, k), k, pending, d, cuda)
-        return _pass_bytes(qp, q, k, pending, d, cuda) + max(sweep, _end_bytes(qp, k))
+        g = group_size(nb, width)
+        sweep = _sweep_bytes(qb, nb, g, width, pending, d, cuda)
+        pairs, pieces = pairs_of(qb, nb)
+        rescore = _rescore_bytes(qp, width, k, d, pieces, pairs, cuda)
+        return _pass_bytes(qp, q, width, pending, d, cuda) + max(sweep, _end_bytes(qp, width), rescore)
 
     rounds = [
         (1, min(q, MIN_QUERY_BLOCK), min(rows, MIN_CORPUS_BLOCK)),
@@ -214,8 +255,8 @@ def plan_search(q: int, d: int, k: int, rows: int, budget_bytes: int, device="cp
             for qb, nb in sorted(blocks, key=lambda block: (-block[0] * block[1], -block[1])):
                 bytes_ = need(qp, qb, nb)
                 if bytes_ <= budget_bytes:
-                    g = group_size(nb, k)
-                    return Plan(qp, qb, nb, g, pending, _read_rows(nb, g, d), bytes_)
+                    g = group_size(nb, width)
+                    return Plan(qp, qb, nb, g, pending, _read_rows(nb, g, d), bytes_, width, *pairs_of(qb, nb))
     least = need(1, 1, 1)
     raise EmbevalError(
         f"the exact search of {q} queries in {rows} rows of {d} dimensions (top {k}) needs at least "
@@ -266,17 +307,24 @@ class _Upload:
         return staged
 
 
-def _load(read_corpus, b0, b1, plan, similarity, upload, out):
+def _read(read_corpus, c0, c1, d):
+    piece = read_corpus(c0, c1)
+    if piece.shape != (c1 - c0, d):
+        raise ValueError(f"read_corpus({c0}, {c1}) returned shape {piece.shape}, expected {(c1 - c0, d)}")
+    return piece
+
+
+def _load(read_corpus, b0, b1, plan, similarity, upload, out, largest=None):
     """Read corpus rows [b0, b1) piece by piece into out (g, G, d), group-major: row b0 + j*g + t at
-    [t, j]; the rows after b1 in the last group are zero."""
+    [t, j]; the rows after b1 in the last group are zero. largest: a 0-d tensor raised to the
+    largest norm of the rows read (dot products' error bound), or None."""
     g, d = out.shape[0], out.shape[2]
     step = max(g, plan.read_rows // g * g)
     for c0 in range(b0, b1, step):
         c1 = min(c0 + step, b1)
-        piece = read_corpus(c0, c1)
-        if piece.shape != (c1 - c0, d):
-            raise ValueError(f"read_corpus({c0}, {c1}) returned shape {piece.shape}, expected {(c1 - c0, d)}")
-        piece = upload.put(piece)
+        piece = upload.put(_read(read_corpus, c0, c1, d))
+        if largest is not None:
+            torch.maximum(largest, torch.linalg.vector_norm(piece, dim=1).amax(), out=largest)
         j0, full = (c0 - b0) // g, (c1 - c0) // g
         if full:
             _prepare(piece[: full * g].view(full, g, d).transpose(0, 1), similarity, out[:, j0 : j0 + full])
@@ -441,8 +489,9 @@ def _merge_filtered(buf, b0, by_group, maxima, run, a, b):
     return True
 
 
-def _sweep(queries, run, read_corpus, start, stop, plan, similarity, filtered):
-    """Merge corpus rows [start, stop) into the running top-k `run` of the prepared queries."""
+def _sweep(queries, run, read_corpus, start, stop, plan, similarity, filtered, largest=None, progress=None):
+    """Merge corpus rows [start, stop) into the running top-k `run` of the prepared queries
+    (largest: as _load's; progress(rows): called after each corpus block, on the host)."""
     device = queries.device
     k = run.k
     qb, nb, d = plan.query_block, plan.corpus_block, queries.shape[1]
@@ -453,7 +502,7 @@ def _sweep(queries, run, read_corpus, start, stop, plan, similarity, filtered):
         g = plan.group if plan.group > 1 and w > plan.group else 1
         groups = -(-w // g)
         layout = _flat(buf.corpus, g, groups, d)
-        _load(read_corpus, b0, b0 + w, plan, similarity, upload, layout)
+        _load(read_corpus, b0, b0 + w, plan, similarity, upload, layout, largest)
         table = layout.view(g * groups, d)
         if g > 1:
             _halves(_flat(buf.group_keys, qb, groups))[1].copy_(buf.position_low[:groups])
@@ -473,8 +522,183 @@ def _sweep(queries, run, read_corpus, start, stop, plan, similarity, filtered):
             maxima = torch.amax(by_group, dim=1, out=_flat(buf.maxima, b - a, groups))
             if not (filtered and full and _merge_filtered(buf, b0, by_group, maxima, run, a, b)):
                 _merge_grouped(buf, b0, by_group, maxima, run, a, b)
+        if progress is not None:
+            progress(w)
     for a in range(0, len(queries), qb):
         run.flush(a, min(a + qb, len(queries)), buf)
+
+
+# ---------------------------------------------------------------------------------------------
+# Exact re-scoring
+
+
+def _bits(d):
+    """Bits of the integers vectors are rounded to for exact dot products: a sum of d products of
+    two of them is an integer below 2**53, exact in float64 whatever the order of the sum (a matrix
+    product's blocks, a GPU's reduction)."""
+    return (53 - max(1, d - 1).bit_length()) // 2
+
+
+def _integers(vectors, bits):
+    """(float64 integers (m, d), exponent int32 (m,)): each row scaled by a power of two so that its
+    largest entry lies in [2**(bits-1), 2**bits), and rounded; row = integers * 2**(exponent - bits),
+    to 2**-bits of its largest entry. A function of the row alone: the same on every device."""
+    wide = vectors.to(torch.float64)
+    _, exponent = torch.frexp(wide.abs().amax(dim=1))
+    return torch.ldexp(wide, (bits - exponent).unsqueeze(1)).round_(), exponent
+
+
+def _squared_norms(integers, exponent, bits):
+    """float64 squared norms of rows held as _integers."""
+    return torch.ldexp((integers * integers).sum(dim=1), 2 * (exponent - bits))
+
+
+def _exact_scores(dot, qe, qn, xe, xn, bits, similarity):
+    """float64 scores of pairs of rows held as _integers, from their integer dot products (exact)
+    and squared norms: for cosine sign(p) * sqrt(p**2 / (|q|**2 |x|**2)), the norms clamped at
+    NORM_EPS. Every step rounds a value that depends on the pair's rows only, once: mathematically
+    equal similarities of vectors of integers (or of copies) come out equal."""
+    dot = torch.ldexp(dot, qe + xe - 2 * bits)
+    if similarity != "cosine":
+        return dot
+    floor = NORM_EPS * NORM_EPS
+    ratio = dot * dot / (qn.clamp_min(floor) * xn.clamp_min(floor))
+    return torch.sign(dot) * torch.sqrt(ratio)
+
+
+def _rescore(raw, found, read_corpus, start, stop, plan, similarity, upload):
+    """float64 exact scores (_exact_scores) of the candidate rows `found` (qp, w) of the queries
+    `raw` (qp, d, as given): the corpus is read again in pieces of plan.rescore_rows rows, only
+    those holding candidates, each turned into integers once. A piece's candidates are taken by
+    query, plan.pairs at a time, gathered into preallocated buffers (a query's row stays in cache
+    for its candidates). One transfer to the host: where each piece's candidates begin."""
+    qp, w = found.shape
+    d = raw.shape[1]
+    device = found.device
+    bits = _bits(d)
+    qi, qe = _integers(raw, bits)
+    qn = _squared_norms(qi, qe, bits)
+    step = plan.rescore_rows
+    flat = found.reshape(-1)
+    key = torch.div(flat - start, step, rounding_mode="floor").mul_(qp)
+    key += torch.arange(qp, device=device).repeat_interleave(w)
+    by_piece, order = torch.sort(key)  # by piece, then by query
+    del key
+    rows = flat[order]
+    rows -= torch.div(rows - start, step, rounding_mode="floor").mul_(step).add_(start)  # in its piece
+    query = torch.div(order, w, rounding_mode="floor")
+    pieces = -(-(stop - start) // step)
+    bounds = torch.searchsorted(by_piece, torch.arange(pieces + 1, device=device) * qp).tolist()
+    del by_piece
+    size = max(1, min(plan.pairs, len(flat)))
+    x = torch.empty((size, d), dtype=torch.float64, device=device)
+    q = torch.empty((size, d), dtype=torch.float64, device=device)
+    dot = torch.empty(size, dtype=torch.float64, device=device)
+    out = torch.empty(qp * w, dtype=torch.float64, device=device)
+    with _one_thread(device):  # many small operations: one thread, never waiting for another
+        for p0, lo, hi in zip(range(start, stop, step), bounds, bounds[1:]):
+            if lo == hi:
+                continue
+            piece = upload.put(_read(read_corpus, p0, min(p0 + step, stop), d))
+            xi, xe = _integers(piece, bits)
+            xn = _squared_norms(xi, xe, bits)
+            del piece
+            for a in range(lo, hi, size):
+                b = min(a + size, hi)
+                row, who = rows[a:b], query[a:b]
+                product = torch.index_select(xi, 0, row, out=x[: b - a])
+                product.mul_(torch.index_select(qi, 0, who, out=q[: b - a]))
+                torch.sum(product, dim=1, out=dot[: b - a])
+                exact = _exact_scores(
+                    dot[: b - a],
+                    qe.index_select(0, who),
+                    qn.index_select(0, who),
+                    xe.index_select(0, row),
+                    xn.index_select(0, row),
+                    bits,
+                    similarity,
+                )
+                out.index_copy_(0, order[a:b], exact)
+    return out.view(qp, w)
+
+
+@contextmanager
+def _one_thread(device):
+    """torch's CPU operations on one thread inside (on a shared or busy machine, many small
+    operations split across threads spend their time waiting for each other); as before after."""
+    threads = torch.get_num_threads()
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _exhaustive(raw, read_corpus, start, stop, k, similarity, plan):
+    """The k best rows of the queries `raw` by exact scores, every row of the corpus scored exactly
+    (integer matrix products in float64): (float32 scores, int64 rows) (qp, k) best first. For the
+    queries whose cut-off lies among more near ties than a float32 pass keeps; pieces and blocks of
+    the plan's re-scoring."""
+    qp, d = raw.shape
+    bits = _bits(d)
+    qi, qe = _integers(raw, bits)
+    qn = _squared_norms(qi, qe, bits)
+    device = raw.device
+    step = plan.rescore_rows
+    qs = max(1, min(qp, plan.pairs // step))
+    best = torch.full((qp, k), _SENTINEL, dtype=torch.int64, device=device)
+    upload = _Upload(step, d, device)
+    for p0 in range(start, stop, step):
+        p1 = min(p0 + step, stop)
+        piece = upload.put(_read(read_corpus, p0, p1, d))
+        xi, xe = _integers(piece, bits)
+        xn = _squared_norms(xi, xe, bits)
+        rows = torch.arange(p0, p1, device=device)
+        for a in range(0, qp, qs):
+            b = min(a + qs, qp)
+            exact = _exact_scores(qi[a:b] @ xi.T, qe[a:b, None], qn[a:b, None], xe[None], xn[None], bits, similarity)
+            keys = encode(exact.to(torch.float32), rows.expand(b - a, p1 - p0))
+            best[a:b] = torch.topk(torch.cat([best[a:b], keys], dim=1), k, dim=1).values
+    return decode(best)
+
+
+def _error_bound(raw, largest, similarity):
+    """float64 (qp,): how far a float32 pass's score may be from the exact score, for each query:
+    the normalization's and the float32 sum's rounding (at most about 2d units of 2**-24 of |q||x|,
+    whatever the order of the sum), the integers' (2 * sqrt(d) units of 2**-bits), and slack."""
+    d = raw.shape[1]
+    unit = (2 * d + 16) * 2.0**-24 + 8 * d**0.5 * 2.0 ** -_bits(d)
+    if similarity == "cosine":
+        return torch.full((len(raw),), unit * 1.01, dtype=torch.float64, device=raw.device)
+    norms = torch.linalg.vector_norm(raw.to(torch.float64), dim=1)
+    return norms * largest.to(torch.float64) * unit * 1.01
+
+
+def _search_pass(raw, read_corpus, start, stop, k, plan, similarity, filtered, progress=None):
+    """The k best rows of the queries `raw` (on the device) by exact scores: (float32 scores,
+    int64 rows) (qp, k) best first, and whether each query's list is certain (bool (qp,)): the
+    float32 pass keeps plan.width candidates; every row it left out scores, exactly, below the k-th
+    kept one (by the error bound) unless the list is not certain."""
+    device = raw.device
+    qp, d = raw.shape
+    prepared = torch.empty((qp, d), dtype=torch.float32, device=device)
+    _prepare(raw, similarity, prepared)
+    run = _Running(qp, plan.width, plan.pending, device)
+    largest = torch.zeros((), dtype=torch.float32, device=device) if similarity != "cosine" else None
+    _sweep(prepared, run, read_corpus, start, stop, plan, similarity, filtered, largest, progress)
+    del prepared
+    fast, found = decode(torch.sort(run.keys[:, : plan.width], dim=1, descending=True).values)
+    del run
+    upload = _Upload(plan.rescore_rows, d, device)
+    exact = _rescore(raw, found, read_corpus, start, stop, plan, similarity, upload)
+    keys = torch.topk(encode(exact.to(torch.float32), found), k, dim=1).values
+    del exact
+    scores, rows = decode(keys)
+    if plan.width >= stop - start:
+        return scores, rows, torch.ones(qp, dtype=torch.bool, device=device)
+    outside = (fast[:, -1].to(torch.float64) + _error_bound(raw, largest, similarity)).to(torch.float32)
+    return scores, rows, outside < scores[:, -1]
 
 
 def top_k(
@@ -487,15 +711,19 @@ def top_k(
     device="cpu",
     rows: tuple[int, int] | None = None,
     filtered: bool | None = None,
+    progress=None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The k best corpus rows of every query: (scores float32 (q, k'), rows int64 (q, k')), best first
-    (equal scores: lowest row first), k' = min(k, rows searched).
+    (equal scores: lowest row first), k' = min(k, rows searched). Scores are the exact scores
+    (_exact_scores) rounded to float32: the same, bit for bit, whatever the budget, shards or device.
 
     queries: float32 (q, d), finite; read_corpus(start, stop): float32 (stop - start, d) corpus rows,
     finite; similarity "cosine" (L2-normalized; a zero vector scores 0) or "dot"; budget_bytes: what
     the search may allocate at once; rows: (start, stop), the shard of the corpus to search (default
     all), results in corpus rows. filtered: the CPU's filter of the groups that can enter (default:
-    on the CPU only; results are the same either way).
+    on the CPU only; results are the same either way). progress(rows): called on the host after
+    each block of `rows` corpus rows a float32 pass has scored for a sweep of queries (no wait for
+    the device).
     """
     if similarity not in SIMILARITIES:
         raise ValueError(f"similarity must be one of {SIMILARITIES}, not {similarity!r}")
@@ -510,21 +738,42 @@ def top_k(
     filtered = device.type == "cpu" if filtered is None else filtered
     queries = torch.as_tensor(queries, dtype=torch.float32)
     q, d = queries.shape
-    k = min(k, stop - start)
+    n = stop - start
+    k = min(k, n)
     scores = np.empty((q, k), dtype=np.float32)
     indices = np.empty((q, k), dtype=np.int64)
     if k == 0 or q == 0:
         return scores, indices
-    plan = plan_search(q, d, k, stop - start, budget_bytes, device, filtered)
-    for p0 in range(0, q, plan.query_pass):
-        p1 = min(p0 + plan.query_pass, q)
-        prepared = torch.empty((p1 - p0, d), dtype=torch.float32, device=device)
-        _prepare(queries[p0:p1].to(device), similarity, prepared)
-        run = _Running(p1 - p0, k, plan.pending, device)
-        _sweep(prepared, run, read_corpus, start, stop, plan, similarity, filtered)
-        best, found = decode(torch.sort(run.keys[:, :k], dim=1, descending=True).values)
-        scores[p0:p1] = best.cpu().numpy()
-        indices[p0:p1] = found.cpu().numpy()
+    todo = np.arange(q)
+    width = min(n, k + margin(k))
+    while len(todo):
+        whole = len(todo) == q
+        try:
+            plan = plan_search(len(todo), d, k, n, budget_bytes, device, filtered, width)
+        except EmbevalError:
+            if width == min(n, k + margin(k)):
+                raise
+            plan, width = plan_search(len(todo), d, k, n, budget_bytes, device, filtered), n
+        if width >= n:  # every row scored exactly
+            for p0 in range(0, len(todo), plan.query_pass):
+                which = todo[p0 : p0 + plan.query_pass]
+                part = queries[p0 : p0 + len(which)] if whole else queries[torch.from_numpy(which)]
+                best, found = _exhaustive(part.to(device), read_corpus, start, stop, k, similarity, plan)
+                scores[which], indices[which] = best.cpu().numpy(), found.cpu().numpy()
+            break
+        left = []
+        for p0 in range(0, len(todo), plan.query_pass):
+            which = todo[p0 : p0 + plan.query_pass]
+            part = queries[p0 : p0 + len(which)] if whole else queries[torch.from_numpy(which)]
+            best, found, certain = _search_pass(
+                part.to(device), read_corpus, start, stop, k, plan, similarity, filtered, progress
+            )
+            certain = certain.cpu().numpy()
+            scores[which[certain]] = best.cpu().numpy()[certain]
+            indices[which[certain]] = found.cpu().numpy()[certain]
+            left.append(which[~certain])
+        todo = np.concatenate(left)
+        width = min(n, width * WIDEN)
     return scores, indices
 
 
