@@ -39,7 +39,7 @@ EQUAL = 1e-6
 # docs/sts-cosine.md): mteb's float32 cosines order mathematically equal cosines by rounding noise,
 # which moves Spearman's ranks with count vectors (measured 1.7e-2; 1.5e-8 on the other families).
 AGREEMENT = {
-    "retrieval": (("cosine", "dot"), (EQUAL, EQUAL, EQUAL)),
+    "retrieval": (("cosine", "dot"), (EQUAL, 4e-2, EQUAL)),  # hashed counts: which tied documents a cut-off keeps
     "reranking": (("cosine", "dot"), (EQUAL, EQUAL, EQUAL)),
     "pair-classification": (("cosine", "dot"), (EQUAL, EQUAL, EQUAL)),
     "classification": (("-",), (EQUAL, EQUAL, EQUAL)),
@@ -53,6 +53,11 @@ NOT_WRITTEN = {
     "sts": {"manhattan_pearson", "manhattan_spearman", "euclidean_pearson", "euclidean_spearman"},
 }
 FAMILIES = ("gaussian", "counts", "duplicates")
+# Figures that follow the order of tied scores, left out of a kind's bound for the tie-heavy families:
+# retrieval's exact search keeps mathematically tied documents in one canonical order whatever the
+# blocks (docs/retrieval-search.md), where mteb keeps torch.topk's; the nAUC figures rank queries by
+# their top scores' max, std and differences, which the tie order and the last bit of each score move.
+TIE_ORDER = {"retrieval": ("nauc_",)}
 
 
 # Vectors: pure functions of the text, so embeval's vectors file and mteb's encoder hold the same rows.
@@ -427,7 +432,10 @@ def test_agreement_matrix(cli, tmp_path, family, similarity):
             theirs = built[kind].run_mteb(MtebModel(family, similarity))
             written = set(theirs) - NOT_WRITTEN.get(kind, set())
             assert set(exported[kind]) == written, (kind, set(exported[kind]) ^ written)
-            measured = difference(exported[kind], {key: theirs[key] for key in written})
+            bounded = {
+                key for key in written if family == "gaussian" or not key.startswith(TIE_ORDER.get(kind, ("\0",)))
+            }
+            measured = difference(exported[kind], {key: theirs[key] for key in bounded})
             print(f"AGREEMENT {kind} {family} {similarity} {measured:.3g}")
             if measured > AGREEMENT[kind][1][FAMILIES.index(family)]:
                 failures.append((kind, family, similarity, measured))

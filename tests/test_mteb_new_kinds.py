@@ -391,7 +391,13 @@ def test_followir_equals_mtebs(client, cli, tmp_path, kind):
     assert set(exported) == set(joined)
     theirs = run_followir(task, tables, reranking)
     ours = entry["results"]
-    assert ours["p-MRR"] == theirs["p-MRR"] and theirs["main_score"] == theirs["p-MRR"]
+    # Reranking scores given candidates as mteb does: equal. Retrieval searches a 2,500-document corpus
+    # of hashed counts to depth 1000, where tied documents straddle the cut-off: embeval keeps them in
+    # its canonical order (docs/retrieval-search.md), mteb as torch.topk does, so the figures may differ
+    # by which tied documents a run keeps (bound measured: p-MRR 3.2e-3; docs/mteb-kinds.md).
+    bound = 0.0 if reranking else 0.05 + 1e-9  # one query of the 20 whose tied documents fall otherwise
+    assert abs(ours["p-MRR"] - theirs["p-MRR"]) <= (0.0 if reranking else 5e-3)
+    assert theirs["main_score"] == theirs["p-MRR"]
     for where, mine, their in (
         ("all", ours, theirs),
         ("og", ours["og"], theirs["og"]),
@@ -399,7 +405,7 @@ def test_followir_equals_mtebs(client, cli, tmp_path, kind):
     ):
         for name in FIGURES:
             value = round(mine[name], 5) if name.split("_at_")[0] in ROUNDED else mine[name]
-            assert value == their[name], (where, name)
+            assert abs(value - their[name]) <= bound, (where, name)
     assert -0.9 < ours["p-MRR"] < 0.9 and ours["p-MRR"] != 0 and ours["depth"] == (40 if reranking else 1000)
     assert "p-MRR x100 (MTEB, FollowIR)" in stdout
     check_interval_and_report(cli, entry, out, "p-MRR", "Instruction following (MTEB, FollowIR), p-MRR x100")
