@@ -239,9 +239,7 @@ class MtebClassifierParams:
 def read_mteb_keys(decl: Declaration) -> MtebClassifierParams:
     values: dict[str, Any] = {}
     for key, least in (("samples_per_label", 1), ("n_experiments", 1), ("max_iter", 1), ("seed", 0)):
-        values[key] = decl.take(key, (int,), getattr(MtebClassifierParams, key))
-        if values[key] < least:
-            raise decl.error(f"must be an integer >= {least}, got {values[key]}", key)
+        values[key] = decl.integer(key, getattr(MtebClassifierParams, key), least)
     if decl.has("seeds"):
         if decl.has("seed"):
             raise decl.error("give `seed` or `seeds`, not both", "seeds")

@@ -105,10 +105,7 @@ class Documents:
 
 
 def _optional_int(decl: Declaration, key: str, least: int) -> int | None:
-    value = decl.take(key, (int,), None)
-    if value is not None and value < least:
-        raise decl.error(f"must be an integer >= {least}, got {value}", key)
-    return value
+    return decl.integer(key, None, least)
 
 
 def _int(decl: Declaration, key: str, default: int, least: int) -> int:

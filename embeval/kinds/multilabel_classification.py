@@ -110,9 +110,7 @@ class MultilabelClassification(Kind):
             ("max_eval_samples", 0),
             ("seed", 0),
         ):
-            values[key] = decl.take(key, (int,), getattr(MultilabelParams, key))
-            if values[key] < least:
-                raise decl.error(f"must be an integer >= {least}, got {values[key]}", key)
+            values[key] = decl.integer(key, getattr(MultilabelParams, key), least)
         return MultilabelParams(**values)
 
     def load(self, spec: TaskSpec, paths: Mapping[str, Path]) -> MultilabelData:

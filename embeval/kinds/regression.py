@@ -82,9 +82,7 @@ class Regression(Kind):
     def read_params(self, decl: Declaration, protocol: str | None) -> RegressionParams:
         values = {}
         for key, least in (("n_experiments", 1), ("n_samples", 2), ("seed", 0)):
-            values[key] = decl.take(key, (int,), getattr(RegressionParams, key))
-            if values[key] < least:
-                raise decl.error(f"must be an integer >= {least}, got {values[key]}", key)
+            values[key] = decl.integer(key, getattr(RegressionParams, key), least)
         return RegressionParams(**values)
 
     def load(self, spec: TaskSpec, paths: Mapping[str, Path]) -> Any:

@@ -66,6 +66,13 @@ class Declaration:
             raise self.error(f"{value!r} is not one of {', '.join(map(str, choices))}", key)
         return value
 
+    def integer(self, key: str, default: Any = MISSING, least: int | None = None) -> Any:
+        """An integer of at least `least` (`default`, which may be None, when absent)."""
+        value = self.take(key, (int,), default)
+        if least is not None and value is not None and value < least:
+            raise self.error(f"must be an integer >= {least}, got {value}", key)
+        return value
+
     def strings(self, key: str, default: Any = MISSING) -> tuple[str, ...]:
         """A list of strings (a tuple), each non-empty and listed once."""
         values = self.take(key, (list,), default)
