@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from embeval.kinds.mteb_shared import lazy_statistic
-from embeval.kinds.retrieval import DOCUMENT, FAMILIES, FIGURES, ROUNDED, Retrieval, RetrievalParams
+from embeval.kinds.retrieval import FAMILIES, FIGURES, ROUNDED, Retrieval, RetrievalParams
 from embeval.kinds.retrieval import read_params as read_retrieval_params
 from embeval.tasks.beir import RetrievalData
 from embeval.tasks.declaration import Declaration
@@ -50,6 +50,7 @@ class InstructionData(RetrievalData):
 
 
 class InstructionRetrieval(Retrieval):
+    query_role = INSTRUCTED
     name = "instruction-retrieval"
     summary = "queries with an original and a changed instruction (FollowIR); exact search, p-MRR and MTEB's figures"
     statistics = {SET_KIND: {P_MRR.path: lazy_statistic("embeval.evaluate.followir", P_MRR.path, False)}}
@@ -80,20 +81,6 @@ class InstructionRetrieval(Retrieval):
         for note in data.notes:
             logging.getLogger("embeval").warning(f"{spec.name}: {note}")
         return data
-
-    def roles(self, spec: TaskSpec) -> tuple[str, ...]:
-        return (INSTRUCTED, DOCUMENT)
-
-    def sentences(self, spec: TaskSpec, data: Any) -> dict[str, list[str]]:
-        return {INSTRUCTED: list(dict.fromkeys(data.query_texts)), DOCUMENT: list(dict.fromkeys(data.doc_texts))}
-
-    def rows(self, spec: TaskSpec, data: Any, row_of: Mapping[str, Mapping[str, int]]) -> dict[str, Any]:
-        import numpy as np
-
-        return {
-            INSTRUCTED: np.array([row_of[INSTRUCTED][t] for t in data.query_texts], dtype=np.int64),
-            DOCUMENT: np.array([row_of[DOCUMENT][t] for t in data.doc_texts], dtype=np.int64),
-        }
 
     def sizes(self, spec: TaskSpec, data: Any) -> str:
         return f"{super().sizes(spec, data)}, {len(data.pairs)} queries with changed judgments"

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from embeval.stats import Statistic
 from embeval.tasks.declaration import Declaration
@@ -78,6 +78,7 @@ def read_params(decl: Declaration) -> RetrievalParams:
 
 
 class Retrieval(Kind):
+    query_role: ClassVar[str] = QUERY  # the role of the queries' list (instruction kinds: instructed queries)
     name = "retrieval"
     mteb_type = "Retrieval"  # MTEB's task type of its tasks (benchmark means per type)
     summary = "queries, a corpus and graded judgments (BEIR's files); exact search, MTEB's figures"
@@ -106,16 +107,19 @@ class Retrieval(Kind):
         return data
 
     def roles(self, spec: TaskSpec) -> tuple[str, ...]:
-        return (QUERY, DOCUMENT)
+        return (self.query_role, DOCUMENT)
 
     def sentences(self, spec: TaskSpec, data: Any) -> dict[str, list[str]]:
-        return {QUERY: list(dict.fromkeys(data.query_texts)), DOCUMENT: list(dict.fromkeys(data.doc_texts))}
+        return {
+            self.query_role: list(dict.fromkeys(data.query_texts)),
+            DOCUMENT: list(dict.fromkeys(data.doc_texts)),
+        }
 
     def rows(self, spec: TaskSpec, data: Any, row_of: Mapping[str, Mapping[str, int]]) -> dict[str, Any]:
         import numpy as np
 
         return {
-            QUERY: np.array([row_of[QUERY][t] for t in data.query_texts], dtype=np.int64),
+            self.query_role: np.array([row_of[self.query_role][t] for t in data.query_texts], dtype=np.int64),
             DOCUMENT: np.array([row_of[DOCUMENT][t] for t in data.doc_texts], dtype=np.int64),
         }
 
