@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from embeval._version import __version__
 from embeval.threads import prepare_environment as _prepare_environment
 
-_prepare_environment()  # before torch loads OpenMP: idle threads sleep instead of spinning (docs/scoring.md)
+_prepare_environment()  # before torch loads OpenMP: idle threads spin only briefly (docs/scoring.md)
 
 if TYPE_CHECKING:
     from types import ModuleType

@@ -6,15 +6,15 @@ quota (cgroup v2 `cpu.max`, v1 `cpu.cfs_quota_us` / `cpu.cfs_period_us`), not th
 count. `--threads N` or OMP_NUM_THREADS / MKL_NUM_THREADS set it instead.
 
 Sharing a busy CPU. A parallel region ends when its slowest thread does, so a thread the kernel
-has descheduled (another process runs on its core) stalls the others; threads that spin while they
-wait take the CPU from the one they wait for. So: idle OpenMP threads sleep at once instead of
-spinning (OMP_WAIT_POLICY=PASSIVE, KMP_BLOCKTIME=0, set before torch loads its OpenMP runtime
-unless the user set them), and work whose parallel regions are too short to gain from threads runs
-on one (`for_work`): the steps of SentEval's classifier protocol, a few milliseconds of arithmetic
-each, split into tens of small operations. Larger work (L-BFGS, wide MLPs) runs on a fair share
-of the threads, measured while it runs (`FairShare`): the CPUs the machine's other runnable tasks
-leave idle, at least one. Products split their outputs between threads, never a sum, so the figures
-do not depend on the thread count (tests/test_threads.py)."""
+has descheduled (another process runs on its core) stalls the others, and threads that spin while
+they wait take the CPU from the one they wait for. So the threads follow what the machine leaves
+free, measured while running (`FairShare`, between the steps of the trainers and L-BFGS): the CPUs
+other runnable tasks leave idle, at least one, at most the run's count. Alone, every thread works;
+beside other work, fewer, down to one whose regions wait for no one. Idle OpenMP threads spin only
+briefly before they sleep (GOMP_SPINCOUNT, set before torch loads its OpenMP runtime unless the user
+chose a wait policy): long enough to catch the next of a step's back-to-back small operations, short
+enough not to hold a core through the gaps between steps. Products split their outputs between
+threads, never a sum, so the figures do not depend on the thread count (tests/test_threads.py)."""
 
 from __future__ import annotations
 
@@ -28,24 +28,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-WAIT_POLICY = {"OMP_WAIT_POLICY": "PASSIVE", "KMP_BLOCKTIME": "0"}
+# Spins of an idle OpenMP thread before it sleeps (libgomp's default is 300,000 unless a wait policy
+# is set; PASSIVE is 0): about 20-50 microseconds, which keeps a step's small operations as fast as
+# with the default alone and lets the threads sleep between steps (bench/contention.py).
+SPIN = {"GOMP_SPINCOUNT": "20000"}
+WAIT_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
-# Work of one step below which its operations run on one thread: about 5 ms of arithmetic on one
-# core. Below it a step is tens of operations of a fraction of a millisecond each, and the threads'
-# meeting points cost more than they save (bench/contention.py).
-LARGE_STEP_FLOPS = 256e6
 
 
 def prepare_environment(environ: MutableMapping[str, str] | None = None) -> bool:
-    """Make idle OpenMP threads sleep instead of spin (WAIT_POLICY), unless the user chose a policy.
-    OpenMP reads these once, when torch loads it: this does nothing (returns False) once torch is
-    imported."""
+    """Let idle OpenMP threads spin only briefly (SPIN), unless the user chose a wait policy or a
+    spin count. OpenMP reads these once, when torch loads it: this does nothing (returns False) once
+    torch is imported."""
     if "torch" in sys.modules:
         return False
     environ = os.environ if environ is None else environ
-    for name, value in WAIT_POLICY.items():
-        environ.setdefault(name, value)
+    if not any(name in environ for name in WAIT_VARIABLES):
+        environ.update(SPIN)
     return True
 
 
@@ -147,20 +147,37 @@ def using(threads: Threads) -> Iterator[Threads]:
         torch.set_num_threads(before)
 
 
+def _own_running(tasks: str = "/proc/self/task") -> int:
+    """This process's threads that are running or ready to run now (at least the caller)."""
+    running = 0
+    try:
+        names = os.listdir(tasks)
+    except OSError:
+        return 1
+    for name in names:
+        try:
+            with open(f"{tasks}/{name}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        running += state == "R"
+    return max(1, running)
+
+
 def others_runnable(samples: int = 3, gap: float = 0.001, path: str = "/proc/loadavg") -> float | None:
-    """Tasks running or ready to run on the machine besides the calling thread, now: the median of a
-    few readings of /proc/loadavg's count of runnable tasks, less one (the reader). None where there
-    is no such file."""
+    """Tasks running or ready to run on the machine besides this process's own, now: the median of a
+    few readings of /proc/loadavg's count of runnable tasks, less this process's running threads (the
+    reader, and OpenMP threads still spinning after the last step). None where there is no such file."""
     counts = []
     for i in range(samples):
         try:
             with open(path) as f:
-                counts.append(int(f.read().split()[3].split("/")[0]) - 1)
+                counts.append(int(f.read().split()[3].split("/")[0]))
         except (OSError, ValueError, IndexError):
             return None
         if i + 1 < samples:
             time.sleep(gap)
-    return float(sorted(counts)[len(counts) // 2])
+    return float(max(0, sorted(counts)[len(counts) // 2] - _own_running()))
 
 
 class FairShare:
@@ -217,24 +234,5 @@ def fair_share(device: Any = None) -> Iterator[Any]:
     try:
         share.check()
         yield share.check
-    finally:
-        torch.set_num_threads(before)
-
-
-@contextlib.contextmanager
-def for_work(step_flops: float, device: Any = None) -> Iterator[Any]:
-    """The block on one thread when its steps are small (below LARGE_STEP_FLOPS each), else on a fair
-    share of the run's threads (fair_share); on a GPU nothing changes. Yields the check to call
-    between steps."""
-    import torch
-
-    if (device is not None and torch.device(device).type != "cpu") or step_flops >= LARGE_STEP_FLOPS:
-        with fair_share(device) as check:
-            yield check
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield _no_check
     finally:
         torch.set_num_threads(before)

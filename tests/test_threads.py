@@ -1,9 +1,12 @@
 """The threads embeval uses (affinity, CPU quota, --threads, the environment), that the figures do
 not depend on them, and the progress line's time bound under a changing rate."""
 
+import functools
 import io
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -53,20 +56,36 @@ def test_threads_option_and_environment_override(tmp_path):
     assert threads.choose(environ={"OMP_NUM_THREADS": "four"}, root=tmp_path).source == "CPU affinity"
 
 
-def test_small_steps_run_on_one_thread_and_the_count_is_restored():
+def test_the_steps_follow_a_fair_share_and_the_count_is_restored(monkeypatch):
     before = torch.get_num_threads()
-    with threads.for_work(threads.LARGE_STEP_FLOPS / 2, "cpu"):
+    monkeypatch.setattr(threads, "others_runnable", lambda: 50.0)  # every CPU busy with other work
+    with threads.fair_share("cpu") as check:
+        check()
         assert torch.get_num_threads() == 1
     assert torch.get_num_threads() == before
-    with threads.for_work(threads.LARGE_STEP_FLOPS, "cpu") as check:
-        check()
-        assert 1 <= torch.get_num_threads() <= before  # a fair share of the run's threads
-    assert torch.get_num_threads() == before
 
 
-def test_the_wait_policy_is_set_before_torch_only():
+def test_the_spin_count_is_set_before_torch_only_and_never_over_the_users_choice():
     env = {}
     assert threads.prepare_environment(env) is False and env == {}  # torch is loaded in this process
+    code = "import os, embeval; print(os.environ.get('GOMP_SPINCOUNT'))"
+    clean = {k: v for k, v in os.environ.items() if k not in threads.WAIT_VARIABLES}
+    run = functools.partial(subprocess.run, [sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run(env=clean).stdout.strip() == threads.SPIN["GOMP_SPINCOUNT"]
+    assert run(env={**clean, "OMP_WAIT_POLICY": "PASSIVE"}).stdout.strip() == "None"
+    assert run(env={**clean, "GOMP_SPINCOUNT": "7"}).stdout.strip() == "7"
+
+
+def test_others_runnable_leaves_out_this_process_own_threads(tmp_path, monkeypatch):
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text("0.50 0.40 0.30 5/312 4242\n")
+    monkeypatch.setattr(threads, "_own_running", lambda: 2)  # the reader and a spinning OpenMP thread
+    assert threads.others_runnable(path=str(loadavg)) == 3.0
+    monkeypatch.setattr(threads, "_own_running", lambda: 9)
+    assert threads.others_runnable(path=str(loadavg)) == 0.0
+    monkeypatch.undo()
+    assert threads._own_running() >= 1  # this thread is running
+    assert threads._own_running(str(tmp_path / "none")) == 1
 
 
 def train(nhid, seed=3):
@@ -80,13 +99,13 @@ def train(nhid, seed=3):
 
 @pytest.mark.parametrize("nhid", [0, 8])
 def test_the_trainer_gives_the_same_bits_on_one_thread_and_on_several(monkeypatch, nhid):
-    """Small steps run on one thread whatever the count; steps large enough for several threads give
-    the same weights as on one (the products split their outputs between threads, not their sums)."""
+    """Steps on several threads give the same weights as on one (the products split their outputs
+    between threads, not their sums)."""
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
         alone = train(nhid)
-        monkeypatch.setattr(threads, "LARGE_STEP_FLOPS", 0.0)
+        monkeypatch.setattr(threads, "others_runnable", lambda: 0.0)  # an idle machine: every thread works
         torch.set_num_threads(max(2, before))
         several = train(nhid)
     finally:

@@ -17,8 +17,8 @@ non-improving rounds that is never reset stops training at the first non-improvi
 finds it at `tenacity`, or once more than `max_epoch` passes are done. Problems of equal train size
 share one numpy stream, drawn once per pass, exactly as separate seeded runs would draw it.
 Gradients are written out (softmax cross-entropy, sigmoid MLP), not taken by autograd. On the CPU,
-steps too small to gain from threads run on one (embeval.threads.for_work), larger ones on a fair
-share of the threads; the weights are the same to the last bit either way.
+the steps run on a fair share of the threads, measured between rounds (embeval.threads.fair_share);
+the weights are the same to the last bit for any thread count.
 """
 
 from dataclasses import dataclass
@@ -270,7 +270,7 @@ def train(features, labels, nclasses, groups, regs, classifier, seed, device, dr
         if progress:
             progress(passes_done[0], int(stopping.running.sum()), G * R)
 
-    with threads.for_work(step_flops(min(G, chunk) * batch, features.dim, R, nclasses, nhid), device) as check:
+    with threads.fair_share(device) as check:
 
         def paced_round(running):
             check()
@@ -278,16 +278,6 @@ def train(features, labels, nclasses, groups, regs, classifier, seed, device, dr
 
         stopping, _ = rounds.run(paced_round, score, keep_best, (G, R), tenacity, epoch_size, max_epoch)
     return Trained(best, stopping.best, stopping.rounds, nhid)
-
-
-def step_flops(rows, dim, regs, nclasses, nhid):
-    """Arithmetic of one training step's products over `rows` gathered samples (forward and both
-    gradients: about 3 products of 2 flops per multiply-add) for every regularization."""
-    width = nhid or nclasses
-    flops = 6 * rows * dim * regs * width
-    if nhid:
-        flops += 6 * rows * regs * nhid * nclasses
-    return float(flops)
 
 
 class _RoundPlan:
