@@ -454,3 +454,39 @@ def test_every_kind_has_a_case_and_the_docs_state_its_agreement():
             similarities = tuple(s.strip() for s in cells[1].split(","))
             rows[cells[0]] = (similarities, tuple(float(cell) for cell in cells[2:5]))
     assert rows == AGREEMENT
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_reranking_batched_product_gives_the_one_query_products_bits(threads):
+    """Reranking scores queries with as many candidates at once (mteb_similarity.per_query): every
+    score must be the bit of mteb's one-query product, on both sides of torch's kernel threshold,
+    for Gaussian and tie-heavy vectors, cosine and dot."""
+    import torch
+
+    from embeval.evaluate import mteb_similarity as ms
+
+    rng = np.random.default_rng(7)
+    before = torch.get_num_threads()
+    with threadpool_limits(threads):
+        torch.set_num_threads(threads)
+        try:
+            _check_batched_products(ms, rng)
+        finally:
+            torch.set_num_threads(before)
+
+
+def _check_batched_products(ms, rng):
+    import torch
+
+    for d, c in [(16, 20), (16, 25), (100, 3), (100, 4), (384, 1), (384, 2), (384, 41), (1024, 1), (768, 100)]:
+        for ties in (False, True):
+            shape_q, shape_d = (12, d), (12, c, d)
+            if ties:
+                q = torch.as_tensor(rng.integers(-3, 4, shape_q).astype(np.float32) * 0.37)
+                docs = torch.as_tensor(rng.integers(-3, 4, shape_d).astype(np.float32) * 0.11)
+            else:
+                q = torch.as_tensor(rng.standard_normal(shape_q, dtype=np.float32))
+                docs = torch.as_tensor(rng.standard_normal(shape_d, dtype=np.float32))
+            for similarity in ("cosine", "dot"):
+                one_by_one = torch.cat([ms.matrix(q[i], docs[i], similarity) for i in range(len(q))])
+                assert torch.equal(ms.per_query(q, docs, similarity), one_by_one), (d, c, ties, similarity)

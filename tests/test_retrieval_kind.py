@@ -299,3 +299,36 @@ def test_bag_of_words_baseline_scores_both_lists(tmp_path, cli):
     base = json.loads(out.read_text())["baseline"]["tasks"]["Synthetic"]
     assert 0 <= base["results"]["ndcg_at_10"] <= 1 and base["vectors"]["dim"] == 32
     assert set(base["vectors"]) >= {"sha256", "vectors_sha256", "count"}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t0\nq2\td1\t2\n",
+        "\ufeffquery-id\tcorpus-id\tscore\r\nq1\td1\t+1\r\n\r\nq2\td2\t 2 \r\n   \n",
+        "\n\nquery-id\tcorpus-id\tscore\nq2\td2\t-3",
+        "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td1\t1\n",  # a pair twice: line by line names it
+        "query-id\tcorpus-id\tscore\nq1\td9\t1\n",  # an unknown document
+        "query-id\tcorpus-id\tscore\nq1\td1\t1_0\n",  # not an integer for trec_eval
+        "query-id\tcorpus-id\tscore\nq1\td1\t99999999999\n",  # outside int32
+        "query-id\tcorpus-id\tscore\nq1\td1\n",  # a column short
+    ],
+)
+def test_qrels_read_at_once_equal_the_line_by_line_reader(tmp_path, body):
+    """The whole-file reader keeps the lines and figures of the line-by-line one, or leaves a file
+    with anything wrong to it (which names the line)."""
+    from embeval.errors import DataFileError
+    from embeval.tasks import beir
+
+    path = tmp_path / "qrels.tsv"
+    path.write_bytes(body.encode("utf-8"))
+    queries, docs = {"q1": 0, "q2": 1}, {"d1": 0, "d2": 1}
+    at_once = beir._pairs_at_once(path, beir.QRELS_HEADER, queries, docs)
+    try:
+        by_line = beir._read_pairs_by_line(path, "T", beir.QRELS_HEADER, queries, docs, "judgment")
+    except DataFileError:
+        assert at_once is None
+        return
+    assert at_once is not None
+    for a, b in zip(at_once, by_line):
+        assert a.dtype == b.dtype and np.array_equal(a, b)

@@ -10,6 +10,9 @@ import numpy as np
 import torch
 
 SIMILARITIES = ("cosine", "dot")
+# Multiply-adds of one query's product from which torch's batched product (bmm) gives the bits of
+# the one-query product (below, it takes a naive kernel: tests/test_mteb_agreement.py checks both).
+BATCHED_LEAST = 400
 
 
 def tensor(x: np.ndarray | torch.Tensor) -> torch.Tensor:
@@ -31,3 +34,20 @@ def matrix(a: torch.Tensor, b: torch.Tensor, similarity: str) -> torch.Tensor:
     elif similarity != "dot":
         raise ValueError(f"similarity must be one of {SIMILARITIES}, got {similarity!r}")
     return a @ b.transpose(0, 1)
+
+
+def per_query(queries: torch.Tensor, candidates: torch.Tensor, similarity: str) -> torch.Tensor:
+    """(G, C) similarities of each of G queries (G, d) with its own C candidates (G, C, d): for each
+    query the same values, bit for bit, as `matrix(query, its candidates)`, the one-query product
+    mteb's reranking takes, computed for the G queries at once (a batched product of the same
+    shapes; rows normalized one by one either way). Below BATCHED_LEAST multiply-adds per query torch
+    takes another kernel for a batched product than for one product: there each query is taken alone."""
+    g, c, d = candidates.shape
+    if c * d < BATCHED_LEAST:
+        return torch.cat([matrix(queries[i], candidates[i], similarity) for i in range(g)])
+    if similarity == "cosine":
+        queries = torch.nn.functional.normalize(queries, p=2, dim=1)
+        candidates = torch.nn.functional.normalize(candidates.reshape(g * c, d), p=2, dim=1).reshape(g, c, d)
+    elif similarity != "dot":
+        raise ValueError(f"similarity must be one of {SIMILARITIES}, got {similarity!r}")
+    return torch.bmm(queries.unsqueeze(1), candidates.transpose(1, 2))[:, 0]

@@ -19,6 +19,7 @@ from embeval.formats import predictions
 # The figures whose per-query values are kept for intervals and paired comparisons.
 KEPT = ("ndcg_at_10", "map_at_10", "map_at_1000", "mrr_at_10", "recall_at_100", "recall_at_1000")
 SET_KIND = "query_means"
+RERANK_CELLS = 1 << 24  # candidate vector entries gathered at once (64 MiB of float32)
 
 
 def query_set(values, main):
@@ -47,19 +48,24 @@ def retrieve(ctx, depth, similarity, role="query"):
 def rerank(ctx, similarity, role="query"):
     """(scores, document rows) of each query's candidates, scored as mteb's reranking scores them:
     per query, its float32 vector against its candidates' in their given order (mteb's cos_sim or
-    dot_score on those shapes), so equal and near-equal scores fall as they do in mteb."""
+    dot_score on those shapes; queries with as many candidates are batched, with the same bits), so
+    equal and near-equal scores fall as they do in mteb."""
     data = ctx.data
     queries = mteb_similarity.tensor(ctx.sources[role].gather(ctx.rows[role]))
     rows = ir_metrics.pad_candidates(len(data.query_ids), *data.candidates)
     needed = np.unique(rows[rows >= 0])
     table = mteb_similarity.tensor(ctx.sources["document"].gather(ctx.rows["document"][needed]))
+    local = torch.as_tensor(np.searchsorted(needed, np.maximum(rows, 0)))  # candidates first, then -1
+    counts = (rows >= 0).sum(axis=1)
     scores = np.zeros(rows.shape, dtype=np.float32)
-    for query, candidates in enumerate(rows):
-        valid = candidates[candidates >= 0]
-        if len(valid) == 0:
-            continue
-        documents = table[torch.as_tensor(np.searchsorted(needed, valid))]
-        scores[query, : len(valid)] = mteb_similarity.matrix(queries[query], documents, similarity)[0].numpy()
+    width = queries.shape[1]
+    for count in np.unique(counts[counts > 0]).tolist():
+        group = torch.as_tensor(np.flatnonzero(counts == count))
+        step = max(1, RERANK_CELLS // (count * width))
+        for a in range(0, len(group), step):
+            chunk = group[a : a + step]
+            documents = table[local[chunk, :count]]
+            scores[chunk.numpy(), :count] = mteb_similarity.per_query(queries[chunk], documents, similarity).numpy()
     return scores, rows
 
 

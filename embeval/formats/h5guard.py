@@ -13,6 +13,7 @@ numpy): so a wrong path is answered at once.
 """
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -100,31 +101,37 @@ def _forked(path, names, seconds, inspect):
             os._exit(code)
     os.close(write_end)
     try:
-        kind, value = _wait(pid, seconds)
-        reported = _read_all(read_end)
+        (kind, value), reported = _wait(pid, seconds, read_end)
     finally:
         os.close(read_end)
     return _failure(kind, value, seconds), _last(reported)
 
 
-def _wait(pid, seconds):
-    """('exit', code), ('signal', number) or ('timeout', None); the child is killed on timeout or Ctrl-C."""
-    deadline, pause = time.monotonic() + seconds, 0.001
+def _wait(pid, seconds, fd):
+    """(('exit', code), ('signal', number) or ('timeout', None), what the child wrote to `fd`): the
+    pipe is read as the child writes, and its end (the child exited) ends the wait at once; the
+    child is killed on timeout or Ctrl-C."""
+    deadline, chunks = time.monotonic() + seconds, []
     try:
         while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                if os.WIFSIGNALED(status):
-                    return "signal", os.WTERMSIG(status)
-                return "exit", os.WEXITSTATUS(status)
-            if time.monotonic() > deadline:
+            left = deadline - time.monotonic()
+            if left <= 0:
                 _kill(pid)
-                return "timeout", None
-            time.sleep(pause)
-            pause = min(pause * 2, 0.05)
+                return ("timeout", None), b"".join(chunks)
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        _, status = os.waitpid(pid, 0)
     except BaseException:
         _kill(pid)
         raise
+    if os.WIFSIGNALED(status):
+        return ("signal", os.WTERMSIG(status)), b"".join(chunks)
+    return ("exit", os.WEXITSTATUS(status)), b"".join(chunks)
 
 
 def _kill(pid):
@@ -133,15 +140,6 @@ def _kill(pid):
         os.waitpid(pid, 0)
     except (ChildProcessError, ProcessLookupError):
         pass
-
-
-def _read_all(fd):
-    chunks = []
-    while True:
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
 
 
 def _last(reported):

@@ -173,7 +173,49 @@ def read_jsonl(path: str | Path, task: str, *, with_title: bool) -> tuple[list[s
 
 
 def _read_pairs(path, task, header, query_index, doc_index, what):
-    """(query rows, document rows, third column, line numbers) of a qrels or candidates TSV."""
+    """(query rows, document rows, third column, line numbers) of a qrels or candidates TSV. A file
+    with nothing wrong is read at once (_pairs_at_once); any other goes line by line, which names
+    the first line at fault."""
+    check_data_file(path, task, DataFileError)
+    found = _pairs_at_once(path, header, query_index, doc_index)
+    return found if found is not None else _read_pairs_by_line(path, task, header, query_index, doc_index, what)
+
+
+def _pairs_at_once(path, header, query_index, doc_index):
+    """_read_pairs' result for a file with nothing wrong, from whole-file operations; None when any
+    line may be at fault (then the line-by-line reader finds it): the same lines kept (split at
+    newlines, CR LF and a first-line BOM removed, blank lines skipped), the same checks."""
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    lines = text.removeprefix("\ufeff").split("\n")
+    numbers = [n for n, line in enumerate(lines, start=1) if line.strip()]
+    if not numbers or tuple(lines[numbers[0] - 1].rstrip("\r").split("\t")) != header:
+        return None
+    kept = [lines[n - 1].rstrip("\r") for n in numbers[1:]]
+    width = len(header)
+    if not kept or any(line.count("\t") != width - 1 for line in kept):
+        return None
+    fields = "\t".join(kept).split("\t")  # one flat list: no list per line for the collector to scan
+    query = np.array([query_index.get(f, -1) for f in fields[0::width]], dtype=np.int64)
+    doc = np.array([doc_index.get(f, -1) for f in fields[1::width]], dtype=np.int64)
+    if (query < 0).any() or (doc < 0).any():
+        return None
+    if len(np.unique(query * (int(doc.max()) + 1) + doc)) != len(kept):  # a pair listed twice
+        return None
+    grade = np.zeros(len(kept), dtype=np.int64)
+    if width == 3:
+        grades = [f.strip() for f in fields[2::width]]
+        if not all(g.isascii() and _INTEGER.fullmatch(g) and len(g) < 12 for g in grades):
+            return None
+        grade = np.array([int(g) for g in grades], dtype=np.int64)
+        if ((grade < _INT32[0]) | (grade > _INT32[1])).any():
+            return None
+    return query, doc, grade, np.array(numbers[1:], dtype=np.int64)
+
+
+def _read_pairs_by_line(path, task, header, query_index, doc_index, what):
     rows = []
     lines = _lines(path, task)
     number, line = next(lines, (1, ""))
