@@ -5,6 +5,7 @@ size and nesting, and an export never overwrites a file it did not write. Each c
 nothing written."""
 
 import json
+import logging
 import os
 import zlib
 from pathlib import Path
@@ -168,6 +169,24 @@ def test_export_sentences_rewrites_its_own_export(cli, tmp_path):
     (out / "Mine.txt").write_text("edited by hand\n")
     refused(cli(*args), out / "Mine.txt", "changed since embeval wrote it")
     assert (out / "Mine.txt").read_text() == "edited by hand\n"
+
+
+def test_an_export_removes_the_files_its_earlier_export_wrote_and_it_does_not(tmp_path, caplog):
+    """Exporting fewer tasks into the same folder: the earlier export's other list files go (as
+    written), so the folder holds what its manifest lists; one edited since is kept, with a warning."""
+    from embeval.formats.sentences import export
+
+    out = tmp_path / "out"
+    export({"A": {"text": ["a", "b"]}, "B": {"text": ["c"]}, "C": {"text": ["d"]}}, out)
+    (out / "C.txt").write_text("edited by hand\n")
+    logger = logging.getLogger("embeval")
+    logger.addHandler(caplog.handler)  # the CLI's tests may have stopped its propagation
+    try:
+        export({"A": {"text": ["a", "b"]}}, out)
+    finally:
+        logger.removeHandler(caplog.handler)
+    assert listing(out) == ["A.txt", "C.txt", "manifest.json"]
+    assert (out / "C.txt").read_text() == "edited by hand\n" and "C.txt: kept" in caplog.text
 
 
 # ------------------------------------------------------------------------------------------ bounded input

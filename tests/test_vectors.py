@@ -8,7 +8,7 @@ import pytest
 
 from embeval.errors import EmbevalError, VectorsError
 from embeval.formats import sentences as export
-from embeval.formats.vectors import VectorsFile, check_against_manifest, write
+from embeval.formats.vectors import VectorsFile, check_against_manifest, outside_export, write
 from embeval.run.score import score
 from embeval.tasks.registry import TASKS
 
@@ -126,6 +126,10 @@ def test_check_against_manifest(exported, f32_vectors):
         dst["STS13"].attrs["sha256"] = "0" * 64
     report = dict(check_against_manifest(exported / "partial.h5", exported / "per-task"))
     assert "fingerprint" in report["STS13"] and report["STS16"] == "absent"
+    assert outside_export(exported / "f32.h5", exported / "per-task") == []
+    with h5py.File(exported / "partial.h5", "a") as dst:
+        dst["OldTask"] = np.zeros((2, 3), dtype=np.float32)  # left from another export: listed, not checked
+    assert outside_export(exported / "partial.h5", exported / "per-task") == ["OldTask"]
 
 
 def test_writer_refuses_to_overwrite_and_rejects_bad_encoders(exported, devbow, tmp_path):

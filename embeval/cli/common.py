@@ -200,7 +200,7 @@ tasks_option = click.option(
     "--tasks",
     metavar="A,B,...",
     default=None,
-    help="Comma-separated task names, scored in that order (SentEval's names, any case, or the short names "
+    help="Comma-separated task names, in the order given (SentEval's names, any case, or the short names "
     "STS-B, SICK-E, SICK-R, COCO). Default: all.",
 )
 

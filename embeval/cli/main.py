@@ -135,7 +135,7 @@ def vectors_check(file, export_dir, tasks, task_files, strict):
     load_manifest(export_dir)  # the export and the file are checked before the task registry and numpy load
     check_file(file)
     names = task_registry(task_files).parse(tasks) if tasks is not None else None
-    from embeval.formats.vectors import check_against_manifest
+    from embeval.formats.vectors import check_against_manifest, outside_export
 
     report = check_against_manifest(file, export_dir, names)
     absent = [name for name, problem in report if problem == "absent"]
@@ -151,7 +151,11 @@ def vectors_check(file, export_dir, tasks, task_files, strict):
         raise EmbevalError(f"absent from the file{' (--strict)' if strict else ''}", file=file, task=", ".join(absent))
     if not checked:
         raise EmbevalError("none of the export's datasets is in the file", file=file)
-    click.echo(f"{file}: all {len(checked)} datasets ok")
+    if names is None:
+        outside = outside_export(file, export_dir)
+        if outside:
+            click.echo(f"not in the export, not checked: {', '.join(outside)}")
+    click.echo(f"{file}: all {len(checked)} dataset{'s' if len(checked) != 1 else ''} ok")
 
 
 @cli.command()

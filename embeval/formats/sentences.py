@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from embeval._version import __version__
 from embeval.errors import DATA_HINT, DataFileError, EmbevalError
 from embeval.formats import atomic
 from embeval.untrusted import FILE_STEM, MAX_DECLARATION_BYTES, check_name, confine, loads_json, read_bytes, read_json
+
+logger = logging.getLogger("embeval")
 
 if TYPE_CHECKING:
     from embeval.tasks.registry import Registry
@@ -144,6 +147,7 @@ def export(task_lists, out_dir, union=False, about=None):
         task_lists = {data.name: {TEXT: task_sentences(data)} for data in task_lists}
     out_dir = Path(out_dir)
     check_owned(out_dir, task_lists, union)
+    earlier = _earlier_files(out_dir)
     tasks, text_lists = {}, []
     for name, lists in task_lists.items():
         if list(lists) == [TEXT]:
@@ -171,7 +175,31 @@ def export(task_lists, out_dir, union=False, about=None):
         manifest["union"] = dict(_entry(UNION, sentences), tasks=names)
         atomic.write_bytes(out_dir / manifest["union"]["file"], encode_lines(sentences))
     atomic.write_text(out_dir / "manifest.json", json.dumps(manifest, indent=1) + "\n")
+    _remove_stale(out_dir, earlier, set(_written_files(task_lists, union)))
     return manifest
+
+
+def _earlier_files(out_dir):
+    """{file name: sha256} of the list files an earlier export's manifest in out_dir records."""
+    if not (out_dir / "manifest.json").is_file():
+        return {}
+    try:
+        return {entry.file: entry.sha256 for entry in manifest_files(load_manifest(out_dir)) if entry.file}
+    except EmbevalError:
+        return {}
+
+
+def _remove_stale(out_dir, earlier, written):
+    """Remove the list files of the earlier export that this one does not write (their manifest
+    entry is gone), when they are as embeval wrote them; a file changed since is kept, with a warning."""
+    for name, sha in earlier.items():
+        path = out_dir / name
+        if name in written or path.is_symlink() or not path.is_file():
+            continue
+        if _sha256_of(path) == sha:
+            path.unlink()
+        else:
+            logger.warning(f"{path}: kept: an earlier export's file changed since embeval wrote it; not in this export")
 
 
 def _written_files(task_lists, union):

@@ -585,6 +585,14 @@ def union_rows(union_sentences, task_sentences):
     return np.fromiter((index[s] for s in task_sentences), dtype=np.int64, count=len(task_sentences))
 
 
+def outside_export(path, export_dir):
+    """Top-level entries of the vectors file that the export's manifest does not list (left from
+    another export, or written by hand): nothing checks or scores them."""
+    listed = {e.dataset.lstrip("/") for e in manifest_files(load_manifest(export_dir))}
+    with VectorsFile(path, names=[]) as vf:
+        return [name for name in vf.names() if name not in listed]
+
+
 def check_against_manifest(path, export_dir, tasks=None):
     """Validate every dataset the export's manifest asks for (those of `tasks` when given, or the
     union that holds them); return [(dataset, problem or None, or "absent")]."""

@@ -25,6 +25,7 @@ and classification with protocol "mteb", clustering, summarization, bitext minin
 """
 
 import json
+import logging
 import re
 from pathlib import Path
 
@@ -34,6 +35,8 @@ from embeval.formats import atomic
 from embeval.reports.tables import load, task_specs
 from embeval.tasks.registry import builtin
 from embeval.untrusted import FILE_STEM, check_name
+
+logger = logging.getLogger("embeval")
 
 # The MTEB version whose result schema is written (and tested with the real client).
 MTEB_SCHEMA_VERSION = "2.26.24"
@@ -66,7 +69,9 @@ def scores(record, path="results", registry=None):
             )
             continue
         if not spec.mteb.revision:
-            notes.append(f"{spec.mteb.name}: dataset_revision left empty (the [mteb] table declares no `revision`)")
+            logger.warning(
+                f"{spec.mteb.name}: exported with dataset_revision left empty (the [mteb] table declares no `revision`)"
+            )
         chosen.setdefault(spec.mteb.name, []).append((spec, fields))  # several: the subsets and splits of a task
     for spec in builtin().values():  # a task named like an MTEB task whose figures another task holds
         if (
