@@ -7,7 +7,7 @@
 #
 #   EMBEVAL_DATA=/path/to/senteval_data docs/example/build.sh [WORKDIR]
 #
-# Needs `pip install -e '.[exporters,report]'`. About half an hour on 2 CPU cores (REPORT_ONLY=1: a few minutes).
+# Needs `pip install -e '.[exporters,report]'`. About 36 minutes on an otherwise idle 2-core CPU (REPORT_ONLY=1: a few minutes).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 work="${1:-embeval-example}"
