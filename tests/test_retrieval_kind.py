@@ -332,3 +332,28 @@ def test_qrels_read_at_once_equal_the_line_by_line_reader(tmp_path, body):
     assert at_once is not None
     for a, b in zip(at_once, by_line):
         assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+@pytest.mark.parametrize(
+    "body, same",
+    [
+        ('{"_id": "d1", "title": "T", "text": "one"}\n{"_id": 2, "text": "two"}\n', True),
+        ('\ufeff{"_id": "d1", "text": "a"}\r\n\r\n  {"_id": "d2", "text": "b"}  \r\n\n', True),
+        ('{"_id": "d1", "text": "a"}, {"_id": "d2", "text": "b"}\n', False),  # two values on a line
+        ('[{"_id": "d1", "text": "a"}\n]\n', False),  # one value over two lines
+        ('{"_id": "d1", "text": "a", "text": "b"}\n', False),  # a duplicate key: warned with its line
+        ('{"_id": "d1", "text": "a"\n', False),  # malformed
+    ],
+)
+def test_jsonl_read_at_once_equals_the_line_by_line_reader(tmp_path, body, same):
+    """The whole-file parse gives the line-by-line reader's (line, record) pairs, or leaves a file
+    with anything odd to it (None)."""
+    from embeval.tasks import beir
+
+    path = tmp_path / "corpus.jsonl"
+    path.write_bytes(body.encode("utf-8"))
+    at_once = beir._records_at_once(path, "T")
+    if same:
+        assert at_once == list(beir._records_by_line(path, "T", [])) and len(at_once) == 2
+    else:
+        assert at_once is None

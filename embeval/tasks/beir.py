@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from embeval.errors import DataFileError
-from embeval.untrusted import check_data_file, loads_json, warn_duplicates
+from embeval.untrusted import MAX_DEPTH, check_data_file, loads_json, warn_duplicates
 
 logger = logging.getLogger("embeval")
 
@@ -117,6 +117,45 @@ def _identifier(value, what, path, number, task):
     return value
 
 
+def _records_by_line(path, task, duplicates):
+    """(line number, parsed JSON) of each non-blank line, a syntax error named with its line."""
+    for number, line in _lines(path, task):
+        try:
+            yield number, loads_json(line, DataFileError, file=path, task=task, line=number, duplicates=duplicates)
+        except json.JSONDecodeError as err:
+            raise DataFileError(f"malformed JSON: {err.msg} (column {err.colno})", file=path, line=number, task=task)
+
+
+def _records_at_once(path, task):
+    """_records_by_line's result from one parse of the whole file (the lines as one JSON array), or
+    None when a line may be at fault (then the line-by-line reader finds it): not UTF-8, a syntax
+    error, a line that is not one value, a duplicate key."""
+    check_data_file(path, task, DataFileError)
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    lines = text.removeprefix("\ufeff").split("\n")
+    numbers = [n for n, line in enumerate(lines, start=1) if line.strip()]
+    if any(lines[n - 1].count("[") + lines[n - 1].count("{") >= MAX_DEPTH for n in numbers):
+        return None  # possibly nested too deep: the line-by-line reader says where
+    duplicate = []
+
+    def pairs(items):
+        found = dict(items)
+        if len(found) != len(items):
+            duplicate.append(True)
+        return found
+
+    try:
+        values = json.loads("[" + ",".join(lines[n - 1] for n in numbers) + "]", object_pairs_hook=pairs)
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    if duplicate or not isinstance(values, list) or len(values) != len(numbers):
+        return None
+    return list(zip(numbers, values))
+
+
 def read_jsonl(path: str | Path, task: str, *, with_title: bool) -> tuple[list[str], list[str]]:
     """(ids, texts) of a BEIR corpus.jsonl (with_title: texts as mteb joins them) or queries.jsonl."""
     ids: list[str] = []
@@ -126,11 +165,8 @@ def read_jsonl(path: str | Path, task: str, *, with_title: bool) -> tuple[list[s
     blank_ids: list[int] = []
     tab_ids: list[int] = []
     empty_texts: list[int] = []
-    for number, line in _lines(path, task):
-        try:
-            record = loads_json(line, DataFileError, file=path, task=task, line=number, duplicates=duplicates)
-        except json.JSONDecodeError as err:
-            raise DataFileError(f"malformed JSON: {err.msg} (column {err.colno})", file=path, line=number, task=task)
+    records = _records_at_once(path, task)
+    for number, record in _records_by_line(path, task, duplicates) if records is None else records:
         if not isinstance(record, dict):
             raise DataFileError(
                 f"a line must be a JSON object, not {type(record).__name__}", file=path, line=number, task=task
