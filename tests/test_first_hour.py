@@ -237,7 +237,7 @@ def test_vectors_check_gives_the_verdict_score_gives(cli, data_dir, devbow, tmp_
         src.copy("STS16", dst)
     result = cli("vectors", "check", tmp_path / "one.h5", "--export", tmp_path / "sent")
     assert result.exit_code == 0, result.stderr
-    assert "skipped (absent from the file): STS13" in result.stdout and "all 1 datasets ok" in result.stdout
+    assert "skipped (absent from the file): STS13" in result.stdout and "all 1 dataset ok" in result.stdout
     assert (
         cli("vectors", "check", tmp_path / "one.h5", "--export", tmp_path / "sent", "--tasks", "sts16").exit_code == 0
     )

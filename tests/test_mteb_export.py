@@ -11,6 +11,7 @@ import pytest
 from reliability_helpers import refused
 from report_helpers import need
 
+from embeval.formats.results import figures_digest
 from embeval.reports import mteb as export
 from embeval.tasks.registry import TASKS
 
@@ -40,12 +41,10 @@ def with_mteb_figures(tmp_path, sick_pairs=9927):
         },
     }
     record["tasks"]["STSBenchmarkRaw"] = {"kind": "sts", "results": raw, "vectors": {"dim": 384}, "seconds": 0.5}
-    record["tasks"]["SICKRelatedness"]["results"]["mteb"] = {
-        "spearman": 0.7758,
-        "pearson": 0.8402,
-        "nsamples": sick_pairs,
-        "splits": ["train", "dev", "test"],
-    }
+    sick = record["tasks"]["SICKRelatedness"]
+    if sick["results"]["mteb"]["nsamples"] != sick_pairs:  # as a run on fewer pairs would record it
+        sick["results"]["mteb"]["nsamples"] = sick_pairs
+        sick["figures_sha256"] = figures_digest(sick)
     path = tmp_path / "results.json"
     path.write_text(json.dumps(record))
     return path, record
@@ -60,7 +59,7 @@ def test_every_file_loads_in_mteb_with_the_same_main_scores(client, tmp_path):
         "STS12": record["tasks"]["STS12"]["results"]["all"]["spearman"]["pooled"],
         "STS16": record["tasks"]["STS16"]["results"]["all"]["spearman"]["pooled"],
         "STSBenchmark": 0.8203,
-        "SICK-R": 0.7758,
+        "SICK-R": record["tasks"]["SICKRelatedness"]["results"]["mteb"]["spearman"],
     }
     loaded = client.ResultCache(cache_path=tmp_path / "cache").load_results(
         include_remote=False, validate_and_filter=True, require_model_meta=True
@@ -96,22 +95,27 @@ def test_every_file_loads_in_mteb_with_the_same_main_scores(client, tmp_path):
 
 
 def test_published_minilm_figures_come_back_through_mteb(client, tmp_path):
-    """MTEB's published cosine Spearman of all-MiniLM-L6-v2 on STS12-16 (x100), from embeval's pooled figures."""
+    """MTEB's published cosine Spearman of all-MiniLM-L6-v2 on STS12-16 (x100), from embeval's pooled
+    figures, and on SICK-R (all 9,927 pairs)."""
     folder, _, notes = export.export(EXAMPLE, MODEL, tmp_path)
-    published = {"STS12": 72.37, "STS13": 80.60, "STS14": 75.59, "STS15": 85.39, "STS16": 78.99}
+    published = {"STS12": 72.37, "STS13": 80.60, "STS14": 75.59, "STS15": 85.39, "STS16": 78.99, "SICK-R": 77.58}
     from mteb.results import TaskResult
 
     for name, value in published.items():
         assert 100 * TaskResult.from_disk(folder / f"{name}.json").main_score == pytest.approx(value, abs=0.01)
     assert folder.name == export.NO_REVISION
-    assert sorted(n.split(":")[0] for n in notes) == ["SICK-R", "STSBenchmark"]
+    assert sorted(n.split(":")[0] for n in notes) == ["STSBenchmark"]
 
 
 def test_no_figure_of_another_protocol_is_written(tmp_path):
     record = json.loads(EXAMPLE.read_text())
     chosen, notes = export.scores(record)
-    assert sorted(chosen) == ["STS12", "STS13", "STS14", "STS15", "STS16"]
-    assert "tokenized" in " ".join(notes) and "test split only" in " ".join(notes) and len(notes) == 2
+    assert sorted(chosen) == ["SICK-R", "STS12", "STS13", "STS14", "STS15", "STS16"]
+    assert "tokenized" in " ".join(notes) and len(notes) == 1
+    older = copy.deepcopy(record)  # SICK-R scored without its MTEB-protocol figures (all pairs)
+    del older["tasks"]["SICKRelatedness"]["results"]["mteb"]
+    chosen, notes = export.scores(older)
+    assert "SICK-R" not in chosen and "test split only" in " ".join(notes) and len(notes) == 2
     path, _ = with_mteb_figures(tmp_path, sick_pairs=4927)
     chosen, notes = export.scores(json.loads(path.read_text()))
     assert "SICK-R" not in chosen and "STSBenchmark" in chosen
@@ -146,7 +150,7 @@ def test_command_lists_what_it_wrote(cli, tmp_path):
     assert "not exported: STSBenchmark: left out" in result.stdout
     assert sorted(
         p.name for p in (tmp_path / "results" / "sentence-transformers__all-MiniLM-L6-v2" / "v1").iterdir()
-    ) == ["STS12.json", "STS13.json", "STS14.json", "STS15.json", "STS16.json", "model_meta.json"]
+    ) == ["SICK-R.json", "STS12.json", "STS13.json", "STS14.json", "STS15.json", "STS16.json", "model_meta.json"]
 
 
 MTEB_KINDS = """
