@@ -51,9 +51,11 @@ def cli():
 
     New here? `embeval quickstart` runs all three with a ready-made encoder (fetching the data it needs).
 
-    Your own tasks, and MTEB's retrieval, reranking, pair classification, classification,
-    clustering, summarization and bitext mining: a TOML task file, given with --task-file to every
-    command (`embeval tasks --task-file FILE` checks it; README "Your own tasks").
+    Your own tasks, and MTEB's task types (retrieval, reranking, STS, pair classification,
+    classification, multilabel classification, regression, clustering, summarization, bitext
+    mining, instruction retrieval and reranking): a TOML task file, given with --task-file to every
+    command (`embeval tasks --task-file FILE` checks it; README "Your own tasks"). MTEB's tasks and
+    benchmarks by name: --mteb NAMES (README "MTEB by name").
 
     Bad input is reported as one line on stderr with exit code 2.
     """
