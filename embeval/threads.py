@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 # Spins of an idle OpenMP thread before it sleeps (libgomp's default is 300,000 unless a wait policy
-# is set; PASSIVE is 0): about 20-50 microseconds, which keeps a step's small operations as fast as
-# with the default alone and lets the threads sleep between steps (bench/contention.py).
+# is set; PASSIVE is 0): a short spin, which keeps a step's small operations as fast as with the
+# default alone and lets the threads sleep between steps (bench/contention.py).
 SPIN = {"GOMP_SPINCOUNT": "20000"}
 WAIT_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
