@@ -185,6 +185,7 @@ def test_unreachable_mirror(cli, tmp_path):
         "point --data / EMBEVAL_DATA at an existing SentEval data/ folder",
     )
     _no_partial_state(dest, "SST2", cli)
+    assert not (dest / ".downloads").exists()  # nothing was downloaded: no empty folder left behind
 
 
 def test_missing_file_in_mirror_is_a_404(cli, own_mirror, tmp_path):

@@ -44,6 +44,16 @@ def fetch(dest, task_names, mirror=None, force=False, keep_downloads=False, prog
         files.make_dirs(downloads)
     except OSError as err:
         raise FatalFetchError(f"cannot write: {files.describe(err)}", file=dest)
+    try:
+        return _fetch_all(task_names, dest, downloads, report, force, keep_downloads, mirror, progress, log)
+    finally:
+        try:
+            downloads.rmdir()  # only when empty: a failed run keeps its partial downloads to resume from
+        except OSError:
+            pass
+
+
+def _fetch_all(task_names, dest, downloads, report, force, keep_downloads, mirror, progress, log):
     used = set()
     for dataset in datasets_for(task_names):
         label = ",".join(dataset.tasks)
@@ -73,10 +83,6 @@ def fetch(dest, task_names, mirror=None, force=False, keep_downloads=False, prog
         finished = report.done + [dataset for dataset, _ in report.skipped]
         for name in used | {item.file for dataset in finished for item in dataset.downloads}:
             files.remove_file(downloads / name)
-        try:
-            downloads.rmdir()
-        except OSError:
-            pass
     return report
 
 
