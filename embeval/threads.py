@@ -221,6 +221,23 @@ def _no_check() -> None:
 
 
 @contextlib.contextmanager
+def one_thread(device: Any = None) -> Iterator[None]:
+    """torch's CPU work on one thread inside (many small operations: none waits for another thread);
+    the count as before after. On a GPU nothing changes."""
+    import torch
+
+    if device is not None and torch.device(device).type != "cpu":
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@contextlib.contextmanager
 def fair_share(device: Any = None) -> Iterator[Any]:
     """The block's threads follow a FairShare of the run's count (restored after); yields its check,
     to call between steps. On a GPU, or with one thread, nothing changes."""

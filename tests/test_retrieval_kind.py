@@ -323,7 +323,7 @@ def test_qrels_read_at_once_equal_the_line_by_line_reader(tmp_path, body):
     path = tmp_path / "qrels.tsv"
     path.write_bytes(body.encode("utf-8"))
     queries, docs = {"q1": 0, "q2": 1}, {"d1": 0, "d2": 1}
-    at_once = beir._pairs_at_once(path, beir.QRELS_HEADER, queries, docs)
+    at_once = beir._pairs_at_once(path, "T", beir.QRELS_HEADER, queries, docs)
     try:
         by_line = beir._read_pairs_by_line(path, "T", beir.QRELS_HEADER, queries, docs, "judgment")
     except DataFileError:

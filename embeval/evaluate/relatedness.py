@@ -7,12 +7,12 @@ The random streams are SentEval's: numpy permutations from RandomState(seed) (th
 np.random.seed(seed)) and the layer drawn as nn.Linear draws it after torch.manual_seed(seed).
 """
 
-import contextlib
 import copy
 
 import numpy as np
 import torch
 
+from embeval import threads
 from embeval.errors import DataFileError
 from embeval.evaluate import normalize, seeded, sts
 from embeval.formats import predictions
@@ -104,22 +104,6 @@ class SoftmaxRegressor:
         return copy.deepcopy(self)
 
 
-@contextlib.contextmanager
-def one_cpu_thread(device):
-    """Run the block with one intra-op CPU thread (restored after): the regressor's kernels are
-    far too small to gain from threads, and on a busy machine idle-spinning threads make it
-    several times slower."""
-    if device.type != "cpu":
-        yield
-        return
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 def train_regressor(train_x, train_target, dev_x, dev_scores, seed):
     """SentEval's RelatednessPytorch.run on tensors: (best dev Pearson, best model, passes run).
 
@@ -144,7 +128,7 @@ def train_regressor(train_x, train_target, dev_x, dev_scores, seed):
         if improved:
             kept["model"] = model.copy()
 
-    with torch.no_grad(), one_cpu_thread(train_x.device):
+    with torch.no_grad(), threads.one_thread(train_x.device):
         stopping, passes = rounds.run(
             train_round,
             lambda: dev_pearson(model.predict(dev_x), dev_scores),

@@ -117,6 +117,19 @@ def _identifier(value, what, path, number, task):
     return value
 
 
+def _kept_lines(path, task):
+    """(numbers of the non-blank lines, all lines) of a UTF-8 file as _lines keeps them (split at
+    newlines only, a first-line BOM removed; a line's CR is the caller's to strip), for the readers
+    that take a whole file at once; None when it is not UTF-8."""
+    check_data_file(path, task, DataFileError)
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    lines = text.removeprefix("\ufeff").split("\n")
+    return [n for n, line in enumerate(lines, start=1) if line.strip()], lines
+
+
 def _records_by_line(path, task, duplicates):
     """(line number, parsed JSON) of each non-blank line, a syntax error named with its line."""
     for number, line in _lines(path, task):
@@ -130,13 +143,10 @@ def _records_at_once(path, task):
     """_records_by_line's result from one parse of the whole file (the lines as one JSON array), or
     None when a line may be at fault (then the line-by-line reader finds it): not UTF-8, a syntax
     error, a line that is not one value, a duplicate key."""
-    check_data_file(path, task, DataFileError)
-    try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError):
+    kept = _kept_lines(path, task)
+    if kept is None:
         return None
-    lines = text.removeprefix("\ufeff").split("\n")
-    numbers = [n for n, line in enumerate(lines, start=1) if line.strip()]
+    numbers, lines = kept
     if any(lines[n - 1].count("[") + lines[n - 1].count("{") >= MAX_DEPTH for n in numbers):
         return None  # possibly nested too deep: the line-by-line reader says where
     duplicate = []
@@ -212,21 +222,18 @@ def _read_pairs(path, task, header, query_index, doc_index, what):
     """(query rows, document rows, third column, line numbers) of a qrels or candidates TSV. A file
     with nothing wrong is read at once (_pairs_at_once); any other goes line by line, which names
     the first line at fault."""
-    check_data_file(path, task, DataFileError)
-    found = _pairs_at_once(path, header, query_index, doc_index)
+    found = _pairs_at_once(path, task, header, query_index, doc_index)
     return found if found is not None else _read_pairs_by_line(path, task, header, query_index, doc_index, what)
 
 
-def _pairs_at_once(path, header, query_index, doc_index):
+def _pairs_at_once(path, task, header, query_index, doc_index):
     """_read_pairs' result for a file with nothing wrong, from whole-file operations; None when any
     line may be at fault (then the line-by-line reader finds it): the same lines kept (split at
     newlines, CR LF and a first-line BOM removed, blank lines skipped), the same checks."""
-    try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError):
+    found = _kept_lines(path, task)
+    if found is None:
         return None
-    lines = text.removeprefix("\ufeff").split("\n")
-    numbers = [n for n, line in enumerate(lines, start=1) if line.strip()]
+    numbers, lines = found
     if not numbers or tuple(lines[numbers[0] - 1].rstrip("\r").split("\t")) != header:
         return None
     kept = [lines[n - 1].rstrip("\r") for n in numbers[1:]]

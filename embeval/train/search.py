@@ -43,12 +43,12 @@ several sweeps).
 """
 
 import sys
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from embeval import threads
 from embeval.errors import EmbevalError
 
 SIMILARITIES = ("cosine", "dot")
@@ -595,7 +595,7 @@ def _rescore(raw, found, read_corpus, start, stop, plan, similarity, upload):
     q = torch.empty((size, d), dtype=torch.float64, device=device)
     dot = torch.empty(size, dtype=torch.float64, device=device)
     out = torch.empty(qp * w, dtype=torch.float64, device=device)
-    with _one_thread(device):  # many small operations: one thread, never waiting for another
+    with threads.one_thread(device):  # many small operations: one thread, never waiting for another
         for p0, lo, hi in zip(range(start, stop, step), bounds, bounds[1:]):
             if lo == hi:
                 continue
@@ -620,19 +620,6 @@ def _rescore(raw, found, read_corpus, start, stop, plan, similarity, upload):
                 )
                 out.index_copy_(0, order[a:b], exact)
     return out.view(qp, w)
-
-
-@contextmanager
-def _one_thread(device):
-    """torch's CPU operations on one thread inside (on a shared or busy machine, many small
-    operations split across threads spend their time waiting for each other); as before after."""
-    threads = torch.get_num_threads()
-    if device.type == "cpu":
-        torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _exhaustive(raw, read_corpus, start, stop, k, similarity, plan):
