@@ -196,10 +196,13 @@ def _remove_stale(out_dir, earlier, written):
         path = out_dir / name
         if name in written or path.is_symlink() or not path.is_file():
             continue
-        if _sha256_of(path) == sha:
-            path.unlink()
-        else:
+        if _sha256_of(path) != sha:
             logger.warning(f"{path}: kept: an earlier export's file changed since embeval wrote it; not in this export")
+            continue
+        try:
+            path.unlink()
+        except OSError as err:
+            logger.warning(f"{path}: kept: an earlier export's file, not in this export, could not be removed ({err})")
 
 
 def _written_files(task_lists, union):
