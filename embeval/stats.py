@@ -225,10 +225,31 @@ def resampled(stat, arrays_list, seed, task, resamples=RESAMPLES):
 def bootstrap_ci(stat, arrays, seed, task, resamples=RESAMPLES, level=LEVEL):
     """{"value", "low", "high"}: the figure of Statistic `stat` and its percentile bootstrap interval
     (the centred interval for a `centred` statistic)."""
-    values = resampled(stat, [arrays], seed, task, resamples)[0]
-    value = observed(stat, arrays)
-    low, high = centred_interval(value, values, level) if getattr(stat, "centred", False) else interval(values, level)
-    return {"value": value, "low": low, "high": high}
+    return bootstrap_cis({"figure": stat}, arrays, seed, task, resamples, level)["figure"]
+
+
+def bootstrap_cis(named, arrays, seed, task, resamples=RESAMPLES, level=LEVEL):
+    """{name: bootstrap_ci(stat, ...)} for the Statistics `named` of one prediction set, each the same
+    as alone: the statistics resampled alike (stratified or not) share each chunk of resamples."""
+    n = items(arrays)
+    out = {}
+    for stratified in sorted({stat.stratified for stat in named.values()}):
+        names = [name for name, stat in named.items() if stat.stratified == stratified]
+        groups = strata_of(arrays, stratified)
+        rng = rng_for(seed, task, "strata" if groups is not None else "all")
+        counts = _counts_source(rng, n, groups)
+        values = {name: np.empty(resamples) for name in names}
+        size = max(1, CHUNK_CELLS // max(n, 1))
+        for start in range(0, resamples, size):
+            W = counts(min(size, resamples - start))
+            for name in names:
+                values[name][start : start + len(W)] = named[name].function(W, arrays)
+        for name in names:
+            stat, value = named[name], observed(named[name], arrays)
+            centred = getattr(stat, "centred", False)
+            low, high = centred_interval(value, values[name], level) if centred else interval(values[name], level)
+            out[name] = {"value": value, "low": low, "high": high}
+    return {name: out[name] for name in named}
 
 
 def paired_test(stat, arrays_a, arrays_b, seed, task, resamples=RESAMPLES, level=LEVEL):

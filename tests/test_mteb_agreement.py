@@ -490,3 +490,7 @@ def _check_batched_products(ms, rng):
             for similarity in ("cosine", "dot"):
                 one_by_one = torch.cat([ms.matrix(q[i], docs[i], similarity) for i in range(len(q))])
                 assert torch.equal(ms.per_query(q, docs, similarity), one_by_one), (d, c, ties, similarity)
+                # the whole table normalized once (the reranking's way): the same bits
+                table = ms.normalized(docs.reshape(-1, d), similarity)
+                prepared = ms.per_query(ms.normalized(q, similarity), table.view(12, c, d), similarity, prepared=True)
+                assert torch.equal(prepared, one_by_one), (d, c, ties, similarity)

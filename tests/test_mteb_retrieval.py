@@ -398,6 +398,32 @@ def test_candidate_scores_are_cosines_and_padding_is_nan():
     assert np.allclose(got[rows >= 0], np.take_along_axis(cosine, np.maximum(rows, 0), axis=1)[rows >= 0], atol=1e-14)
 
 
+def test_confidences_equal_numpy_on_each_query_alone():
+    """The nAUC confidences, computed for the queries with as many documents at once, are numpy's
+    values on each query's own documents, bit for bit: lists shorter and longer than numpy's pairwise
+    summation blocks, padding, an excluded document in the middle, tied scores."""
+    rng = np.random.default_rng(4)
+    for trial in range(24):
+        q, w = int(rng.integers(1, 200)), int(rng.choice([1, 2, 8, 9, 130, 1100]))
+        rows = rng.integers(0, 5000, size=(q, w))
+        for i, pad in enumerate(rng.integers(0, w + 1, size=q)):
+            rows[i, w - pad :] = -1
+        scores = rng.normal(size=(q, w)).astype(np.float32)
+        if trial % 2:
+            scores = np.round(scores * 4) / 4
+        exclude = rows[np.arange(q), rng.integers(0, w, size=q)] if trial % 3 == 0 else None
+        got = ir_metrics.confidences(rows, scores, exclude)
+        for i in range(q):
+            valid = (rows[i] >= 0) & (True if exclude is None else rows[i] != exclude[i])
+            values = scores[i][valid].astype(np.float64)
+            if len(values) == 0:
+                assert got["max"][i] == got["std"][i] == got["diff1"][i] == 0
+                continue
+            ranked = np.sort(values)[::-1]
+            assert got["max"][i] == ranked[0] and got["std"][i] == np.std(values)
+            assert got["diff1"][i] == (ranked[0] - ranked[1] if len(values) > 1 else 0.0)
+
+
 def test_bootstrap_of_a_per_query_mean():
     """stats.item_mean: the plain mean with unit counts, the mean of the resampled queries with counts."""
     rng = np.random.default_rng(3)

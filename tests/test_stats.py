@@ -104,6 +104,31 @@ def test_correlation_interval_width_matches_fisher_theory(coefficient, variance)
     assert ci["high"] - ci["low"] == pytest.approx(expected, rel=0.12)
 
 
+def test_several_statistics_at_once_equal_each_alone():
+    """bootstrap_cis shares each chunk of resamples between the figures of one prediction set: every
+    figure's interval is the one its own resamples give (stratified or not, centred or not), here
+    with more resamples than one chunk holds."""
+    rng = np.random.default_rng(5)
+    n = 3000
+    arrays = {
+        "gold": np.round(rng.uniform(0, 5, n), 1),
+        "system": np.round(rng.normal(size=n), 1),
+        "group": rng.integers(0, 3, n),
+    }
+    names = ("spearman.pooled", "pearson.mean", "spearman.wmean", "pearson.pooled")
+    named = {name: statistic("scores", name) for name in names}
+    named["centred"] = stats.Statistic(named["pearson.pooled"].function, False, centred=True)
+    resamples = 2 * (stats.CHUNK_CELLS // n) + 7
+    together = stats.bootstrap_cis(named, arrays, seed=3, task="T", resamples=resamples)
+    assert list(together) == list(named)
+    for name, stat in named.items():
+        values = stats.resampled(stat, [arrays], 3, "T", resamples)[0]
+        value = stats.observed(stat, arrays)
+        alone = stats.centred_interval(value, values) if stat.centred else stats.interval(values)
+        assert (together[name]["low"], together[name]["high"]) == alone, name
+        assert together[name]["value"] == value
+
+
 def test_accuracy_interval_covers_the_true_value_about_95_percent_of_the_time():
     rng = np.random.default_rng(3)
     n, p, trials = 300, 0.8, 200

@@ -236,18 +236,23 @@ NAUC_FAMILIES = ("ndcg", "map", "recall", "precision", "mrr")
 def confidences(rows: np.ndarray, scores: np.ndarray, exclude: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """{"max", "std", "diff1"}: (queries,) each query's confidence from its retrieved documents' scores
     (as float64 values of the scores): the largest, their population standard deviation, the largest
-    minus the second (0 with fewer than two documents; all 0 for a query with none)."""
+    minus the second (0 with fewer than two documents; all 0 for a query with none). The queries
+    with as many documents are taken together, each row's documents packed in their order: the
+    values are those of numpy on each query's own list."""
+    rows, scores = np.asarray(rows), np.asarray(scores)
     out = {name: np.zeros(len(rows)) for name in CONFIDENCES}
-    for query, (row, score) in enumerate(zip(np.asarray(rows), np.asarray(scores), strict=True)):
-        valid = row >= 0
-        if exclude is not None:
-            valid &= row != exclude[query]
-        values = np.sort(score[valid].astype(np.float64))[::-1]
-        if len(values) == 0:
-            continue
-        out["max"][query] = values[0]
-        out["std"][query] = float(np.std(score[valid].astype(np.float64)))
-        out["diff1"][query] = values[0] - values[1] if len(values) > 1 else 0.0
+    valid = rows >= 0
+    if exclude is not None:
+        valid &= rows != np.asarray(exclude)[:, None]
+    packed = np.take_along_axis(scores, np.argsort(~valid, axis=1, kind="stable"), axis=1).astype(np.float64)
+    counts = valid.sum(axis=1)
+    for count in np.unique(counts[counts > 0]).tolist():
+        which = np.flatnonzero(counts == count)
+        values = np.ascontiguousarray(packed[which, :count])
+        ranked = np.sort(values, axis=1)
+        out["max"][which] = ranked[:, -1]
+        out["std"][which] = np.std(values, axis=1)
+        out["diff1"][which] = ranked[:, -1] - ranked[:, -2] if count > 1 else 0.0
     return out
 
 

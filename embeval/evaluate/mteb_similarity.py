@@ -36,18 +36,27 @@ def matrix(a: torch.Tensor, b: torch.Tensor, similarity: str) -> torch.Tensor:
     return a @ b.transpose(0, 1)
 
 
-def per_query(queries: torch.Tensor, candidates: torch.Tensor, similarity: str) -> torch.Tensor:
+def normalized(rows: torch.Tensor, similarity: str) -> torch.Tensor:
+    """float32 rows as matrix() takes them into its product: each L2-normalized for cosine (a row's
+    bits depend on the row alone), unchanged for dot."""
+    if similarity == "cosine":
+        return torch.nn.functional.normalize(rows, p=2, dim=1)
+    if similarity != "dot":
+        raise ValueError(f"similarity must be one of {SIMILARITIES}, got {similarity!r}")
+    return rows
+
+
+def per_query(queries: torch.Tensor, candidates: torch.Tensor, similarity: str, prepared: bool = False) -> torch.Tensor:
     """(G, C) similarities of each of G queries (G, d) with its own C candidates (G, C, d): for each
     query the same values, bit for bit, as `matrix(query, its candidates)`, the one-query product
     mteb's reranking takes, computed for the G queries at once (a batched product of the same
     shapes; rows normalized one by one either way). Below BATCHED_LEAST multiply-adds per query torch
-    takes another kernel for a batched product than for one product: there each query is taken alone."""
+    takes another kernel for a batched product than for one product: there each query is taken alone.
+    prepared: both sides are already normalized() (a row that is many queries' candidate once)."""
     g, c, d = candidates.shape
+    if not prepared:
+        queries = normalized(queries, similarity)
+        candidates = normalized(candidates.reshape(g * c, d), similarity).reshape(g, c, d)
     if c * d < BATCHED_LEAST:
-        return torch.cat([matrix(queries[i], candidates[i], similarity) for i in range(g)])
-    if similarity == "cosine":
-        queries = torch.nn.functional.normalize(queries, p=2, dim=1)
-        candidates = torch.nn.functional.normalize(candidates.reshape(g * c, d), p=2, dim=1).reshape(g, c, d)
-    elif similarity != "dot":
-        raise ValueError(f"similarity must be one of {SIMILARITIES}, got {similarity!r}")
+        return torch.cat([queries[i : i + 1] @ candidates[i].transpose(0, 1) for i in range(g)])
     return torch.bmm(queries.unsqueeze(1), candidates.transpose(1, 2))[:, 0]

@@ -52,9 +52,11 @@ def rerank(ctx, similarity, role="query"):
     equal and near-equal scores fall as they do in mteb."""
     data = ctx.data
     queries = mteb_similarity.tensor(ctx.sources[role].gather(ctx.rows[role]))
+    queries = mteb_similarity.normalized(queries, similarity)
     rows = ir_metrics.pad_candidates(len(data.query_ids), *data.candidates)
     needed = np.unique(rows[rows >= 0])
     table = mteb_similarity.tensor(ctx.sources["document"].gather(ctx.rows["document"][needed]))
+    table = mteb_similarity.normalized(table, similarity)  # once, not once per query it is a candidate of
     local = torch.as_tensor(np.searchsorted(needed, np.maximum(rows, 0)))  # candidates first, then -1
     counts = (rows >= 0).sum(axis=1)
     scores = np.zeros(rows.shape, dtype=np.float32)
@@ -65,7 +67,9 @@ def rerank(ctx, similarity, role="query"):
         for a in range(0, len(group), step):
             chunk = group[a : a + step]
             documents = table[local[chunk, :count]]
-            scores[chunk.numpy(), :count] = mteb_similarity.per_query(queries[chunk], documents, similarity).numpy()
+            scores[chunk.numpy(), :count] = mteb_similarity.per_query(
+                queries[chunk], documents, similarity, prepared=True
+            ).numpy()
     return scores, rows
 
 

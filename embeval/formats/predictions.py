@@ -86,9 +86,9 @@ def intervals(task, sets, seed, resamples, level=stats.LEVEL):
     (a figure whose statistic is centred says so in its own "method")."""
     figures = {}
     for name, pset in sets.items():
-        for figure in pset.figures:
-            stat = statistic(pset.kind, figure)
-            ci = stats.bootstrap_ci(stat, pset.arrays, seed, task, resamples, level)
+        named = {figure: statistic(pset.kind, figure) for figure in pset.figures}
+        for figure, ci in stats.bootstrap_cis(named, pset.arrays, seed, task, resamples, level).items():
+            stat = named[figure]
             ci["n"] = pset.items
             if stat.centred:  # not the percentile interval: say which
                 ci["method"] = "centred bootstrap (the resamples' spread about their mean, reflected about the figure)"

@@ -160,6 +160,7 @@ class ArraySource:
             search_budget(self.device),
             self.device,
             progress=progress,
+            read_rows=lambda chosen: documents[chosen],
         )
 
 

@@ -29,12 +29,20 @@ def shard_top_k(path, dataset, task, file_rows, start, queries, depth, similarit
     with VectorsFile(path, guard=False) as vf:
         ds = vf.dataset(dataset, task)
 
-        def read(a, b):
-            values = vf.read_rows(ds, task, file_rows[a - start : b - start])
+        def read_file_rows(chosen):
+            values = vf.read_rows(ds, task, chosen)
             return values if dims is None else np.ascontiguousarray(values[:, :dims])
 
+        def read(a, b):
+            return read_file_rows(file_rows[a - start : b - start])
+
+        def read_rows(rows):
+            return read_file_rows(file_rows[rows - start])
+
         stop = start + len(file_rows)
-        return search.top_k(queries, read, stop, depth, similarity, budget, device, rows=(start, stop))
+        return search.top_k(
+            queries, read, stop, depth, similarity, budget, device, rows=(start, stop), read_rows=read_rows
+        )
 
 
 class RayShards:
@@ -93,7 +101,11 @@ def corpus_top_k(source, doc_rows, queries, depth, similarity, device, shards=No
         def read(a, b):
             return source.gather_file_rows(file_rows[a:b])
 
-        return search.top_k(queries, read, n, depth, similarity, search_budget(device), device, progress=progress)
+        def read_rows(rows):
+            return source.gather_file_rows(file_rows[rows])
+
+        budget = search_budget(device)
+        return search.top_k(queries, read, n, depth, similarity, budget, device, progress=progress, read_rows=read_rows)
     bounds = np.linspace(0, n, max(1, min(shards.shards, n)) + 1).astype(np.int64)
     jobs = [
         (

@@ -34,9 +34,11 @@ What mteb 2.26.24 does, reproduced here:
 Every error is a DataFileError of one line naming the file, the line and what is wrong.
 """
 
+import gc
 import json
 import logging
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -130,6 +132,19 @@ def _kept_lines(path, task):
     return [n for n, line in enumerate(lines, start=1) if line.strip()], lines
 
 
+@contextmanager
+def _collector_paused():
+    """Python's cycle collector off for the block: a bulk parse builds many containers without
+    cycles, and would otherwise set off collections that traverse all of them, again and again."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def _records_by_line(path, task, duplicates):
     """(line number, parsed JSON) of each non-blank line, a syntax error named with its line."""
     for number, line in _lines(path, task):
@@ -147,7 +162,10 @@ def _records_at_once(path, task):
     if kept is None:
         return None
     numbers, lines = kept
-    if any(lines[n - 1].count("[") + lines[n - 1].count("{") >= MAX_DEPTH for n in numbers):
+    joined = ",".join(lines[n - 1] for n in numbers)
+    if joined.count("[") + joined.count("{") >= MAX_DEPTH and any(
+        lines[n - 1].count("[") + lines[n - 1].count("{") >= MAX_DEPTH for n in numbers
+    ):
         return None  # possibly nested too deep: the line-by-line reader says where
     duplicate = []
 
@@ -158,7 +176,7 @@ def _records_at_once(path, task):
         return found
 
     try:
-        values = json.loads("[" + ",".join(lines[n - 1] for n in numbers) + "]", object_pairs_hook=pairs)
+        values = json.loads("[" + joined + "]", object_pairs_hook=pairs)
     except (json.JSONDecodeError, RecursionError):
         return None
     if duplicate or not isinstance(values, list) or len(values) != len(numbers):
@@ -175,8 +193,14 @@ def read_jsonl(path: str | Path, task: str, *, with_title: bool) -> tuple[list[s
     blank_ids: list[int] = []
     tab_ids: list[int] = []
     empty_texts: list[int] = []
-    records = _records_at_once(path, task)
-    for number, record in _records_by_line(path, task, duplicates) if records is None else records:
+    with _collector_paused():  # hundreds of thousands of new dicts and strings, none in a cycle
+        records = _records_at_once(path, task)
+        fast = None if records is None else _fields_at_once(records, with_title)
+    if fast is not None:
+        ids, texts, blank_ids, tab_ids, empty_texts = fast
+    if fast is None and records is None:
+        records = list(_records_by_line(path, task, duplicates))
+    for number, record in () if fast is not None else records:
         if not isinstance(record, dict):
             raise DataFileError(
                 f"a line must be a JSON object, not {type(record).__name__}", file=path, line=number, task=task
@@ -218,6 +242,38 @@ def read_jsonl(path: str | Path, task: str, *, with_title: bool) -> tuple[list[s
     return ids, texts
 
 
+def _fields_at_once(records, with_title):
+    """read_jsonl's (ids, texts, blank-id lines, tab-id lines, empty-text lines) from whole-list
+    checks, or None when any record may be at fault or need converting (an integer _id): then the
+    record-by-record loop reads them and names the first line at fault."""
+    numbers = [number for number, _ in records]
+    values = [record for _, record in records]
+    if not all(type(record) is dict for record in values):
+        return None
+    try:
+        ids = [record["_id"] for record in values]
+        texts = [record["text"] for record in values]
+    except KeyError:
+        return None
+    titles = [record.get("title") for record in values] if with_title else []
+    if not (all(type(v) is str for v in ids) and all(type(v) is str for v in texts)):
+        return None
+    if not all(title is None or type(title) is str for title in titles):
+        return None
+    try:  # a lone surrogate escape in any of them
+        "".join(ids).encode("utf-8"), "".join(texts).encode("utf-8"), "".join(filter(None, titles)).encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    if any("\0" in doc_id for doc_id in ids) or len(set(ids)) != len(ids):
+        return None
+    blank = [n for n, doc_id in zip(numbers, ids) if not doc_id.strip()]
+    tabs = [n for n, doc_id in zip(numbers, ids) if "\t" in doc_id and doc_id.strip()]
+    empty = [] if with_title else [n for n, text in zip(numbers, texts) if not text.strip()]
+    if with_title:
+        texts = [document_text(title, text) for title, text in zip(titles, texts)]
+    return ids, texts, blank, tabs, empty
+
+
 def _read_pairs(path, task, header, query_index, doc_index, what):
     """(query rows, document rows, third column, line numbers) of a qrels or candidates TSV. A file
     with nothing wrong is read at once (_pairs_at_once); any other goes line by line, which names
@@ -245,7 +301,8 @@ def _pairs_at_once(path, task, header, query_index, doc_index):
     doc = np.array([doc_index.get(f, -1) for f in fields[1::width]], dtype=np.int64)
     if (query < 0).any() or (doc < 0).any():
         return None
-    if len(np.unique(query * (int(doc.max()) + 1) + doc)) != len(kept):  # a pair listed twice
+    pair = np.sort(query * (int(doc.max()) + 1) + doc)
+    if (pair[1:] == pair[:-1]).any():  # a pair listed twice
         return None
     grade = np.zeros(len(kept), dtype=np.int64)
     if width == 3:

@@ -185,12 +185,13 @@ def _end_bytes(qp, k):
     return qp * k * (16 + 4 * 4 + 8 + 12)
 
 
-def _rescore_bytes(qp, width, k, d, read, pairs, cuda):
+def _rescore_bytes(qp, width, k, d, read, pairs, cuda, listed=False):
     """Bytes of the exact re-scoring of a sweep's candidates (after the sweep's buffers are freed):
     the candidates' float32 scores and rows, their sort by row, their exact scores and keys, the
-    selection of the k best; the queries and one corpus piece as integers (the piece as read: CUDA's
+    selection of the k best (listed: and the distinct rows among them: a sort, its order, each
+    candidate's place); the queries and one corpus piece as integers (the piece as read: CUDA's
     pinned buffers and copy), and a chunk of pairs."""
-    candidates = qp * width * (4 + 8 + 16 + 8 + 8 + 8) + qp * k * 16 + qp * 48
+    candidates = qp * width * (4 + 8 + 16 + 8 + 8 + 8 + (32 if listed else 0)) + qp * k * 16 + qp * 48
     queries = qp * d * (8 + 8) + qp * 24
     piece = read * d * (4 * (4 if cuda else 1) + 8 + 8) + read * 24
     return candidates + queries + piece + pairs * (d * 8 * 2 + 96)
@@ -212,15 +213,18 @@ def _descending(n):
     return sizes
 
 
-def plan_search(q: int, d: int, k: int, rows: int, budget_bytes: int, device="cpu", filtered=None, width=None) -> Plan:
+def plan_search(
+    q: int, d: int, k: int, rows: int, budget_bytes: int, device="cpu", filtered=None, width=None, listed=False
+) -> Plan:
     """The blocks whose allocations fit `budget_bytes`, by preference: all queries in one sweep, with
     blocks of at least MIN_QUERY_BLOCK queries and MIN_CORPUS_BLOCK rows (or all there are); then
     several sweeps with such blocks; then anything, down to one query against one row. Within each:
     the largest sweep, then the largest score block (query block x corpus block), then the larger
     corpus block (the CPU's filter then starts from a k-th score over more rows). filtered: as
     top_k's (default: on the CPU). width: the candidates the float32 pass keeps per query (default
-    k + margin(k), at most rows); the exact re-scoring of them is planned too. EmbevalError when not
-    even one query against one row fits."""
+    k + margin(k), at most rows); the exact re-scoring of them is planned too (listed: reading only
+    the candidates' rows, top_k's read_rows). EmbevalError when not even one query against one row
+    fits."""
     device = torch.device(device)
     cuda = device.type == "cuda"
     k = min(k, rows)
@@ -234,7 +238,7 @@ def plan_search(q: int, d: int, k: int, rows: int, budget_bytes: int, device="cp
         g = group_size(nb, width)
         sweep = _sweep_bytes(qb, nb, g, width, pending, d, cuda)
         pairs, pieces = pairs_of(qb, nb)
-        rescore = _rescore_bytes(qp, width, k, d, pieces, pairs, cuda)
+        rescore = _rescore_bytes(qp, width, k, d, pieces, pairs, cuda, listed)
         return _pass_bytes(qp, q, width, pending, d, cuda) + max(sweep, _end_bytes(qp, width), rescore)
 
     rounds = [
@@ -311,6 +315,13 @@ def _read(read_corpus, c0, c1, d):
     piece = read_corpus(c0, c1)
     if piece.shape != (c1 - c0, d):
         raise ValueError(f"read_corpus({c0}, {c1}) returned shape {piece.shape}, expected {(c1 - c0, d)}")
+    return piece
+
+
+def _read_listed(read_rows, rows, d):
+    piece = read_rows(rows)
+    if piece.shape != (len(rows), d):
+        raise ValueError(f"read_rows of {len(rows)} rows returned shape {piece.shape}, expected {(len(rows), d)}")
     return piece
 
 
@@ -566,12 +577,14 @@ def _exact_scores(dot, qe, qn, xe, xn, bits, similarity):
     return torch.sign(dot) * torch.sqrt(ratio)
 
 
-def _rescore(raw, found, read_corpus, start, stop, plan, similarity, upload):
+def _rescore(raw, found, read_corpus, start, stop, plan, similarity, upload, read_rows=None):
     """float64 exact scores (_exact_scores) of the candidate rows `found` (qp, w) of the queries
     `raw` (qp, d, as given): the corpus is read again in pieces of plan.rescore_rows rows, only
-    those holding candidates, each turned into integers once. A piece's candidates are taken by
-    query, plan.pairs at a time, gathered into preallocated buffers (a query's row stays in cache
-    for its candidates). One transfer to the host: where each piece's candidates begin."""
+    those holding candidates, each turned into integers once; or, with read_rows and candidates on
+    fewer than half the rows, only the candidates' rows are read (read_rows, plan.rescore_rows at a
+    time). A piece's candidates are taken by query, plan.pairs at a time, gathered into
+    preallocated buffers (a query's row stays in cache for its candidates). One transfer to the
+    host: where each piece's candidates begin (and, reading candidates' rows, which rows they are)."""
     qp, w = found.shape
     d = raw.shape[1]
     device = found.device
@@ -580,14 +593,25 @@ def _rescore(raw, found, read_corpus, start, stop, plan, similarity, upload):
     qn = _squared_norms(qi, qe, bits)
     step = plan.rescore_rows
     flat = found.reshape(-1)
-    key = torch.div(flat - start, step, rounding_mode="floor").mul_(qp)
+    distinct = None
+    if read_rows is not None:
+        distinct, position = torch.unique(flat, sorted=True, return_inverse=True)
+        if 2 * len(distinct) > stop - start:
+            distinct = None
+    if distinct is None:
+        position, extent = flat - start, stop - start  # a candidate's place among the rows read
+    else:
+        extent = len(distinct)
+        distinct = distinct.cpu().numpy()
+    key = torch.div(position, step, rounding_mode="floor").mul_(qp)
     key += torch.arange(qp, device=device).repeat_interleave(w)
     by_piece, order = torch.sort(key)  # by piece, then by query
     del key
-    rows = flat[order]
-    rows -= torch.div(rows - start, step, rounding_mode="floor").mul_(step).add_(start)  # in its piece
+    rows = position[order]
+    del position
+    rows -= torch.div(rows, step, rounding_mode="floor").mul_(step)  # in its piece
     query = torch.div(order, w, rounding_mode="floor")
-    pieces = -(-(stop - start) // step)
+    pieces = -(-extent // step)
     bounds = torch.searchsorted(by_piece, torch.arange(pieces + 1, device=device) * qp).tolist()
     del by_piece
     size = max(1, min(plan.pairs, len(flat)))
@@ -596,10 +620,14 @@ def _rescore(raw, found, read_corpus, start, stop, plan, similarity, upload):
     dot = torch.empty(size, dtype=torch.float64, device=device)
     out = torch.empty(qp * w, dtype=torch.float64, device=device)
     with threads.one_thread(device):  # many small operations: one thread, never waiting for another
-        for p0, lo, hi in zip(range(start, stop, step), bounds, bounds[1:]):
+        for p0, lo, hi in zip(range(0, extent, step), bounds, bounds[1:]):
             if lo == hi:
                 continue
-            piece = upload.put(_read(read_corpus, p0, min(p0 + step, stop), d))
+            p1 = min(p0 + step, extent)
+            if distinct is None:
+                piece = upload.put(_read(read_corpus, start + p0, start + p1, d))
+            else:
+                piece = upload.put(_read_listed(read_rows, distinct[p0:p1], d))
             xi, xe = _integers(piece, bits)
             xn = _squared_norms(xi, xe, bits)
             del piece
@@ -662,7 +690,7 @@ def _error_bound(raw, largest, similarity):
     return norms * largest.to(torch.float64) * unit * 1.01
 
 
-def _search_pass(raw, read_corpus, start, stop, k, plan, similarity, filtered, progress=None):
+def _search_pass(raw, read_corpus, start, stop, k, plan, similarity, filtered, progress=None, read_rows=None):
     """The k best rows of the queries `raw` (on the device) by exact scores: (float32 scores,
     int64 rows) (qp, k) best first, and whether each query's list is certain (bool (qp,)): the
     float32 pass keeps plan.width candidates; every row it left out scores, exactly, below the k-th
@@ -678,7 +706,7 @@ def _search_pass(raw, read_corpus, start, stop, k, plan, similarity, filtered, p
     fast, found = decode(torch.sort(run.keys[:, : plan.width], dim=1, descending=True).values)
     del run
     upload = _Upload(plan.rescore_rows, d, device)
-    exact = _rescore(raw, found, read_corpus, start, stop, plan, similarity, upload)
+    exact = _rescore(raw, found, read_corpus, start, stop, plan, similarity, upload, read_rows)
     keys = torch.topk(encode(exact.to(torch.float32), found), k, dim=1).values
     del exact
     scores, rows = decode(keys)
@@ -699,6 +727,7 @@ def top_k(
     rows: tuple[int, int] | None = None,
     filtered: bool | None = None,
     progress=None,
+    read_rows=None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The k best corpus rows of every query: (scores float32 (q, k'), rows int64 (q, k')), best first
     (equal scores: lowest row first), k' = min(k, rows searched). Scores are the exact scores
@@ -710,7 +739,9 @@ def top_k(
     all), results in corpus rows. filtered: the CPU's filter of the groups that can enter (default:
     on the CPU only; results are the same either way). progress(rows): called on the host after
     each block of `rows` corpus rows a float32 pass has scored for a sweep of queries (no wait for
-    the device).
+    the device). read_rows(rows) (optional): float32 (len(rows), d), the corpus rows `rows` (an
+    increasing int64 array within the shard); with it the exact re-scoring reads only its candidates'
+    rows when they are fewer than half the shard (few queries in a large corpus).
     """
     if similarity not in SIMILARITIES:
         raise ValueError(f"similarity must be one of {SIMILARITIES}, not {similarity!r}")
@@ -733,14 +764,15 @@ def top_k(
         return scores, indices
     todo = np.arange(q)
     width = min(n, k + margin(k))
+    listed = read_rows is not None
     while len(todo):
         whole = len(todo) == q
         try:
-            plan = plan_search(len(todo), d, k, n, budget_bytes, device, filtered, width)
+            plan = plan_search(len(todo), d, k, n, budget_bytes, device, filtered, width, listed)
         except EmbevalError:
             if width == min(n, k + margin(k)):
                 raise
-            plan, width = plan_search(len(todo), d, k, n, budget_bytes, device, filtered), n
+            plan, width = plan_search(len(todo), d, k, n, budget_bytes, device, filtered, listed=listed), n
         if width >= n:  # every row scored exactly
             for p0 in range(0, len(todo), plan.query_pass):
                 which = todo[p0 : p0 + plan.query_pass]
@@ -753,7 +785,7 @@ def top_k(
             which = todo[p0 : p0 + plan.query_pass]
             part = queries[p0 : p0 + len(which)] if whole else queries[torch.from_numpy(which)]
             best, found, certain = _search_pass(
-                part.to(device), read_corpus, start, stop, k, plan, similarity, filtered, progress
+                part.to(device), read_corpus, start, stop, k, plan, similarity, filtered, progress, read_rows
             )
             certain = certain.cpu().numpy()
             scores[which[certain]] = best.cpu().numpy()[certain]
