@@ -363,6 +363,37 @@ def test_set_clustering_equals_mteb(mteb):
         clustering.set_clustering([(sets[0][0][:5], ["same"] * 5)])
 
 
+@pytest.mark.parametrize("data", ["gaussian", "ties", "offset"])
+def test_kmeans_seeding_gives_scikit_learns_centers(data):
+    """embeval's k-means++ seeding (MiniBatchKMeans's init callable) against scikit-learn's own
+    "k-means++": the same fitted centers and labels, bit for bit, under MTEB's settings of both
+    protocols (batch 512 with n_init 1; batch 500), with the init sample smaller than the rows, one
+    chunk or several per distance computation, few clusters and many, Gaussian and tie-heavy rows,
+    and rows far from the origin (where distances computed in float32 would pick other centers)."""
+    from sklearn.cluster import MiniBatchKMeans
+
+    from embeval.evaluate import kmeans_init
+
+    if kmeans_init.init_for(np.zeros((2, 2), np.float32)) != kmeans_init.seeding:
+        pytest.skip("this scikit-learn version gets its own k-means++ (kmeans_init.VERIFIED)")
+    rng = np.random.default_rng(12)
+    assert kmeans_init.init_for(np.zeros((2, 2))) == "k-means++"  # float64 rows: scikit-learn's own
+    for n, d, k in [(300, 16, 2), (2000, 384, 20), (6000, 64, 300), (3000, 768, 121)]:
+        if data == "ties":
+            rows = rng.integers(0, 3, size=(n, d)).astype(np.float32)
+        elif data == "offset":
+            rows = (300 + 0.01 * rng.standard_normal((n, d))).astype(np.float32)
+        else:
+            rows = rng.standard_normal((n, d)).astype(np.float32)
+        for batch in (512, 500):
+            fits = [
+                MiniBatchKMeans(n_clusters=k, batch_size=batch, init=init, n_init=1, random_state=42).fit(rows)
+                for init in ("k-means++", kmeans_init.seeding)
+            ]
+            assert np.array_equal(fits[0].cluster_centers_, fits[1].cluster_centers_), (n, d, k, batch)
+            assert np.array_equal(fits[0].labels_, fits[1].labels_), (n, d, k, batch)
+
+
 def test_clustering_refuses_a_level_with_one_label():
     vectors, coarse, _ = clustering_data(7, n=100)
     with pytest.raises(EmbevalError, match="level 0 has 1 distinct label"):

@@ -34,7 +34,8 @@ is a set of documents with labels.
 
 embeval refuses a level or set with one distinct label (EmbevalError): its figure says nothing of
 the vectors. Clusterings equal mteb's under equal seeds: the same scikit-learn calls on the same
-rows in the same order and dtype.
+rows in the same order and dtype (k-means++ seeded by embeval.evaluate.kmeans_init, which gives
+scikit-learn's own centers faster).
 
 Bootstrap: items are the documents (the embedded sample, for the bootstrap protocol). A
 resample weights each document; each experiment's clusters stay fixed and its v-measure is taken
@@ -48,6 +49,7 @@ from sklearn.cluster import MiniBatchKMeans
 from sklearn.metrics.cluster import adjusted_mutual_info_score, v_measure_score
 
 from embeval.errors import EmbevalError
+from embeval.evaluate.kmeans_init import init_for
 from embeval.stats import Statistic, experiment_counts
 
 MTEB_VERSION = "2.26.24"
@@ -165,7 +167,7 @@ def cluster_documents(
         if cluster_size < n_clusters:
             raise EmbevalError(f"{cluster_size} documents per experiment cannot form {n_clusters} clusters", task=task)
         model = MiniBatchKMeans(
-            n_clusters=n_clusters, batch_size=batch_size, init="k-means++", n_init=1, random_state=seed
+            n_clusters=n_clusters, batch_size=batch_size, init=init_for(embedded), n_init=1, random_state=seed
         )
         level_vectors = embedded[members]
         for name in scores:
@@ -201,10 +203,16 @@ def set_clustering(sets, *, seed: int = SEED, batch_size: int = SET_BATCH_SIZE, 
         codes = np.unique(np.asarray(labels), return_inverse=True)[1].reshape(-1)
         n_clusters = int(codes.max()) + 1 if len(codes) else 0
         _refuse_one_label(f"clustering set {index}", n_clusters, task)
-        model = MiniBatchKMeans(
-            n_clusters=n_clusters, batch_size=batch_size, n_init="auto", compute_labels=True, random_state=seed
+        vectors = np.asarray(vectors)
+        model = MiniBatchKMeans(  # n_init "auto" is 1 with k-means++
+            n_clusters=n_clusters,
+            batch_size=batch_size,
+            init=init_for(vectors),
+            n_init=1,
+            compute_labels=True,
+            random_state=seed,
         )
-        assignment = model.fit(np.asarray(vectors)).labels_
+        assignment = model.fit(vectors).labels_
         v_measures.append(float(v_measure_score(codes, assignment)))
         gold.append(codes)
         pred.append(assignment.astype(np.int64))
