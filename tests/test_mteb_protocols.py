@@ -235,6 +235,20 @@ def test_pair_statistics_equal_the_figures_of_the_resampled_pairs(seed):
                 assert abs(value - explicit[name][metric]) <= WEIGHTED_TOLERANCE, (name, metric)
 
 
+def test_pair_statistics_counted_once_per_resamples_equal_each_alone():
+    """The figures of one score share its runs' counts on the same resamples (pair_scores._CountsOf):
+    taken one after another, also alternating between two encoders' pairs on the same resamples (a
+    paired comparison), every value equals the one computed with nothing kept."""
+    a, b, labels, _, _ = pair_data(31, n=300)
+    arrays = [pair_scores.evaluate_pairs(a, b, labels)[1], pair_scores.evaluate_pairs(b, a[::-1].copy(), labels)[1]]
+    W = stats.resample_counts(stats.rng_for(1, "pairs", "all"), len(labels), 50)
+    together = [[statistic.function(W, one) for one in arrays] for statistic in pair_scores.STATISTICS.values()]
+    for statistic, values in zip(pair_scores.STATISTICS.values(), together):
+        for one, value in zip(arrays, values):
+            pair_scores._CountsOf.last.clear()
+            np.testing.assert_array_equal(statistic.function(W.copy(), one), value)
+
+
 def test_pair_statistics_in_degenerate_resamples():
     """One run of tied scores (no threshold), no positive pair, and a single positive."""
     scores = {name: np.array([0.5, 0.5, 0.5, 0.2]) for name in pair_scores.SCORES}

@@ -208,9 +208,29 @@ def _labels(labels):
 # Weighted statistics: W (b, n) counts of the pairs, arrays from evaluate_pairs -> (b,) values.
 
 
+class _CountsOf(Runs):
+    """A score's runs whose counts (Runs.counts) are computed once per resample matrix W: the
+    figures of one score (accuracy, F1, AP, each alone and in the max_* figures) are taken on the
+    same W one after another, and each would count the runs again."""
+
+    last: dict[str, tuple] = {}  # score -> (W, run, gold, counts) of the last W it was counted on
+
+    def __init__(self, name, arrays):
+        super().__init__(arrays[f"{name}.run"])
+        self.name, self.source = name, arrays[f"{name}.run"]
+
+    def counts(self, W, gold):
+        held = self.last.get(self.name)
+        if held is not None and held[0] is W and held[1] is self.source and held[2] is gold:
+            return held[3]
+        counted = super().counts(W, gold)
+        self.last[self.name] = (W, self.source, gold, counted)  # the references keep the ids unique
+        return counted
+
+
 def _per_score(metric):
     def statistic(W, arrays, name):
-        runs = Runs(arrays[f"{name}.run"])
+        runs = _CountsOf(name, arrays)
         gold = arrays["gold"]
         if metric == "accuracy":
             return best_accuracy(W, runs, gold)[0]
