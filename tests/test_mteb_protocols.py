@@ -236,7 +236,7 @@ def test_pair_statistics_equal_the_figures_of_the_resampled_pairs(seed):
 
 
 def test_pair_statistics_counted_once_per_resamples_equal_each_alone():
-    """The figures of one score share its runs' counts on the same resamples (pair_scores._CountsOf):
+    """The figures of one score share its runs' counts on the same resamples (pair_scores._score_figures):
     taken one after another, also alternating between two encoders' pairs on the same resamples (a
     paired comparison), every value equals the one computed with nothing kept."""
     a, b, labels, _, _ = pair_data(31, n=300)
@@ -245,7 +245,7 @@ def test_pair_statistics_counted_once_per_resamples_equal_each_alone():
     together = [[statistic.function(W, one) for one in arrays] for statistic in pair_scores.STATISTICS.values()]
     for statistic, values in zip(pair_scores.STATISTICS.values(), together):
         for one, value in zip(arrays, values):
-            pair_scores._CountsOf.last.clear()
+            pair_scores._LAST.clear()
             np.testing.assert_array_equal(statistic.function(W.copy(), one), value)
 
 

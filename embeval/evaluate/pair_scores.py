@@ -84,20 +84,32 @@ class Runs:
         return cls(run.reshape(-1), values)
 
     def counts(self, W, gold):
-        """(positives, negatives): (b, runs) weighted counts of each run in each resample."""
+        """(positives, negatives): (b, runs) weighted counts of each run in each resample (one
+        bincount a resample, of the run and label together)."""
         size = int(self.run.max()) + 1 if len(self.run) else 0
-        everyone = np.stack([np.bincount(self.run, weights=w, minlength=size) for w in W])
-        positives = np.stack([np.bincount(self.run, weights=w * gold, minlength=size) for w in W])
-        return positives, everyone - positives
+        gold = np.asarray(gold)
+        if not np.isin(gold, (0, 1)).all():
+            raise ValueError("pair labels must be 0 or 1")
+        cell = 2 * self.run + gold.astype(np.int64)
+        both = np.stack([np.bincount(cell, weights=w, minlength=2 * size) for w in W]).reshape(len(W), size, 2)
+        return both[:, :, 1], both[:, :, 0]
 
 
 def _cuts(positives, negatives):
     """Cumulative counts at each cut after a run, and which cuts mteb may choose: after a run that
     holds a pair, with a pair in a later run (a cut never falls before the first or after the last pair)."""
     present = (positives + negatives) > 0
-    later = np.cumsum(present[:, ::-1], axis=1)[:, ::-1]
-    allowed = present & np.c_[later[:, 1:], np.zeros((len(present), 1), dtype=later.dtype)].astype(bool)
+    width = present.shape[1]
+    last = width - 1 - np.argmax(present[:, ::-1], axis=1)  # the last run holding a pair
+    allowed = present & (np.arange(width) < last[:, None])
     return np.cumsum(positives, axis=1), np.cumsum(negatives, axis=1), allowed
+
+
+def counted(W, runs, gold):
+    """(positives, negatives, (true positives, false positives, allowed cuts)): what the figures
+    below take from the runs' counts; computed once, it serves all three."""
+    positives, negatives = runs.counts(W, gold)
+    return positives, negatives, _cuts(positives, negatives)
 
 
 def _first_best(values, allowed, floor):
@@ -109,20 +121,19 @@ def _first_best(values, allowed, floor):
     return np.where(found, best, floor), np.where(found, index, -1)
 
 
-def best_accuracy(W, runs, gold):
-    """(accuracy, cut index) per resample: the best threshold's accuracy (0 and -1 without one above 0)."""
-    positives, negatives = runs.counts(W, gold)
-    tp, fp, allowed = _cuts(positives, negatives)
+def best_accuracy(W, runs, gold, shared=None):
+    """(accuracy, cut index) per resample: the best threshold's accuracy (0 and -1 without one above 0).
+    shared: counted(W, runs, gold), if already computed."""
+    positives, negatives, (tp, fp, allowed) = shared or counted(W, runs, gold)
     total = positives.sum(1, keepdims=True) + negatives.sum(1, keepdims=True)
     accuracy = (tp + (negatives.sum(1, keepdims=True) - fp)) / np.where(total > 0, total, 1)
     return _first_best(accuracy, allowed, 0.0)
 
 
-def best_f1(W, runs, gold):
+def best_f1(W, runs, gold, shared=None):
     """(f1, precision, recall, cut index) per resample at the best-F1 threshold (zeros and -1 without one)."""
-    positives, negatives = runs.counts(W, gold)
-    tp, fp, allowed = _cuts(positives, negatives)
-    allowed &= tp > 0
+    positives, negatives, (tp, fp, allowed) = shared or counted(W, runs, gold)
+    allowed = allowed & (tp > 0)
     with np.errstate(invalid="ignore", divide="ignore"):
         precision = tp / (tp + fp)
         recall = tp / positives.sum(1, keepdims=True)
@@ -138,11 +149,11 @@ def best_f1(W, runs, gold):
     )
 
 
-def average_precision(W, runs, gold):
+def average_precision(W, runs, gold, shared=None):
     """scikit-learn's average precision per resample: the sum over score runs of the recall gained
     times the precision there (0 without a positive pair)."""
-    positives, negatives = runs.counts(W, gold)
-    true_positive, taken = np.cumsum(positives, axis=1), np.cumsum(positives + negatives, axis=1)
+    positives, negatives, (true_positive, false_positive, _) = shared or counted(W, runs, gold)
+    taken = true_positive + false_positive  # counts are integers: exact, as a cumulative sum of both
     precision = np.divide(true_positive, taken, out=np.zeros_like(taken), where=taken > 0)
     total_positive = true_positive[:, -1]
     return (positives * precision).sum(1) / np.where(total_positive > 0, total_positive, 1)
@@ -208,35 +219,31 @@ def _labels(labels):
 # Weighted statistics: W (b, n) counts of the pairs, arrays from evaluate_pairs -> (b,) values.
 
 
-class _CountsOf(Runs):
-    """A score's runs whose counts (Runs.counts) are computed once per resample matrix W: the
-    figures of one score (accuracy, F1, AP, each alone and in the max_* figures) are taken on the
-    same W one after another, and each would count the runs again."""
+_LAST: dict[str, tuple] = {}  # score -> (W, its runs, gold, its figures) of the last W it was scored on
 
-    last: dict[str, tuple] = {}  # score -> (W, run, gold, counts) of the last W it was counted on
 
-    def __init__(self, name, arrays):
-        super().__init__(arrays[f"{name}.run"])
-        self.name, self.source = name, arrays[f"{name}.run"]
-
-    def counts(self, W, gold):
-        held = self.last.get(self.name)
-        if held is not None and held[0] is W and held[1] is self.source and held[2] is gold:
-            return held[3]
-        counted = super().counts(W, gold)
-        self.last[self.name] = (W, self.source, gold, counted)  # the references keep the ids unique
-        return counted
+def _score_figures(W, arrays, name):
+    """{"accuracy", "f1", "ap"}: (b,) the figures of one score on resamples W, computed together
+    from one counting of its runs and kept for the next statistic asking for them on the same W
+    (each score's figures are asked for alone and again by the max_* figures)."""
+    run, gold = arrays[f"{name}.run"], arrays["gold"]
+    held = _LAST.get(name)
+    if held is not None and held[0] is W and held[1] is run and held[2] is gold:
+        return held[3]
+    runs = Runs(run)
+    shared = counted(W, runs, gold)
+    figures = {
+        "accuracy": best_accuracy(W, runs, gold, shared)[0],
+        "f1": best_f1(W, runs, gold, shared)[0],
+        "ap": average_precision(W, runs, gold, shared),
+    }
+    _LAST[name] = (W, run, gold, figures)  # the references keep the ids from being reused
+    return figures
 
 
 def _per_score(metric):
     def statistic(W, arrays, name):
-        runs = _CountsOf(name, arrays)
-        gold = arrays["gold"]
-        if metric == "accuracy":
-            return best_accuracy(W, runs, gold)[0]
-        if metric == "f1":
-            return best_f1(W, runs, gold)[0]
-        return average_precision(W, runs, gold)
+        return _score_figures(W, arrays, name)[metric]
 
     return statistic
 
