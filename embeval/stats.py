@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from embeval import threads
+
 LEVEL = 0.95
 RESAMPLES = 1000
 CHUNK_CELLS = 1 << 18  # resamples x items held at once (small enough to stay in cache)
@@ -240,10 +242,12 @@ def bootstrap_cis(named, arrays, seed, task, resamples=RESAMPLES, level=LEVEL):
         counts = _counts_source(rng, n, groups)
         values = {name: np.empty(resamples) for name in names}
         size = max(1, CHUNK_CELLS // max(n, 1))
-        for start in range(0, resamples, size):
-            W = counts(min(size, resamples - start))
-            for name in names:
-                values[name][start : start + len(W)] = named[name].function(W, arrays)
+        with threads.fair_share() as check:  # statistics computed in torch take the CPUs left idle
+            for start in range(0, resamples, size):
+                check()
+                W = counts(min(size, resamples - start))
+                for name in names:
+                    values[name][start : start + len(W)] = named[name].function(W, arrays)
         for name in names:
             stat, value = named[name], observed(named[name], arrays)
             centred = getattr(stat, "centred", False)

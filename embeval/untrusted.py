@@ -14,12 +14,14 @@ checked here before it reaches a path or a dataset name:
 from __future__ import annotations
 
 import errno
+import gc
 import json
 import logging
 import os
 import re
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -241,7 +243,8 @@ def loads_json(
         return result
 
     try:
-        value = json.loads(text, object_pairs_hook=pairs if duplicates is not None else None)
+        with collector_paused():
+            value = json.loads(text, object_pairs_hook=pairs if duplicates is not None else None)
     except RecursionError:
         raise error(_too_deep("JSON"), file=file, task=task, line=line)
     opens = text.count("[") + text.count("{") if isinstance(text, str) else text.count(b"[") + text.count(b"{")
@@ -263,12 +266,28 @@ def warn_duplicates(duplicates: list[tuple[int | None, str]], file: object, task
     )
 
 
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cycle collector off for the block. For a parse: its containers hold no cycles, a bulk
+    parse would otherwise set off collections that traverse all of them again and again, and a
+    collection deep in a nested file's recursion would run other objects' finalizers with no stack
+    left for them."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def loads_toml(text: str, error: type[EmbevalError], file: object) -> dict[str, Any]:
     """Parse TOML with nesting bounded by MAX_DEPTH (a syntax error: tomllib.TOMLDecodeError)."""
     import tomllib
 
     try:
-        value = tomllib.loads(text)
+        with collector_paused():
+            value = tomllib.loads(text)
     except RecursionError:
         raise error(_too_deep("TOML"), file=file)
     if text.count("[") + text.count("{") + text.count(".") > MAX_DEPTH and _depth_over(value, MAX_DEPTH):

@@ -249,6 +249,33 @@ def test_pair_statistics_counted_once_per_resamples_equal_each_alone():
             np.testing.assert_array_equal(statistic.function(W.copy(), one), value)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_resampled_pair_figures_in_torch_equal_numpys(threads):
+    """resample_figures (torch, the bootstrap's path) against best_accuracy, best_f1 and
+    average_precision (numpy, the figures' path), bit for bit: tied and distinct scores, resamples
+    without a positive or without any pair of a run, one to 300 resamples, on one and two threads."""
+    import torch
+
+    rng = np.random.default_rng(21)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for n, distinct, b in [(1, 1, 3), (5, 2, 7), (200, 12, 50), (3000, 3000, 300), (4000, 60, 9)]:
+            gold = rng.integers(0, 2, n).astype(np.float64)
+            if n > 1 and b == 50:
+                gold[:] = 0.0  # no positive pair at all
+            runs = pair_scores.Runs.of(rng.integers(0, distinct, n).astype(np.float64), True)
+            W = stats.resample_counts(stats.rng_for(n, "pairs", "all"), n, b)
+            W[0] = 0.0
+            W[0, : max(1, n // 3)] = 1.0  # a resample that leaves most pairs out
+            got = pair_scores.resample_figures(W, runs.run, gold)
+            np.testing.assert_array_equal(got["accuracy"], pair_scores.best_accuracy(W, runs, gold)[0])
+            np.testing.assert_array_equal(got["f1"], pair_scores.best_f1(W, runs, gold)[0])
+            np.testing.assert_array_equal(got["ap"], pair_scores.average_precision(W, runs, gold))
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_pair_statistics_in_degenerate_resamples():
     """One run of tied scores (no threshold), no positive pair, and a single positive."""
     scores = {name: np.array([0.5, 0.5, 0.5, 0.2]) for name in pair_scores.SCORES}

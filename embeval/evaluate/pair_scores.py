@@ -223,22 +223,56 @@ _LAST: dict[str, tuple] = {}  # score -> (W, its runs, gold, its figures) of the
 
 
 def _score_figures(W, arrays, name):
-    """{"accuracy", "f1", "ap"}: (b,) the figures of one score on resamples W, computed together
-    from one counting of its runs and kept for the next statistic asking for them on the same W
-    (each score's figures are asked for alone and again by the max_* figures)."""
+    """{"accuracy", "f1", "ap"}: (b,) the figures of one score on resamples W (resample_figures), kept
+    for the next statistic asking for them on the same W (each score's figures are asked for alone
+    and again by the max_* figures)."""
     run, gold = arrays[f"{name}.run"], arrays["gold"]
     held = _LAST.get(name)
     if held is not None and held[0] is W and held[1] is run and held[2] is gold:
         return held[3]
-    runs = Runs(run)
-    shared = counted(W, runs, gold)
-    figures = {
-        "accuracy": best_accuracy(W, runs, gold, shared)[0],
-        "f1": best_f1(W, runs, gold, shared)[0],
-        "ap": average_precision(W, runs, gold, shared),
-    }
+    figures = resample_figures(W, run, gold)
     _LAST[name] = (W, run, gold, figures)  # the references keep the ids from being reused
     return figures
+
+
+def resample_figures(W, run, gold):
+    """{"accuracy", "f1", "ap"}: (b,) best_accuracy's, best_f1's and average_precision's figures of
+    the runs `run` (Runs.run) with labels `gold` on resample counts W, computed together from one
+    counting, in torch (on the run's threads), with the same values: counts and their cumulative sums are
+    integers (exact in any order), every other step is the same elementwise operation or first
+    maximum, and AP's one sum of fractions is numpy's, as average_precision takes it."""
+    W = np.ascontiguousarray(W, dtype=np.float64)
+    b, size = len(W), int(run.max()) + 1
+    cell = torch.from_numpy(2 * np.asarray(run, dtype=np.int64) + np.asarray(gold).astype(np.int64))
+    both = torch.zeros((b, 2 * size), dtype=torch.float64).index_add_(1, cell, torch.from_numpy(W))
+    positives, negatives = both[:, 1::2].contiguous(), both[:, 0::2].contiguous()
+    present = (positives + negatives) > 0
+    last = size - 1 - torch.argmax(present.flip(1).to(torch.uint8), dim=1)
+    allowed = present & (torch.arange(size) < last[:, None])
+    tp, fp = torch.cumsum(positives, dim=1), torch.cumsum(negatives, dim=1)
+    wanted, unwanted = positives.sum(1, keepdim=True), negatives.sum(1, keepdim=True)
+    total = wanted + unwanted
+    accuracy = (tp + (unwanted - fp)) / torch.where(total > 0, total, 1.0)
+    precision = tp / (tp + fp)
+    recall = tp / wanted
+    f1 = 2 * precision * recall / (precision + recall)
+    figures = {
+        "accuracy": _first_best_torch(accuracy, allowed),
+        "f1": _first_best_torch(f1, allowed & (tp > 0)),
+    }
+    taken = tp + fp
+    fraction = torch.where(taken > 0, tp / torch.where(taken > 0, taken, 1.0), 0.0)
+    total_positive = tp[:, -1].numpy()
+    share = (positives * fraction).numpy()
+    figures["ap"] = share.sum(1) / np.where(total_positive > 0, total_positive, 1)
+    return figures
+
+
+def _first_best_torch(values, allowed):
+    """_first_best(values, allowed, 0.0)'s best values, in torch (argmax: the first maximum)."""
+    masked = torch.where(allowed, values, -torch.inf)
+    best = masked.gather(1, torch.argmax(masked, dim=1, keepdim=True))[:, 0]
+    return torch.where(best > 0.0, best, 0.0).numpy()
 
 
 def _per_score(metric):

@@ -34,18 +34,16 @@ What mteb 2.26.24 does, reproduced here:
 Every error is a DataFileError of one line naming the file, the line and what is wrong.
 """
 
-import gc
 import json
 import logging
 import re
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from embeval.errors import DataFileError
-from embeval.untrusted import MAX_DEPTH, check_data_file, loads_json, warn_duplicates
+from embeval.untrusted import MAX_DEPTH, check_data_file, collector_paused, loads_json, warn_duplicates
 
 logger = logging.getLogger("embeval")
 
@@ -132,19 +130,6 @@ def _kept_lines(path, task):
     return [n for n, line in enumerate(lines, start=1) if line.strip()], lines
 
 
-@contextmanager
-def _collector_paused():
-    """Python's cycle collector off for the block: a bulk parse builds many containers without
-    cycles, and would otherwise set off collections that traverse all of them, again and again."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 def _records_by_line(path, task, duplicates):
     """(line number, parsed JSON) of each non-blank line, a syntax error named with its line."""
     for number, line in _lines(path, task):
@@ -193,7 +178,7 @@ def read_jsonl(path: str | Path, task: str, *, with_title: bool) -> tuple[list[s
     blank_ids: list[int] = []
     tab_ids: list[int] = []
     empty_texts: list[int] = []
-    with _collector_paused():  # hundreds of thousands of new dicts and strings, none in a cycle
+    with collector_paused():  # hundreds of thousands of new dicts and strings, none in a cycle
         records = _records_at_once(path, task)
         fast = None if records is None else _fields_at_once(records, with_title)
     if fast is not None:
