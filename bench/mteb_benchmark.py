@@ -249,7 +249,7 @@ def task_file(task, data, folder):
         files = {"test": "pairs.tsv"}
     elif kind == "STS":
         _tsv(folder / "pairs.tsv", ("sentence1", "sentence2", "score"), data["pairs"])
-        lines.append('kind = "sts"')
+        lines += ['kind = "sts"', 'cosine = "mteb"']  # mteb's cosine, as `--mteb` STS tasks take it
         files = {"test": "pairs.tsv"}
     elif kind == "Summarization":
         with open(folder / "summaries.jsonl", "w", encoding="utf-8") as f:
@@ -614,7 +614,8 @@ def main(argv=None):
         "benchmark": BENCHMARK,
         "what": (
             "synthetic data of each task's real size (mteb's descriptive statistics) x scale, random float32 "
-            "vectors; embeval: embeval.score on a task file of the matching kind (the existing route; "
+            "vectors; embeval: embeval.score on a task file of the matching kind with the settings --mteb "
+            "gives it (STS: mteb's cosine; "
             f"bootstrap {args.bootstrap}); mteb: mteb.evaluate on the task's own mteb class with the same data "
             "in memory and an encoder serving the same vectors; each arm in a fresh process (imports and a warm-up "
             "on the first task done before timing) scoring the tasks one after the other; seconds of each "
