@@ -411,3 +411,26 @@ def test_rescoring_restores_the_thread_count():
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_scaling_by_powers_of_two_equals_ldexp_over_the_float32_range():
+    """The exact re-scoring's integers and norms scale by powers of two with one multiplication
+    (search._ldexp): the same values as torch.ldexp for vectors from the smallest subnormal to the
+    largest float32, zero rows included."""
+    rng = np.random.default_rng(13)
+    bits = search._bits(384)
+    for scale in (1e-44, 1e-30, 1e-6, 1.0, 1e6, 1e30, 3e38):
+        big = np.finfo(np.float32).max
+        x = torch.as_tensor(np.clip(rng.standard_normal((300, 384)) * scale, -big, big).astype(np.float32))
+        x[0] = 0
+        x[1, :5] = 1e-45
+        wide = x.to(torch.float64)
+        _, exponent = torch.frexp(wide.abs().amax(dim=1))
+        want = torch.ldexp(wide, (bits - exponent).unsqueeze(1)).round_()
+        got, got_exponent = search._integers(x, bits)
+        assert torch.equal(got, want) and torch.equal(got_exponent, exponent), scale
+        norms = torch.ldexp((want * want).sum(dim=1), 2 * (exponent - bits))
+        assert torch.equal(search._squared_norms(got, exponent, bits), norms), scale
+        dot = (want[:-1] * want[1:]).sum(dim=1)
+        shift = exponent[:-1] + exponent[1:] - 2 * bits
+        assert torch.equal(search._ldexp(dot, shift), torch.ldexp(dot, shift)), scale
