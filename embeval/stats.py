@@ -180,14 +180,19 @@ def observed(stat, arrays):
     return float(stat.function(np.ones((1, items(arrays))), arrays)[0])
 
 
-def _distribution(stat, arrays_list, counts_source, resamples, n):
-    """Bootstrap values of `stat` for each prediction set in arrays_list, on shared resamples: (k, B)."""
-    out = np.empty((len(arrays_list), resamples))
+def _distribution(stat_list, arrays_list, counts_source, resamples, n):
+    """Bootstrap values of each statistic in stat_list for each prediction set in arrays_list, all on
+    the same resamples (each chunk of counts drawn once): (statistics, sets, B). The chunks follow
+    the fair share of the CPU (statistics computed in torch take the CPUs other work leaves idle)."""
+    out = np.empty((len(stat_list), len(arrays_list), resamples))
     size = max(1, CHUNK_CELLS // max(n, 1))
-    for start in range(0, resamples, size):
-        W = counts_source(min(size, resamples - start))
-        for i, arrays in enumerate(arrays_list):
-            out[i, start : start + len(W)] = stat.function(W, arrays)
+    with threads.fair_share() as check:
+        for start in range(0, resamples, size):
+            check()
+            W = counts_source(min(size, resamples - start))
+            for s, stat in enumerate(stat_list):
+                for i, arrays in enumerate(arrays_list):
+                    out[s, i, start : start + len(W)] = stat.function(W, arrays)
     return out
 
 
@@ -221,7 +226,7 @@ def resampled(stat, arrays_list, seed, task, resamples=RESAMPLES):
     groups = strata_of(arrays_list[0], stat.stratified)
     n = items(arrays_list[0])
     rng = rng_for(seed, task, "strata" if groups is not None else "all")
-    return _distribution(stat, list(arrays_list), _counts_source(rng, n, groups), resamples, n)
+    return _distribution([stat], list(arrays_list), _counts_source(rng, n, groups), resamples, n)[0]
 
 
 def bootstrap_ci(stat, arrays, seed, task, resamples=RESAMPLES, level=LEVEL):
@@ -239,19 +244,11 @@ def bootstrap_cis(named, arrays, seed, task, resamples=RESAMPLES, level=LEVEL):
         names = [name for name, stat in named.items() if stat.stratified == stratified]
         groups = strata_of(arrays, stratified)
         rng = rng_for(seed, task, "strata" if groups is not None else "all")
-        counts = _counts_source(rng, n, groups)
-        values = {name: np.empty(resamples) for name in names}
-        size = max(1, CHUNK_CELLS // max(n, 1))
-        with threads.fair_share() as check:  # statistics computed in torch take the CPUs left idle
-            for start in range(0, resamples, size):
-                check()
-                W = counts(min(size, resamples - start))
-                for name in names:
-                    values[name][start : start + len(W)] = named[name].function(W, arrays)
-        for name in names:
+        values = _distribution([named[name] for name in names], [arrays], _counts_source(rng, n, groups), resamples, n)
+        for name, draws in zip(names, values[:, 0]):
             stat, value = named[name], observed(named[name], arrays)
             centred = getattr(stat, "centred", False)
-            low, high = centred_interval(value, values[name], level) if centred else interval(values[name], level)
+            low, high = centred_interval(value, draws, level) if centred else interval(draws, level)
             out[name] = {"value": value, "low": low, "high": high}
     return {name: out[name] for name in named}
 

@@ -357,3 +357,39 @@ def test_jsonl_read_at_once_equals_the_line_by_line_reader(tmp_path, body, same)
         assert at_once == list(beir._records_by_line(path, "T", [])) and len(at_once) == 2
     else:
         assert at_once is None
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        ['{"_id": "d1", "title": "T", "text": " one "}', '{"_id": "d2", "title": null, "text": "two"}'],
+        ['{"_id": " ", "text": "a"}', '{"_id": "x\\ty", "title": "", "text": "  "}', '{"_id": "d3", "text": ""}'],
+        ['{"_id": 7, "text": "int id"}', '{"_id": "d2", "text": "b"}'],  # converted: the record loop reads it
+        ['{"_id": "d1", "text": "\\ud800"}'],  # a lone surrogate: refused by the record loop
+        ['{"_id": "d1", "text": "a"}', '{"_id": "d1", "text": "b"}'],  # a duplicate id: refused
+        ['{"_id": "d1", "text": 3}'],  # not a string: refused
+        ['{"_id": "a\\u0000b", "text": "x"}'],  # NUL in an id: refused
+        ['{"text": "no id"}'],
+    ],
+)
+@pytest.mark.parametrize("with_title", [True, False])
+def test_jsonl_fields_checked_at_once_equal_the_record_loop(tmp_path, monkeypatch, caplog, lines, with_title):
+    """read_jsonl's whole-list checks (_fields_at_once) give the record loop's ids, texts, warnings
+    and errors: the same results with them and without."""
+    from embeval.errors import DataFileError
+    from embeval.tasks import beir
+
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    def read():
+        caplog.clear()
+        try:
+            got = beir.read_jsonl(path, "T", with_title=with_title)
+        except DataFileError as err:
+            got = str(err)
+        return got, [r.getMessage() for r in caplog.records]
+
+    fast = read()
+    monkeypatch.setattr(beir, "_fields_at_once", lambda records, with_title: None)
+    assert read() == fast

@@ -28,12 +28,7 @@ def matrix(a: torch.Tensor, b: torch.Tensor, similarity: str) -> torch.Tensor:
         a = a.unsqueeze(0)
     if b.dim() == 1:
         b = b.unsqueeze(0)
-    if similarity == "cosine":
-        a = torch.nn.functional.normalize(a, p=2, dim=1)
-        b = torch.nn.functional.normalize(b, p=2, dim=1)
-    elif similarity != "dot":
-        raise ValueError(f"similarity must be one of {SIMILARITIES}, got {similarity!r}")
-    return a @ b.transpose(0, 1)
+    return normalized(a, similarity) @ normalized(b, similarity).transpose(0, 1)
 
 
 def normalized(rows: torch.Tensor, similarity: str) -> torch.Tensor:

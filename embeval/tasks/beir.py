@@ -183,9 +183,8 @@ def read_jsonl(path: str | Path, task: str, *, with_title: bool) -> tuple[list[s
         fast = None if records is None else _fields_at_once(records, with_title)
     if fast is not None:
         ids, texts, blank_ids, tab_ids, empty_texts = fast
-    if fast is None and records is None:
-        records = list(_records_by_line(path, task, duplicates))
-    for number, record in () if fast is not None else records:
+        records = []
+    for number, record in _records_by_line(path, task, duplicates) if records is None else records:
         if not isinstance(record, dict):
             raise DataFileError(
                 f"a line must be a JSON object, not {type(record).__name__}", file=path, line=number, task=task

@@ -550,26 +550,22 @@ def _bits(d):
     return (53 - max(1, d - 1).bit_length()) // 2
 
 
-def _ldexp(x, exponent):
-    """x * 2**exponent, as torch.ldexp gives it, by one multiplication with a float64 power of two
-    made per exponent (torch.ldexp raises 2 to every element's power: 15 times slower). Exact:
-    scaling by a power of two rounds once, like ldexp; the exponents here stay within a few hundred
-    of 0 (float32 vectors), where every power of two is a normal float64."""
-    return x * torch.ldexp(torch.ones_like(exponent, dtype=torch.float64), exponent)
-
-
 def _integers(vectors, bits):
     """(float64 integers (m, d), exponent int32 (m,)): each row scaled by a power of two so that its
     largest entry lies in [2**(bits-1), 2**bits), and rounded; row = integers * 2**(exponent - bits),
     to 2**-bits of its largest entry. A function of the row alone: the same on every device."""
     wide = vectors.to(torch.float64)
     _, exponent = torch.frexp(wide.abs().amax(dim=1))
-    return _ldexp(wide, (bits - exponent).unsqueeze(1)).round_(), exponent
+    # One power of two per row, multiplied in: the value torch.ldexp gives (scaling by a power of two
+    # rounds once; here they are normal float64s, the exponents being a float32's), where ldexp
+    # itself would raise 2 to a power for every entry (15 times slower).
+    scale = torch.ldexp(torch.ones_like(exponent, dtype=torch.float64), bits - exponent)
+    return (wide * scale.unsqueeze(1)).round_(), exponent
 
 
 def _squared_norms(integers, exponent, bits):
     """float64 squared norms of rows held as _integers."""
-    return _ldexp((integers * integers).sum(dim=1), 2 * (exponent - bits))
+    return torch.ldexp((integers * integers).sum(dim=1), 2 * (exponent - bits))
 
 
 def _exact_scores(dot, qe, qn, xe, xn, bits, similarity):
@@ -577,7 +573,7 @@ def _exact_scores(dot, qe, qn, xe, xn, bits, similarity):
     and squared norms: for cosine sign(p) * sqrt(p**2 / (|q|**2 |x|**2)), the norms clamped at
     NORM_EPS. Every step rounds a value that depends on the pair's rows only, once: mathematically
     equal similarities of vectors of integers (or of copies) come out equal."""
-    dot = _ldexp(dot, qe + xe - 2 * bits)
+    dot = torch.ldexp(dot, qe + xe - 2 * bits)
     if similarity != "cosine":
         return dot
     floor = NORM_EPS * NORM_EPS
