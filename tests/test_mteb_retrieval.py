@@ -377,6 +377,35 @@ def test_blocks_give_the_figures_of_one_pass(monkeypatch):
         assert np.array_equal(value, whole[name]), name
 
 
+@pytest.mark.parametrize("ties", [False, True])
+def test_candidates_in_rank_order_give_the_figures_of_any_order(ties):
+    """Candidates as a search returns them (score descending; padding last; some queries with an
+    excluded candidate) give the figures of the same candidates shuffled, which go through the two
+    sorts: with and without queries with equal scores in the same block."""
+    rng = np.random.default_rng(21)
+    n_docs, n_queries, k = 300, 60, 40
+    rows = np.array([rng.choice(n_docs, k, replace=False) for _ in range(n_queries)])
+    scores = rng.standard_normal(rows.shape)
+    if ties:  # every other query: equal scores (sorted), the others none (taken as they come)
+        scores[::2] = np.round(scores[::2], 1)
+    order = np.argsort(-scores, axis=1, kind="stable")
+    rows, scores = np.take_along_axis(rows, order, axis=1), np.take_along_axis(scores, order, axis=1)
+    rows[:5, -7:], scores[:5, -7:] = -1, np.nan  # padding
+    exclude = np.where(np.arange(n_queries) % 3 == 0, rows[:, 3], -1)
+    qrels = (rng.integers(0, n_queries, 900), rng.integers(0, n_docs, 900), rng.integers(0, 3, 900))
+    keys = np.unique(qrels[0] * n_docs + qrels[1], return_index=True)[1]
+    qrels = tuple(a[keys] for a in qrels)
+    id_rank = rng.permutation(n_docs)
+    shuffle = np.array([rng.permutation(k) for _ in range(n_queries)])
+    mixed = np.take_along_axis(rows, shuffle, axis=1), np.take_along_axis(scores, shuffle, axis=1)
+    for drop in (None, exclude):
+        ranked = ir_metrics.per_query(rows, scores, qrels, id_rank, exclude=drop)
+        shuffled = ir_metrics.per_query(*mixed, qrels, id_rank, exclude=drop)
+        for name, value in ranked.items():
+            assert np.array_equal(value, shuffled[name]), name
+        assert ranked["ndcg_at_10"].any()
+
+
 def test_bad_candidate_lists_are_refused():
     qrels = (np.array([0]), np.array([0]), np.array([1]))
     with pytest.raises(ValueError, match="twice"):

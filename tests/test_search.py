@@ -383,9 +383,11 @@ def test_tie_heavy_vectors_give_the_same_results_for_any_blocks(similarity):
         np.testing.assert_array_equal(scores, expected[0], err_msg=name)
 
 
-def test_rescoring_restores_the_thread_count():
-    """The re-scoring runs its small operations on one thread and gives torch its thread count back,
-    also when reading the corpus fails part way."""
+@pytest.mark.parametrize("filtered", [False, True])
+def test_rescoring_restores_the_thread_count(filtered):
+    """The re-scoring runs the device path's small operations on one thread (the CPU's sampled
+    products on its fair share) and gives torch its thread count back, also when reading the corpus
+    fails part way."""
     rng = np.random.default_rng(5)
     queries = rng.normal(size=(8, 16)).astype(np.float32)
     corpus = rng.normal(size=(3000, 16)).astype(np.float32)
@@ -395,22 +397,67 @@ def test_rescoring_restores_the_thread_count():
         seen = []
 
         def read(start, stop):
-            seen.append(torch.get_num_threads())
+            seen.append((start, torch.get_num_threads()))
             return corpus[start:stop]
 
-        search.top_k(queries, read, len(corpus), 10, "cosine", 1 << 20)
-        assert torch.get_num_threads() == 2 and 1 in seen and 2 in seen
+        search.top_k(queries, read, len(corpus), 10, "cosine", 1 << 20, filtered=filtered)
+        assert torch.get_num_threads() == 2 and seen[0] == (0, 2)
+        rescoring = seen[[start for start, _ in seen].index(0, 1) :]  # the second pass over the rows
+        if not filtered:
+            assert {count for _, count in rescoring} == {1}
+        reads = []
 
         def failing(start, stop):
-            if torch.get_num_threads() == 1:
+            reads.append(start)
+            if reads.count(0) == 2:
                 raise OSError("disk gone")
             return corpus[start:stop]
 
         with pytest.raises(OSError):
-            search.top_k(queries, failing, len(corpus), 10, "cosine", 1 << 20)
+            search.top_k(queries, failing, len(corpus), 10, "cosine", 1 << 20, filtered=filtered)
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("similarity", KINDS)
+def test_sampled_products_equal_gathered_rows_bit_for_bit(similarity):
+    """The re-scoring's two ways to the candidates' integer dot products (the CPU's sampled matrix
+    product, the device path's gathered rows) give the same exact scores, on random and on
+    tie-heavy vectors, with pieces and pair chunks smaller than a query's candidates."""
+    rng = np.random.default_rng(17)
+    for corpus, queries in (
+        (rng.normal(size=(5000, 48)).astype(np.float32), rng.normal(size=(70, 48)).astype(np.float32)),
+        (hashed_word_counts(rng, 3000, 256), hashed_word_counts(rng, 40, 256, words=(1, 3))),
+    ):
+        n, d = corpus.shape
+        raw = torch.from_numpy(queries)
+        found = torch.stack([torch.from_numpy(rng.choice(n, 300, replace=False)) for _ in range(len(queries))])
+        for pairs, pieces in ((1 << 16, 1024), (97, 250)):
+            plan = search.Plan(len(queries), 64, 4096, 1, 0, 1024, 0, 300, pairs, pieces)
+            got = {
+                sampled: search._rescore(
+                    raw,
+                    found,
+                    reader(corpus),
+                    0,
+                    n,
+                    plan,
+                    similarity,
+                    search._Upload(pieces, d, raw.device),
+                    sampled=sampled,
+                )
+                for sampled in (False, True)
+            }
+            assert torch.equal(got[True], got[False]), (similarity, pairs, pieces)
+    # The counts are integers: numpy's integer arithmetic gives every pair's exact score.
+    q, c = queries.astype(np.int64), corpus.astype(np.int64)
+    rows = found.numpy()
+    dot = np.einsum("qd,qwd->qw", q, c[rows]).astype(np.float64)
+    if similarity == "cosine":
+        norms = (q * q).sum(1)[:, None] * (c * c).sum(1)[rows]
+        dot = np.sign(dot) * np.sqrt(dot * dot / np.maximum(norms.astype(np.float64), 1e-48))
+    np.testing.assert_array_equal(got[True].to(torch.float32).numpy(), dot.astype(np.float32))
 
 
 def test_scaling_by_powers_of_two_equals_ldexp_over_the_float32_range():

@@ -124,13 +124,25 @@ def _ideal_dcg(n_relevant, ideal, lo, hi, depth):
 
 def ranked_grades(rows, scores, valid, first_query, keys, grades, id_rank):
     """(queries, k) the grade of each query's candidates in trec_eval's rank order: score descending,
-    then document id descending; invalid entries last. Unjudged candidates and padding get 0."""
-    by_id = np.argsort(-id_rank[np.where(valid, rows, 0)], axis=1, kind="stable")
+    then document id descending; invalid entries last. Unjudged candidates and padding get 0.
+    A query whose valid candidates already come by strictly decreasing score (a search's results,
+    as a rule) keeps their order (the sorts would): they are only packed to the front."""
     descending = np.where(valid, -scores, np.inf)  # padding and excluded candidates last
-    by_score = np.argsort(np.take_along_axis(descending, by_id, axis=1), axis=1, kind="stable")
-    order = np.take_along_axis(by_id, by_score, axis=1)
-    ranked = np.take_along_axis(rows, order, axis=1)
-    ranked_valid = np.take_along_axis(valid, order, axis=1)
+    position = np.cumsum(valid, axis=1) - 1
+    query, column = np.nonzero(valid)
+    packed = np.full(descending.shape, np.inf)
+    packed[query, position[query, column]] = descending[query, column]
+    ranked = np.zeros_like(rows)  # invalid places: masked below
+    ranked[query, position[query, column]] = rows[query, column]
+    ranked_valid = np.isfinite(packed)
+    unsorted = np.flatnonzero(~((packed[:, 1:] > packed[:, :-1]) | np.isinf(packed[:, 1:])).all(axis=1))
+    if len(unsorted):  # equal scores, or not in score order: both sorts
+        some = rows[unsorted]
+        by_id = np.argsort(-id_rank[np.where(valid[unsorted], some, 0)], axis=1, kind="stable")
+        by_score = np.argsort(np.take_along_axis(descending[unsorted], by_id, axis=1), axis=1, kind="stable")
+        order = np.take_along_axis(by_id, by_score, axis=1)
+        ranked[unsorted] = np.take_along_axis(some, order, axis=1)
+        ranked_valid[unsorted] = np.take_along_axis(valid[unsorted], order, axis=1)
     if len(keys) == 0:
         return np.zeros(rows.shape, dtype=np.int64)
     query_keys = np.arange(first_query, first_query + len(rows), dtype=np.int64)[:, None] * len(id_rank) + ranked

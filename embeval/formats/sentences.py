@@ -61,7 +61,8 @@ TEXT = "text"
 
 def list_format(sentences):
     """How a list is written: one sentence a line, or JSON lines when a sentence holds a line break."""
-    return JSONL if any("\n" in s or "\r" in s for s in sentences) else LINES
+    joined = "".join(sentences)
+    return JSONL if "\n" in joined or "\r" in joined else LINES
 
 
 def encode_lines(sentences):
@@ -69,7 +70,7 @@ def encode_lines(sentences):
     sentence holds a line break)."""
     if list_format(sentences) == JSONL:
         return "".join(json.dumps(s, ensure_ascii=False) + "\n" for s in sentences).encode("utf-8")
-    return "".join(s + "\n" for s in sentences).encode("utf-8")
+    return ("\n".join(sentences) + "\n").encode("utf-8") if len(sentences) else b""
 
 
 def fingerprint(sentences):

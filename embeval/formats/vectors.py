@@ -11,6 +11,7 @@ import logging
 import os
 import re
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -381,13 +382,20 @@ class VectorsFile:
         dim = ds.shape[1]
         h = hashlib.sha256(f"{count}x{dim}\n".encode())
         bad, reference, same, degenerate = [], None, True, []
-        for first, values in self.blocks(ds, task, rows, block_bytes=block_bytes, check_finite=False):
-            bad += [first + row for row in _nonfinite_rows(values)]
-            degenerate += [first + row for row in _degenerate_norm_rows(values)]
-            h.update(np.ascontiguousarray(values).data)
-            if same and len(values):
-                reference = values[0].copy() if reference is None else reference
-                same = bool((values[-1] == reference).all()) and bool((values == reference).all())
+        hashed = None  # a block's hashing runs beside the next block's reading and checks (hashlib
+        with ThreadPoolExecutor(1) as hasher:  # lets other threads run while it hashes)
+            for first, values in self.blocks(ds, task, rows, block_bytes=block_bytes, check_finite=False):
+                values = np.ascontiguousarray(values)
+                if hashed is not None:
+                    hashed.result()
+                hashed = hasher.submit(h.update, values.data)
+                bad += [first + row for row in _nonfinite_rows(values)]
+                degenerate += [first + row for row in _degenerate_norm_rows(values)]
+                if same and len(values):
+                    reference = values[0].copy() if reference is None else reference
+                    same = bool((values[-1] == reference).all()) and bool((values == reference).all())
+            if hashed is not None:
+                hashed.result()
         if bad:
             raise self._error(f"{len(bad)} of {count} vectors contain NaN or Inf (first at row {bad[0]})", task)
         if degenerate:
@@ -412,6 +420,9 @@ class VectorsFile:
     @staticmethod
     def _gather(source, ds, rows, table, block):
         """table[i] = source[rows[i]], reading only the blocks (chunks) that hold wanted rows."""
+        if isinstance(source, _FileRows) and table.dtype == source.dtype and _consecutive(rows):
+            source.read_into(int(rows[0]), table)  # one range, in order: read in place
+            return
         order = np.argsort(rows, kind="stable")
         sorted_rows = rows[order]
         if isinstance(source, _FileRows):
@@ -441,6 +452,11 @@ class _FileRows:
     def read(self, start, stop):
         """Rows [start, stop) as an array of the dataset's dtype."""
         out = np.empty((max(0, stop - start), self.shape[1]), dtype=self.dtype)
+        return self.read_into(start, out)
+
+    def read_into(self, start, out):
+        """Rows [start, start + len(out)) read straight into `out` (C-contiguous, the dataset's
+        dtype and width); returns out."""
         view = memoryview(out).cast("B")
         done, position = 0, self.offset + start * self.row_bytes
         with open(self.path, "rb", buffering=0) as f:
@@ -548,6 +564,11 @@ def _write_locked(path):
     except OSError:
         return False
     return False
+
+
+def _consecutive(rows):
+    """Whether the int64 rows are r, r + 1, ..., r + n - 1 (n >= 1)."""
+    return len(rows) > 0 and int(rows[-1]) - int(rows[0]) == len(rows) - 1 and bool((np.diff(rows) == 1).all())
 
 
 def _nonfinite_rows(table, block=65536):

@@ -127,6 +127,13 @@ class TaskDataCache:
         """The task's sentence lists by role."""
         return spec.kind_module.sentences(spec, self.get(spec))
 
+    def list_fingerprint(self, spec, role, sentences):
+        """The fingerprint of the task's list of a role (`sentences`, from lists()), computed once."""
+        key = (spec.name, role)
+        if key not in self._sha256:
+            self._sha256[key] = fingerprint(sentences)
+        return self._sha256[key]
+
 
 class UnionRows:
     """Rows of each task's sentences in a /ALL union dataset, rebuilt from the data of the tasks the
@@ -201,7 +208,7 @@ class Located:
         self.roles = {}
         for role, sentences in self.lists.items():
             name = dataset_name(spec.name, role)
-            sha = fingerprint(sentences)
+            sha = cache.list_fingerprint(spec, role, sentences)
             if name in names or role != TEXT:
                 ds = vf.dataset(name, spec.name)
                 verified = vf.check_fingerprint(ds, name, spec.name, len(sentences), sha)

@@ -34,8 +34,10 @@ What mteb 2.26.24 does, reproduced here:
 Every error is a DataFileError of one line naming the file, the line and what is wrong.
 """
 
+import itertools
 import json
 import logging
+import operator
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,6 +129,11 @@ def _kept_lines(path, task):
     except (OSError, UnicodeDecodeError):
         return None
     lines = text.removeprefix("\ufeff").split("\n")
+    end = len(lines)
+    while end and not lines[end - 1].strip():  # the newline that ends the file, trailing blank lines
+        end -= 1
+    if all(map(str.strip, lines[:end])):  # no blank line within
+        return list(range(1, end + 1)), lines
     return [n for n, line in enumerate(lines, start=1) if line.strip()], lines
 
 
@@ -140,18 +147,17 @@ def _records_by_line(path, task, duplicates):
 
 
 def _records_at_once(path, task):
-    """_records_by_line's result from one parse of the whole file (the lines as one JSON array), or
-    None when a line may be at fault (then the line-by-line reader finds it): not UTF-8, a syntax
-    error, a line that is not one value, a duplicate key."""
+    """(line numbers, parsed JSON values) of _records_by_line from one parse of the whole file (the
+    lines as one JSON array), or None when a line may be at fault (then the line-by-line reader
+    finds it): not UTF-8, a syntax error, a line that is not one value, a duplicate key, a line
+    with MAX_DEPTH brackets or more (possibly nested too deep)."""
     kept = _kept_lines(path, task)
     if kept is None:
         return None
     numbers, lines = kept
-    joined = ",".join(lines[n - 1] for n in numbers)
-    if joined.count("[") + joined.count("{") >= MAX_DEPTH and any(
-        lines[n - 1].count("[") + lines[n - 1].count("{") >= MAX_DEPTH for n in numbers
-    ):
-        return None  # possibly nested too deep: the line-by-line reader says where
+    joined = ",\n".join([lines[n - 1] for n in numbers])  # a line a line: JSON allows the newline
+    if _most_opened_per_line(joined) >= MAX_DEPTH:
+        return None
     duplicate = []
 
     def pairs(items):
@@ -166,7 +172,18 @@ def _records_at_once(path, task):
         return None
     if duplicate or not isinstance(values, list) or len(values) != len(numbers):
         return None
-    return list(zip(numbers, values))
+    return numbers, values
+
+
+def _most_opened_per_line(text):
+    """The most brackets ([ and {) on one line of text (0: fewer than MAX_DEPTH in all), a bound of
+    a line's JSON nesting; counted on the UTF-8 bytes (an ASCII byte is never part of a longer
+    character), with no Python loop over the lines."""
+    if text.count("[") + text.count("{") < MAX_DEPTH:
+        return 0
+    raw = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+    opens = np.flatnonzero((raw == ord("[")) | (raw == ord("{")))
+    return int(np.bincount(np.searchsorted(np.flatnonzero(raw == ord("\n")), opens)).max())
 
 
 def read_jsonl(path: str | Path, task: str, *, with_title: bool) -> tuple[list[str], list[str]]:
@@ -183,8 +200,8 @@ def read_jsonl(path: str | Path, task: str, *, with_title: bool) -> tuple[list[s
         fast = None if records is None else _fields_at_once(records, with_title)
     if fast is not None:
         ids, texts, blank_ids, tab_ids, empty_texts = fast
-        records = []
-    for number, record in _records_by_line(path, task, duplicates) if records is None else records:
+        records = [], []
+    for number, record in _records_by_line(path, task, duplicates) if records is None else zip(*records):
         if not isinstance(record, dict):
             raise DataFileError(
                 f"a line must be a JSON object, not {type(record).__name__}", file=path, line=number, task=task
@@ -228,33 +245,37 @@ def read_jsonl(path: str | Path, task: str, *, with_title: bool) -> tuple[list[s
 
 def _fields_at_once(records, with_title):
     """read_jsonl's (ids, texts, blank-id lines, tab-id lines, empty-text lines) from whole-list
-    checks, or None when any record may be at fault or need converting (an integer _id): then the
-    record-by-record loop reads them and names the first line at fault."""
-    numbers = [number for number, _ in records]
-    values = [record for _, record in records]
-    if not all(type(record) is dict for record in values):
+    checks (C-level loops: map, join, set), or None when any record may be at fault or need
+    converting (an integer _id): then the record-by-record loop reads them and names the first line
+    at fault."""
+    numbers, values = records
+    if set(map(type, values)) != {dict}:
         return None
     try:
-        ids = [record["_id"] for record in values]
-        texts = [record["text"] for record in values]
+        ids = list(map(operator.itemgetter("_id"), values))
+        texts = list(map(operator.itemgetter("text"), values))
     except KeyError:
         return None
-    titles = [record.get("title") for record in values] if with_title else []
-    if not (all(type(v) is str for v in ids) and all(type(v) is str for v in texts)):
+    titles = list(map(dict.get, values, itertools.repeat("title"))) if with_title else []
+    if set(map(type, ids)) != {str} or set(map(type, texts)) != {str}:
         return None
-    if not all(title is None or type(title) is str for title in titles):
+    if not set(map(type, titles)) <= {str, type(None)}:
         return None
     try:  # a lone surrogate escape in any of them
         "".join(ids).encode("utf-8"), "".join(texts).encode("utf-8"), "".join(filter(None, titles)).encode("utf-8")
     except UnicodeEncodeError:
         return None
-    if any("\0" in doc_id for doc_id in ids) or len(set(ids)) != len(ids):
+    if "\0" in "".join(ids) or len(set(ids)) != len(ids):
         return None
-    blank = [n for n, doc_id in zip(numbers, ids) if not doc_id.strip()]
-    tabs = [n for n, doc_id in zip(numbers, ids) if "\t" in doc_id and doc_id.strip()]
-    empty = [] if with_title else [n for n, text in zip(numbers, texts) if not text.strip()]
+    blank = tabs = empty = []
+    if not all(map(str.strip, ids)):
+        blank = [n for n, doc_id in zip(numbers, ids) if not doc_id.strip()]
+    if "\t" in "".join(ids):
+        tabs = [n for n, doc_id in zip(numbers, ids) if "\t" in doc_id and doc_id.strip()]
+    if not with_title and not all(map(str.strip, texts)):
+        empty = [n for n, text in zip(numbers, texts) if not text.strip()]
     if with_title:
-        texts = [document_text(title, text) for title, text in zip(titles, texts)]
+        texts = list(map(document_text, titles, texts)) if any(titles) else list(map(str.strip, texts))
     return ids, texts, blank, tabs, empty
 
 

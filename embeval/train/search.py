@@ -12,7 +12,10 @@ vectors rounded to integers whose dot products are exact in float64 in any order
 the k best by these scores are the result, when an error bound on the float32 scores shows that no
 row left out could beat them; else the query is searched again with a wider margin, and at last
 with every row scored exactly. So the results are the same, bit for bit, for any budget, shards and
-device, and mathematically equal similarities are equal scores.
+device, and mathematically equal similarities are equal scores. The candidates' integer dot
+products come, on the CPU, from one sampled matrix product per piece of the corpus
+(torch.sparse.sampled_addmm: the products at the candidate pairs only); on a GPU, from their rows
+gathered pair by pair.
 
 Order (the tie rule): rows are ranked by score, highest first, and equal scores by corpus row,
 lowest first, everywhere: within a block, across blocks and across shards (`merge_top_k`). Each
@@ -43,6 +46,7 @@ several sweeps).
 """
 
 import sys
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,7 +66,8 @@ READ_BYTES = 32 << 20  # the corpus is read (and copied to the device) in pieces
 NORM_EPS = 1e-12  # as torch.nn.functional.normalize: a zero vector stays zero and scores 0
 MIN_MARGIN = 16  # candidates kept beyond k for the exact re-scoring: max(this, k // 32) ...
 WIDEN = 4  # ... times this, for the queries whose cut-off needs more (many near ties)
-RESCORE_PAIRS = 1024  # (query, row) pairs re-scored at once
+RESCORE_PAIRS = 1024  # (query, row) pairs re-scored at once by gathering their rows (a GPU) ...
+SAMPLED_PAIRS = 1 << 16  # ... by a sampled matrix product (the CPU)
 RESCORE_ROWS = 1024  # corpus rows read at once by the re-scoring (at most a sweep's block)
 
 _MAX_ROWS = 1 << 31  # a row's low word, -1 - row as an int32, must not wrap
@@ -185,16 +190,17 @@ def _end_bytes(qp, k):
     return qp * k * (16 + 4 * 4 + 8 + 12)
 
 
-def _rescore_bytes(qp, width, k, d, read, pairs, cuda, listed=False):
+def _rescore_bytes(qp, width, k, d, read, pairs, cuda, listed=False, sampled=False):
     """Bytes of the exact re-scoring of a sweep's candidates (after the sweep's buffers are freed):
     the candidates' float32 scores and rows, their sort by row, their exact scores and keys, the
     selection of the k best (listed: and the distinct rows among them: a sort, its order, each
     candidate's place); the queries and one corpus piece as integers (the piece as read: CUDA's
-    pinned buffers and copy), and a chunk of pairs."""
+    pinned buffers and copy), and a chunk of pairs (sampled: a sampled product's index and values
+    and the pairs' scores; else their rows gathered; or, exhaustive, a block of pairs' scores)."""
     candidates = qp * width * (4 + 8 + 16 + 8 + 8 + 8 + (32 if listed else 0)) + qp * k * 16 + qp * 48
     queries = qp * d * (8 + 8) + qp * 24
     piece = read * d * (4 * (4 if cuda else 1) + 8 + 8) + read * 24
-    return candidates + queries + piece + pairs * (d * 8 * 2 + 96)
+    return candidates + queries + piece + (qp + 1) * 8 + pairs * (160 if sampled else d * 8 * 2 + 96)
 
 
 def margin(k: int) -> int:
@@ -229,16 +235,20 @@ def plan_search(
     cuda = device.type == "cuda"
     k = min(k, rows)
     width = min(rows, k + margin(k)) if width is None else max(k, min(width, rows))
-    pending = max(width, MIN_PENDING) if (device.type == "cpu" if filtered is None else filtered) else 0
+    host = device.type == "cpu" if filtered is None else filtered  # the CPU's paths (top_k's filtered)
+    pending = max(width, MIN_PENDING) if host else 0
+
+    sampled = host
 
     def pairs_of(qb, nb):  # the re-scoring's chunks and pieces, as small as the sweep's blocks
-        return max(1, min(RESCORE_PAIRS, qb * nb // 64)), max(1, min(RESCORE_ROWS, nb // 4))
+        pairs = min(SAMPLED_PAIRS, qb * nb // 16) if sampled else min(RESCORE_PAIRS, qb * nb // 64)
+        return max(1, pairs), max(1, min(RESCORE_ROWS, nb // 4))
 
     def need(qp, qb, nb):
         g = group_size(nb, width)
         sweep = _sweep_bytes(qb, nb, g, width, pending, d, cuda)
         pairs, pieces = pairs_of(qb, nb)
-        rescore = _rescore_bytes(qp, width, k, d, pieces, pairs, cuda, listed)
+        rescore = _rescore_bytes(qp, width, k, d, pieces, pairs, cuda, listed, sampled)
         return _pass_bytes(qp, q, width, pending, d, cuda) + max(sweep, _end_bytes(qp, width), rescore)
 
     rounds = [
@@ -581,14 +591,17 @@ def _exact_scores(dot, qe, qn, xe, xn, bits, similarity):
     return torch.sign(dot) * torch.sqrt(ratio)
 
 
-def _rescore(raw, found, read_corpus, start, stop, plan, similarity, upload, read_rows=None):
+def _rescore(raw, found, read_corpus, start, stop, plan, similarity, upload, read_rows=None, sampled=None):
     """float64 exact scores (_exact_scores) of the candidate rows `found` (qp, w) of the queries
     `raw` (qp, d, as given): the corpus is read again in pieces of plan.rescore_rows rows, only
     those holding candidates, each turned into integers once; or, with read_rows and candidates on
     fewer than half the rows, only the candidates' rows are read (read_rows, plan.rescore_rows at a
-    time). A piece's candidates are taken by query, plan.pairs at a time, gathered into
-    preallocated buffers (a query's row stays in cache for its candidates). One transfer to the
-    host: where each piece's candidates begin (and, reading candidates' rows, which rows they are)."""
+    time). A piece's candidates, by query then row, plan.pairs at a time: on the CPU their integer
+    dot products come from one sampled matrix product (the queries' integers times the piece's, at
+    those pairs only: torch.sparse.sampled_addmm); elsewhere their rows are gathered into
+    preallocated buffers. Integer dot products are exact in any order of summation: both give the
+    same scores (sampled: which of the two; default: on the CPU). One transfer to the host: where
+    each piece's candidates begin (and, reading candidates' rows, which rows they are)."""
     qp, w = found.shape
     d = raw.shape[1]
     device = found.device
@@ -607,26 +620,34 @@ def _rescore(raw, found, read_corpus, start, stop, plan, similarity, upload, rea
     else:
         extent = len(distinct)
         distinct = distinct.cpu().numpy()
-    key = torch.div(position, step, rounding_mode="floor").mul_(qp)
-    key += torch.arange(qp, device=device).repeat_interleave(w)
-    by_piece, order = torch.sort(key)  # by piece, then by query
+    # One int64 key per candidate: its piece, its query, its row in the piece (< extent * qp + step).
+    in_piece = torch.remainder(position, step)
+    key = position.sub_(in_piece).mul_(qp)
+    key += torch.arange(qp, device=device).repeat_interleave(w).mul_(step)
+    key += in_piece
+    del position, in_piece
+    by_piece, order = torch.sort(key)  # by piece, then by query, then by row
     del key
-    rows = position[order]
-    del position
-    rows -= torch.div(rows, step, rounding_mode="floor").mul_(step)  # in its piece
+    rows = torch.remainder(by_piece, step)
     query = torch.div(order, w, rounding_mode="floor")
     pieces = -(-extent // step)
-    bounds = torch.searchsorted(by_piece, torch.arange(pieces + 1, device=device) * qp).tolist()
+    bounds = torch.searchsorted(by_piece, torch.arange(pieces + 1, device=device) * (qp * step)).tolist()
     del by_piece
     size = max(1, min(plan.pairs, len(flat)))
-    x = torch.empty((size, d), dtype=torch.float64, device=device)
-    q = torch.empty((size, d), dtype=torch.float64, device=device)
-    dot = torch.empty(size, dtype=torch.float64, device=device)
+    sampled = device.type == "cpu" if sampled is None else sampled
+    if sampled:
+        dots = _SampledDots(qi, size)
+        context = threads.fair_share(device)  # a few large products: every thread the CPU leaves free
+    else:
+        dots = _GatheredDots(qi, size, d, device)
+        context = threads.one_thread(device)  # many small operations: none waits for another thread
     out = torch.empty(qp * w, dtype=torch.float64, device=device)
-    with threads.one_thread(device):  # many small operations: one thread, never waiting for another
+    with context as check:
         for p0, lo, hi in zip(range(0, extent, step), bounds, bounds[1:]):
             if lo == hi:
                 continue
+            if sampled:
+                check()
             p1 = min(p0 + step, extent)
             if distinct is None:
                 piece = upload.put(_read(read_corpus, start + p0, start + p1, d))
@@ -638,11 +659,8 @@ def _rescore(raw, found, read_corpus, start, stop, plan, similarity, upload, rea
             for a in range(lo, hi, size):
                 b = min(a + size, hi)
                 row, who = rows[a:b], query[a:b]
-                product = torch.index_select(xi, 0, row, out=x[: b - a])
-                product.mul_(torch.index_select(qi, 0, who, out=q[: b - a]))
-                torch.sum(product, dim=1, out=dot[: b - a])
                 exact = _exact_scores(
-                    dot[: b - a],
+                    dots(xi, row, who),
                     qe.index_select(0, who),
                     qn.index_select(0, who),
                     xe.index_select(0, row),
@@ -652,6 +670,46 @@ def _rescore(raw, found, read_corpus, start, stop, plan, similarity, upload, rea
                 )
                 out.index_copy_(0, order[a:b], exact)
     return out.view(qp, w)
+
+
+class _SampledDots:
+    """Integer dot products of pairs (queries' rows `who`, sorted; piece rows `row`, increasing
+    within a query) as one sampled matrix product (the CPU): a CSR pattern over the queries the
+    pairs span."""
+
+    def __init__(self, qi, size):
+        self.qi = qi
+        self.zeros = torch.zeros(size, dtype=torch.float64, device=qi.device)
+
+    def __call__(self, xi, row, who):
+        first, last = int(who[0]), int(who[-1]) + 1
+        counts = torch.bincount(who - first, minlength=last - first)
+        crow = torch.zeros(last - first + 1, dtype=torch.int64, device=xi.device)
+        torch.cumsum(counts, 0, out=crow[1:])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's notice that sparse CSR tensors are in beta
+            pattern = torch.sparse_csr_tensor(
+                crow, row, self.zeros[: len(row)], size=(last - first, len(xi)), check_invariants=False
+            )
+            product = torch.sparse.sampled_addmm(pattern, self.qi[first:last], xi.T, beta=0.0)
+        return product.values()
+
+
+class _GatheredDots:
+    """Integer dot products of pairs, their rows gathered into preallocated buffers (a GPU: no
+    per-pair transfer, no sparse kernels)."""
+
+    def __init__(self, qi, size, d, device):
+        self.qi = qi
+        self.x = torch.empty((size, d), dtype=torch.float64, device=device)
+        self.q = torch.empty((size, d), dtype=torch.float64, device=device)
+        self.dot = torch.empty(size, dtype=torch.float64, device=device)
+
+    def __call__(self, xi, row, who):
+        n = len(row)
+        product = torch.index_select(xi, 0, row, out=self.x[:n])
+        product.mul_(torch.index_select(self.qi, 0, who, out=self.q[:n]))
+        return torch.sum(product, dim=1, out=self.dot[:n])
 
 
 def _exhaustive(raw, read_corpus, start, stop, k, similarity, plan):
@@ -710,7 +768,7 @@ def _search_pass(raw, read_corpus, start, stop, k, plan, similarity, filtered, p
     fast, found = decode(torch.sort(run.keys[:, : plan.width], dim=1, descending=True).values)
     del run
     upload = _Upload(plan.rescore_rows, d, device)
-    exact = _rescore(raw, found, read_corpus, start, stop, plan, similarity, upload, read_rows)
+    exact = _rescore(raw, found, read_corpus, start, stop, plan, similarity, upload, read_rows, filtered)
     keys = torch.topk(encode(exact.to(torch.float32), found), k, dim=1).values
     del exact
     scores, rows = decode(keys)
@@ -740,8 +798,9 @@ def top_k(
     queries: float32 (q, d), finite; read_corpus(start, stop): float32 (stop - start, d) corpus rows,
     finite; similarity "cosine" (L2-normalized; a zero vector scores 0) or "dot"; budget_bytes: what
     the search may allocate at once; rows: (start, stop), the shard of the corpus to search (default
-    all), results in corpus rows. filtered: the CPU's filter of the groups that can enter (default:
-    on the CPU only; results are the same either way). progress(rows): called on the host after
+    all), results in corpus rows. filtered: the CPU's paths, the filter of the groups that can enter
+    and the re-scoring's sampled product (default: on the CPU only; results are the same either
+    way). progress(rows): called on the host after
     each block of `rows` corpus rows a float32 pass has scored for a sweep of queries (no wait for
     the device). read_rows(rows) (optional): float32 (len(rows), d), the corpus rows `rows` (an
     increasing int64 array within the shard); with it the exact re-scoring reads only its candidates'
