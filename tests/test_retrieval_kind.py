@@ -396,3 +396,46 @@ def test_jsonl_fields_checked_at_once_equal_the_record_loop(tmp_path, monkeypatc
     fast = read()
     monkeypatch.setattr(beir, "_fields_at_once", lambda records, with_title: None)
     assert read() == fast
+
+
+def test_fingerprints_read_ahead_describe_the_vectors_as_read_in_turn(tmp_path, cli, monkeypatch):
+    """The plan reads large tables' fingerprints in a background thread while the task data loads:
+    the same record as reading each in turn; a table's NaN is the same one-line error, and a data
+    error found first is still the error (the reading ahead stops); a degenerate norm is warned."""
+    import threading
+
+    from embeval.run import plan as plan_module
+
+    task = synthetic(seed=9, span=30)
+    task_file = prepared(tmp_path, cli, task)
+    records = {}
+    for ahead_bytes in (1 << 40, 1):  # never ahead; every table ahead
+        monkeypatch.setattr(plan_module.AheadFingerprints, "AHEAD_BYTES", ahead_bytes)
+        out = tmp_path / f"r{ahead_bytes}.json"
+        assert score(cli, tmp_path, task_file, out, "--bootstrap", "0").exit_code == 0
+        records[ahead_bytes] = json.loads(out.read_text())["tasks"]["Synthetic"]
+    assert records[1]["vectors"] == records[1 << 40]["vectors"] and records[1]["results"] == records[1 << 40]["results"]
+
+    with h5py.File(tmp_path / "v.h5", "a") as f:
+        documents = f["Synthetic.document"][...]
+        documents[3, 1] = np.nan
+        f["Synthetic.document"][...] = documents
+    out = tmp_path / "nan.json"
+    assert "Synthetic: 1 of 300 vectors contain NaN or Inf (first at row 3)" in error_line(
+        score(cli, tmp_path, task_file, out)
+    )
+    queries = tmp_path / "data" / "queries.jsonl"
+    good = queries.read_bytes()
+    queries.write_bytes(good + b'{"_id": 5}\n')
+    message = error_line(score(cli, tmp_path, task_file, out))
+    assert "queries.jsonl" in message and "missing field 'text'" in message, message
+    assert not out.exists(), [t.name for t in threading.enumerate()]
+    assert not [t for t in threading.enumerate() if t.name.startswith("ThreadPoolExecutor")]
+
+    queries.write_bytes(good)
+    documents[3] = 1e-30  # squared norm underflows float32
+    with h5py.File(tmp_path / "v.h5", "a") as f:
+        f["Synthetic.document"][...] = documents
+    result = score(cli, tmp_path, task_file, out, "--bootstrap", "0")
+    assert result.exit_code == 0
+    assert "1 of 300 vectors of /Synthetic.document have a norm that overflows or underflows" in result.stderr

@@ -378,6 +378,15 @@ class VectorsFile:
         "zero" or "identical" when every row is the same (two rows or more), else None. Each block is
         compared with the first row until one differs: for most tables its last row already does, and
         the check costs nothing beside the hashing."""
+        found, warning = self.fingerprint_quietly(ds, task, rows, block_bytes)
+        if warning:
+            log.warning(warning)
+        return found
+
+    def fingerprint_quietly(self, ds, task, rows=None, block_bytes=BLOCK_BYTES, stop=None):
+        """fingerprint_rows' result and the warning it would log (None when there is none), for a
+        caller that logs it later; stop: a threading.Event that ends the reading early (raises
+        Cancelled)."""
         count = ds.shape[0] if rows is None else len(rows)
         dim = ds.shape[1]
         h = hashlib.sha256(f"{count}x{dim}\n".encode())
@@ -385,6 +394,8 @@ class VectorsFile:
         hashed = None  # a block's hashing runs beside the next block's reading and checks (hashlib
         with ThreadPoolExecutor(1) as hasher:  # lets other threads run while it hashes)
             for first, values in self.blocks(ds, task, rows, block_bytes=block_bytes, check_finite=False):
+                if stop is not None and stop.is_set():
+                    raise Cancelled(ds.name)
                 values = np.ascontiguousarray(values)
                 if hashed is not None:
                     hashed.result()
@@ -398,15 +409,16 @@ class VectorsFile:
                 hashed.result()
         if bad:
             raise self._error(f"{len(bad)} of {count} vectors contain NaN or Inf (first at row {bad[0]})", task)
+        warning = None
         if degenerate:
-            log.warning(
+            warning = (
                 f"{self.path}: {task}: {len(degenerate)} of {count} vectors of {ds.name} have a norm that overflows "
                 f"or underflows float32 (first at row {degenerate[0]}): under cosine they act as zero vectors"
             )
         constant = None
         if same and count > 1:
             constant = "identical" if reference.any() else "zero"
-        return h.hexdigest(), count, dim, constant
+        return (h.hexdigest(), count, dim, constant), warning
 
     def _memmap(self, ds):
         """Positional reads of a contiguous uncompressed dataset (_FileRows), else the dataset itself."""
@@ -435,6 +447,10 @@ class VectorsFile:
             a, b = np.searchsorted(sorted_rows, [lo, lo + step])
             chunk = source[lo : min(lo + step, ds.shape[0])]
             table[order[a:b]] = chunk[sorted_rows[a:b] - lo]
+
+
+class Cancelled(Exception):
+    """A fingerprint's reading ended early (fingerprint_quietly's stop)."""
 
 
 class _FileRows:

@@ -451,34 +451,36 @@ def plan(vectors, data_dir, tasks=None, config=None, strict=False, check_memory=
         todo, skipped = select(specs, explicit, vf, root, union_tasks, strict, registry)
         warn_unmatched(vf, registry)
         model = vf.root_text("model")
-        located = {spec.name: Located(spec, vf, union, cache) for spec in todo}
-        method = config.normalize
-        if normalize.needs_statistics(method):
-            borrowers = {}
-            for spec in todo:
-                if spec.reference:
-                    borrowers.setdefault(spec.reference, []).append(spec.name)
-            for lender, names in borrowers.items():
-                if lender not in located:
-                    located[lender] = _locate_lender(registry[lender], vf, union, cache, names, method)
-        bow_dim = config.baseline_bow_dim
-        for loc in located.values():
-            loc.spec.kind_module.check_data(loc.spec, loc.data, config)
-            for role in loc.roles:
-                if role in loc.spec.kind_module.streamed:
-                    continue  # read block by block: never whole in memory
-                vf.check_memory(*loc.shape(role), loc.name)
-                if check_memory is not None:
-                    check_memory(*loc.shape(role), loc.name)
-            if bow_dim:
-                vf.check_memory(sum(len(sentences) for sentences in loc.lists.values()), bow_dim, loc.name)
-        constant = []
-        described = {name: _describe(loc, vf, constant) for name, loc in located.items()}
-        for name, what in constant:
-            logger.warning("%s: %s: %s: scores computed on them mean nothing", vf.path, name, what)
-        unverified = sorted({r.dataset_name for loc in located.values() for r in loc.roles.values() if not r.verified})
-        if unverified:
-            warn_unverified(vf.path, unverified)
+        with AheadFingerprints(vf, todo) as ahead:  # large tables read while the task data loads
+            located = {spec.name: Located(spec, vf, union, cache) for spec in todo}
+            method = config.normalize
+            if normalize.needs_statistics(method):
+                borrowers = {}
+                for spec in todo:
+                    if spec.reference:
+                        borrowers.setdefault(spec.reference, []).append(spec.name)
+                for lender, names in borrowers.items():
+                    if lender not in located:
+                        located[lender] = _locate_lender(registry[lender], vf, union, cache, names, method)
+            bow_dim = config.baseline_bow_dim
+            for loc in located.values():
+                loc.spec.kind_module.check_data(loc.spec, loc.data, config)
+                for role in loc.roles:
+                    if role in loc.spec.kind_module.streamed:
+                        continue  # read block by block: never whole in memory
+                    vf.check_memory(*loc.shape(role), loc.name)
+                    if check_memory is not None:
+                        check_memory(*loc.shape(role), loc.name)
+                if bow_dim:
+                    vf.check_memory(sum(len(sentences) for sentences in loc.lists.values()), bow_dim, loc.name)
+            constant = []
+            described = {name: _describe(loc, vf, constant, ahead) for name, loc in located.items()}
+            for name, what in constant:
+                logger.warning("%s: %s: %s: scores computed on them mean nothing", vf.path, name, what)
+            roles = [r for loc in located.values() for r in loc.roles.values()]
+            unverified = sorted({r.dataset_name for r in roles if not r.verified})
+            if unverified:
+                warn_unverified(vf.path, unverified)
     sources = [Source(str(vectors), "")] + ([Source(str(vectors), "", bow_dim)] if bow_dim else [])
     units = []
     for spec in todo:
@@ -487,14 +489,68 @@ def plan(vectors, data_dir, tasks=None, config=None, strict=False, check_memory=
     return Plan(units, skipped, model)
 
 
-def _describe(loc, vf, constant):
+class AheadFingerprints:
+    """The fingerprints (VectorsFile.fingerprint_rows) of the requested tasks' own datasets of at least
+    AHEAD_BYTES, read in a background thread while the main thread loads and checks the task data
+    (reading and hashing release the GIL). Taken by _describe, where its error or warning surfaces
+    as it would have without it; the reading stops when the plan ends first (an error)."""
+
+    AHEAD_BYTES = 32 << 20
+
+    def __init__(self, vf, specs):
+        import threading
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.stop = threading.Event()
+        present = set(vf.names())
+        wanted = {}
+        for spec in specs:
+            for role in spec.kind_module.roles(spec):
+                name = dataset_name(spec.name, role)
+                if name in present and name not in wanted:
+                    wanted[name] = spec.name
+        self.pool = ThreadPoolExecutor(1) if wanted else None
+        self.futures = {}
+        for name, task in wanted.items():
+            self.futures[(name, task)] = self.pool.submit(self._fingerprint, vf, name, task)
+
+    def _fingerprint(self, vf, name, task):
+        ds = vf.dataset(name, task)
+        if ds.ndim != 2 or ds.shape[0] * ds.shape[1] * ds.dtype.itemsize < self.AHEAD_BYTES:
+            return None  # small (or refused when located): read where it is described
+        return vf.fingerprint_quietly(ds, task, stop=self.stop)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.pool is not None:
+            self.stop.set()
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def fingerprint_rows(self, vf, ds, task, rows):
+        """vf.fingerprint_rows(ds, task, rows), read ahead when it was."""
+        future = self.futures.pop((ds.name.lstrip("/"), task), None) if rows is None else None
+        found = future.result() if future is not None else None
+        if found is None:
+            return vf.fingerprint_rows(ds, task, rows)
+        result, warning = found
+        if warning:
+            logger.warning(warning)
+        return result
+
+
+def _describe(loc, vf, constant, ahead=None):
     """The record's description of a located task's vectors (reads and fingerprints each list's rows,
-    block by block): one role's fields at the top; with several roles, each under `roles` and their
-    combined fingerprint at the top. Appends (task, what) to `constant` for each list whose vectors
-    are all zero or all identical."""
+    block by block, or takes what `ahead` read): one role's fields at the top; with several roles,
+    each under `roles` and their combined fingerprint at the top. Appends (task, what) to `constant`
+    for each list whose vectors are all zero or all identical."""
     roles = {}
     for role, found in loc.roles.items():
-        sha, count, dim, same = vf.fingerprint_rows(found.dataset, loc.name, found.rows)
+        if ahead is not None:
+            sha, count, dim, same = ahead.fingerprint_rows(vf, found.dataset, loc.name, found.rows)
+        else:
+            sha, count, dim, same = vf.fingerprint_rows(found.dataset, loc.name, found.rows)
         if same is not None:
             where = ""
             if found.rows is not None:
