@@ -312,6 +312,67 @@ def test_reading_only_the_candidates_rows_changes_nothing(similarity):
         assert peak <= plan.bytes <= budget, (plan, peak)
 
 
+def reusing_reader(corpus):
+    """read_corpus and read_rows writing every piece into one array (read_corpus's contract lets a
+    reader reuse it): a search that held a piece past its next read would see other rows."""
+    buffer = np.empty_like(corpus)
+
+    def read(start, stop):
+        out = buffer[: stop - start]
+        out[...] = corpus[start:stop]
+        return out
+
+    def read_rows(rows):
+        out = buffer[: len(rows)]
+        out[...] = corpus[rows]
+        return out
+
+    return read, read_rows
+
+
+@pytest.mark.parametrize("filtered", [False, True])
+def test_a_reader_reusing_its_array_changes_nothing(filtered):
+    """Pieces read into one reused array give the results of fresh arrays: in one block and many,
+    re-scoring by ranges and by listed rows, and the exhaustive scoring of queries among thousands
+    of equal scores."""
+    rng = np.random.default_rng(29)
+    corpus = rng.integers(-3, 4, size=(9000, 16)).astype(np.float32)
+    corpus[4000:7000] = corpus[0] * 2
+    queries = np.concatenate([corpus[:1] * 3, rng.integers(-3, 4, size=(7, 16)).astype(np.float32)])
+    for budget in (150_000, 1 << 30):
+        for listed in (False, True):
+            read, read_rows = reusing_reader(corpus)
+            got = search.top_k(
+                queries, read, 9000, 20, "dot", budget, filtered=filtered, read_rows=read_rows if listed else None
+            )
+            want = search_all(queries, corpus, 20, "dot", budget, filtered=filtered)
+            np.testing.assert_array_equal(got[0], want[0])
+            np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_many_candidates_on_few_rows_are_read_by_their_rows():
+    """More candidate pairs than rows, all on a few rows (a hub every query is near): the distinct
+    rows are counted per row, only they are read by the re-scoring, and the results are the same."""
+    rng = np.random.default_rng(23)
+    corpus = rng.normal(size=(4000, 16)).astype(np.float32)
+    corpus[:900, 0] += 40  # the hub
+    queries = rng.normal(size=(100, 16)).astype(np.float32)
+    queries[:, 0] += 40
+    listed = []
+
+    def read_rows(rows):
+        listed.append(len(rows))
+        return corpus[rows]
+
+    k = 60
+    got = search.top_k(queries, reader(corpus), 4000, k, "cosine", read_rows=read_rows)
+    want = search.top_k(queries, reader(corpus), 4000, k, "cosine")
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    assert got[1].max() < 900 and 100 * (k + search.margin(k)) > 2000
+    assert 0 < sum(listed) <= 900
+
+
 @pytest.mark.parametrize("k", [1, 20])
 def test_thousands_of_copies_and_small_k(k):
     """A run of 3000 copies of one query's best vector (equal scores across many blocks: the lowest
@@ -461,9 +522,9 @@ def test_sampled_products_equal_gathered_rows_bit_for_bit(similarity):
 
 
 def test_scaling_by_powers_of_two_equals_ldexp_over_the_float32_range():
-    """The exact re-scoring's integers scale each row by a power of two with one multiplication: the
-    same values as torch.ldexp for vectors from the smallest subnormal to the largest float32, zero
-    rows included."""
+    """The exact re-scoring's integers scale each row by a power of two with one multiplication (in
+    float32 on the host's paths when no bit can be lost, else in float64): the same values as
+    torch.ldexp for vectors from the smallest subnormal to the largest float32, zero rows included."""
     rng = np.random.default_rng(13)
     bits = search._bits(384)
     for scale in (1e-44, 1e-30, 1e-6, 1.0, 1e6, 1e30, 3e38):
@@ -474,7 +535,8 @@ def test_scaling_by_powers_of_two_equals_ldexp_over_the_float32_range():
         wide = x.to(torch.float64)
         _, exponent = torch.frexp(wide.abs().amax(dim=1))
         want = torch.ldexp(wide, (bits - exponent).unsqueeze(1)).round_()
-        got, got_exponent = search._integers(x, bits)
-        assert torch.equal(got, want) and torch.equal(got_exponent, exponent), scale
+        for host in (False, True):  # in float64; in float32 where every row is scaled up
+            got, got_exponent = search._integers(x, bits, host)
+            assert torch.equal(got, want) and torch.equal(got_exponent, exponent), (scale, host)
         norms = torch.ldexp((want * want).sum(dim=1), 2 * (exponent - bits))
         assert torch.equal(search._squared_norms(got, exponent, bits), norms), scale

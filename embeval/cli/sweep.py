@@ -150,9 +150,9 @@ def sweep(
         from embeval.run.sweep_ray import RayRunner
 
         runner = RayRunner(None if ray == "local" else ray, device)
-    from embeval.memory import limited
+    from embeval.memory import limited, small_pages
 
-    with limited(budget):
+    with limited(budget), small_pages():
         summary = run(
             list(files),
             resolve_data_dir(data),

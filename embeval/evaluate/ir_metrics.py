@@ -128,13 +128,16 @@ def ranked_grades(rows, scores, valid, first_query, keys, grades, id_rank):
     A query whose valid candidates already come by strictly decreasing score (a search's results,
     as a rule) keeps their order (the sorts would): they are only packed to the front."""
     descending = np.where(valid, -scores, np.inf)  # padding and excluded candidates last
-    position = np.cumsum(valid, axis=1) - 1
-    query, column = np.nonzero(valid)
-    packed = np.full(descending.shape, np.inf)
-    packed[query, position[query, column]] = descending[query, column]
-    ranked = np.zeros_like(rows)  # invalid places: masked below
-    ranked[query, position[query, column]] = rows[query, column]
-    ranked_valid = np.isfinite(packed)
+    if (valid[:, 1:] <= valid[:, :-1]).all():  # already packed: the valid candidates first
+        packed, ranked, ranked_valid = descending, rows.copy(), valid.copy()
+    else:
+        position = np.cumsum(valid, axis=1) - 1
+        query, column = np.nonzero(valid)
+        packed = np.full(descending.shape, np.inf)
+        packed[query, position[query, column]] = descending[query, column]
+        ranked = np.zeros_like(rows)  # invalid places: masked below
+        ranked[query, position[query, column]] = rows[query, column]
+        ranked_valid = np.isfinite(packed)
     unsorted = np.flatnonzero(~((packed[:, 1:] > packed[:, :-1]) | np.isinf(packed[:, 1:])).all(axis=1))
     if len(unsorted):  # equal scores, or not in score order: both sorts
         some = rows[unsorted]
@@ -158,13 +161,15 @@ def per_query(
     *,
     cutoffs: Sequence[int] = CUTOFFS,
     exclude: np.ndarray | None = None,
+    distinct: bool = False,
 ) -> dict[str, np.ndarray]:
     """{figure_at_k: (queries,) float64} for every figure of FIGURES at every cut-off.
 
     rows, scores: (queries, k) candidates (document rows, -1 for padding) and their scores, in any
     order (they are ranked here by score, then by document id descending, as trec_eval ranks).
     qrels: (query rows, document rows, grades) of the judgments; id_rank: id_ranks(doc_ids);
-    exclude: (queries,) a document row to drop from each query's candidates, or -1."""
+    exclude: (queries,) a document row to drop from each query's candidates, or -1; distinct: the
+    caller vouches that no query lists a document twice (an exact search's results): not checked."""
     rows, scores, id_rank = np.asarray(rows), np.asarray(scores), np.asarray(id_rank, dtype=np.int64)
     if rows.ndim != 2 or rows.shape != scores.shape:
         raise ValueError(f"rows {rows.shape} and scores {scores.shape} must both be (queries, k)")
@@ -177,7 +182,7 @@ def per_query(
     block = max(1, BLOCK_CELLS // k)
     for lo in range(0, n_queries, block):
         hi = min(n_queries, lo + block)
-        block_rows, block_scores = _checked(rows[lo:hi], scores[lo:hi], len(id_rank))
+        block_rows, block_scores = _checked(rows[lo:hi], scores[lo:hi], len(id_rank), distinct)
         valid = block_rows >= 0
         if exclude is not None:
             valid &= block_rows != np.asarray(exclude, dtype=np.int64)[lo:hi, None]
@@ -187,14 +192,16 @@ def per_query(
     return out
 
 
-def _checked(rows, scores, n_docs):
+def _checked(rows, scores, n_docs, distinct=False):
     """A block of candidates as int64 rows and float64 scores, refused if a row is outside the documents,
-    a score is not finite or a query lists a document twice."""
+    a score is not finite or (unless `distinct` is vouched for) a query lists a document twice."""
     rows, scores = rows.astype(np.int64), scores.astype(np.float64)
     if rows.size and (rows.min() < -1 or rows.max() >= n_docs):
         raise ValueError("a candidate row is outside the documents")
     if not np.all(np.isfinite(scores[rows >= 0])):
         raise ValueError("a candidate's score is not finite")
+    if distinct:
+        return rows, scores
     ascending = np.sort(rows, axis=1)
     if np.any((ascending[:, 1:] == ascending[:, :-1]) & (ascending[:, 1:] >= 0)):
         raise ValueError("a query lists the same candidate twice")

@@ -79,7 +79,8 @@ def evaluate(ctx, main, depth, similarity, ignore_identical, reranking=False):
     data = ctx.data
     scores, rows = rerank(ctx, similarity) if reranking else retrieve(ctx, depth, similarity)
     exclude = ir_metrics.identical_rows(data.query_ids, data.doc_ids) if ignore_identical else None
-    values = ir_metrics.per_query(rows, scores, data.qrels, ir_metrics.id_ranks(data.doc_ids), exclude=exclude)
+    id_rank = ir_metrics.id_ranks(data.doc_ids)
+    values = ir_metrics.per_query(rows, scores, data.qrels, id_rank, exclude=exclude, distinct=not reranking)
     ctx.keep("", query_set(values, main))
     results = ir_metrics.means(values)
     results.update(ir_metrics.naucs(values, ir_metrics.confidences(rows, scores, exclude)))

@@ -324,12 +324,19 @@ class VectorsFile:
                 task,
             )
 
-    def read_rows(self, ds, task, rows=None):
-        """The float32 table of `rows` of ds (all rows when None), checked to be finite."""
+    def read_rows(self, ds, task, rows=None, out=None):
+        """The float32 table of `rows` of ds (all rows when None), checked to be finite; written into
+        `out` (a C-contiguous float32 array of that shape, e.g. a buffer reused from read to read)
+        when given."""
         count = ds.shape[0] if rows is None else len(rows)
         dim = ds.shape[1]
-        self.check_memory(count, dim, task)
-        table = np.empty((count, dim), dtype=np.float32)
+        if out is not None:
+            if out.shape != (count, dim) or out.dtype != np.float32 or not out.flags.c_contiguous:
+                raise ValueError(f"out must be C-contiguous float32 of shape {(count, dim)}, not {out.shape}")
+            table = out
+        else:
+            self.check_memory(count, dim, task)
+            table = np.empty((count, dim), dtype=np.float32)
         block = max(1, BLOCK_BYTES // (dim * ds.dtype.itemsize))
         try:
             source = self._memmap(ds)
@@ -447,6 +454,20 @@ class VectorsFile:
             a, b = np.searchsorted(sorted_rows, [lo, lo + step])
             chunk = source[lo : min(lo + step, ds.shape[0])]
             table[order[a:b]] = chunk[sorted_rows[a:b] - lo]
+
+
+class ReadBuffer:
+    """One float32 array reused by consecutive reads (grown to the largest): a read writes rows the
+    kernel has already mapped, instead of a fresh array's pages."""
+
+    def __init__(self):
+        self.array = np.empty(0, dtype=np.float32)
+
+    def take(self, count, dim):
+        """A C-contiguous (count, dim) view of the buffer; what an earlier take returned is overwritten."""
+        if self.array.size < count * dim:
+            self.array = np.empty(count * dim, dtype=np.float32)
+        return self.array[: count * dim].reshape(count, dim)
 
 
 class Cancelled(Exception):

@@ -124,9 +124,12 @@ class RoleSource:
         mapped = rows if self.found.rows is None else np.asarray(self.found.rows)[rows]
         return self.gather_file_rows(mapped)
 
-    def gather_file_rows(self, rows):
-        """Rows of the dataset itself (not of the list)."""
-        return truncate(self.vf.read_rows(self.found.dataset, self.task, rows), self.dims)
+    def gather_file_rows(self, rows, buffer=None):
+        """Rows of the dataset itself (not of the list); read into `buffer` (a ReadBuffer: the array
+        returned is then valid until its next use) when given."""
+        if buffer is None or self.dims is not None:
+            return truncate(self.vf.read_rows(self.found.dataset, self.task, rows), self.dims)
+        return self.vf.read_rows(self.found.dataset, self.task, rows, out=buffer.take(len(rows), self.dim))
 
     def search(self, queries, rows, depth, similarity, progress=None):
         """The `depth` best of the list's rows `rows` for each query (exact search, streamed, over Ray

@@ -111,6 +111,7 @@ class TaskDataCache:
     def __init__(self, root):
         self.root = Path(root)
         self._data = {}
+        self._lists = {}
         self._sha256 = {}
 
     def get(self, spec):
@@ -124,8 +125,10 @@ class TaskDataCache:
         return self._sha256[spec.name]
 
     def lists(self, spec):
-        """The task's sentence lists by role."""
-        return spec.kind_module.sentences(spec, self.get(spec))
+        """The task's sentence lists by role (made once; callers do not change them)."""
+        if spec.name not in self._lists:
+            self._lists[spec.name] = spec.kind_module.sentences(spec, self.get(spec))
+        return self._lists[spec.name]
 
     def list_fingerprint(self, spec, role, sentences):
         """The fingerprint of the task's list of a role (`sentences`, from lists()), computed once."""

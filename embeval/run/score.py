@@ -24,7 +24,7 @@ from embeval.errors import EmbevalError, Terminated
 from embeval.formats.h5guard import check_file
 from embeval.formats.results import FORMAT, FORMAT_VERSION
 from embeval.formats.vectors import VectorsFile  # noqa: F401  (tests patch reads through this module)
-from embeval.memory import check_device_tables, limited, memory_limit
+from embeval.memory import check_device_tables, limited, memory_limit, small_pages
 from embeval.run import baseline
 from embeval.run.outputs import ResultsFiles
 from embeval.run.resume import reusable_units
@@ -161,7 +161,7 @@ def score(
     log = log or (lambda msg: print(msg, file=sys.stderr))
     config = as_config(config)
     budget = memory_limit() if memory_budget is None else parse_size(memory_budget)
-    with limited(budget):
+    with limited(budget), small_pages():
         return _score(
             vectors, data_dir, tasks, out, device, config, progress, log, strict, resume, save_predictions, restart,
             task_files, registry, ray, threads,

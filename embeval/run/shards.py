@@ -11,6 +11,7 @@ import os
 import numpy as np
 
 from embeval.errors import EmbevalError, install_hint
+from embeval.formats.vectors import ReadBuffer
 from embeval.memory import memory_limit, search_budget
 from embeval.train import search
 
@@ -97,12 +98,13 @@ def corpus_top_k(source, doc_rows, queries, depth, similarity, device, shards=No
         file_rows = np.asarray(source.found.rows)[file_rows]
     n = len(file_rows)
     if shards is None:
+        buffer = ReadBuffer()  # the search is done with a piece before it reads the next one
 
         def read(a, b):
-            return source.gather_file_rows(file_rows[a:b])
+            return source.gather_file_rows(file_rows[a:b], buffer)
 
         def read_rows(rows):
-            return source.gather_file_rows(file_rows[rows])
+            return source.gather_file_rows(file_rows[rows], buffer)
 
         budget = search_budget(device)
         return search.top_k(queries, read, n, depth, similarity, budget, device, progress=progress, read_rows=read_rows)

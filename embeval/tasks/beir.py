@@ -388,8 +388,8 @@ def load_retrieval(
     with the queries mteb evaluates (those the qrels name) and notes of what mteb does silently."""
     doc_ids, doc_texts = read_jsonl(corpus, task, with_title=True)
     all_query_ids, all_query_texts = read_jsonl(queries, task, with_title=False)
-    query_index = {q: row for row, q in enumerate(all_query_ids)}
-    doc_index = {d: row for row, d in enumerate(doc_ids)}
+    query_index = dict(zip(all_query_ids, range(len(all_query_ids))))
+    doc_index = dict(zip(doc_ids, range(len(doc_ids))))
     judged_query, judged_doc, grade, _ = _read_pairs(qrels, task, QRELS_HEADER, query_index, doc_index, "judgment")
     notes = []
     judged = np.zeros(len(all_query_ids), dtype=bool)

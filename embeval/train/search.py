@@ -560,17 +560,23 @@ def _bits(d):
     return (53 - max(1, d - 1).bit_length()) // 2
 
 
-def _integers(vectors, bits):
+def _integers(vectors, bits, host=False):
     """(float64 integers (m, d), exponent int32 (m,)): each row scaled by a power of two so that its
     largest entry lies in [2**(bits-1), 2**bits), and rounded; row = integers * 2**(exponent - bits),
     to 2**-bits of its largest entry. A function of the row alone: the same on every device."""
-    wide = vectors.to(torch.float64)
-    _, exponent = torch.frexp(wide.abs().amax(dim=1))
-    # One power of two per row, multiplied in: the value torch.ldexp gives (scaling by a power of two
-    # rounds once; here they are normal float64s, the exponents being a float32's), where ldexp
-    # itself would raise 2 to a power for every entry (15 times slower).
-    scale = torch.ldexp(torch.ones_like(exponent, dtype=torch.float64), bits - exponent)
-    return (wide * scale.unsqueeze(1)).round_(), exponent
+    _, exponent = torch.frexp(vectors.abs().amax(dim=1))  # a float32's exponent, in float64 the same
+    shift = bits - exponent
+    # One power of two per row, multiplied in: the value torch.ldexp gives, where ldexp itself would
+    # raise 2 to a power for every entry (15 times slower). In float32 when every row is scaled up
+    # (shift >= 0) by a float32 power of two (shift <= 127): each product then keeps every bit of
+    # the entry (no overflow: the largest is below 2**bits), exact in float32 as in float64, and so
+    # is its rounding to an integer; else (rows of extreme magnitude) in float64. On the host's
+    # paths only (host: the CPU's, top_k's filtered): on a device the check would wait for it.
+    if host and vectors.dtype == torch.float32 and bool(((shift >= 0) & (shift <= 127)).all()):
+        scale = torch.ldexp(torch.ones_like(exponent, dtype=torch.float32), shift)
+        return (vectors * scale.unsqueeze(1)).round_().to(torch.float64), exponent
+    scale = torch.ldexp(torch.ones_like(exponent, dtype=torch.float64), shift)
+    return (vectors.to(torch.float64) * scale.unsqueeze(1)).round_(), exponent
 
 
 def _squared_norms(integers, exponent, bits):
@@ -606,15 +612,22 @@ def _rescore(raw, found, read_corpus, start, stop, plan, similarity, upload, rea
     d = raw.shape[1]
     device = found.device
     bits = _bits(d)
-    qi, qe = _integers(raw, bits)
+    sampled = device.type == "cpu" if sampled is None else sampled
+    qi, qe = _integers(raw, bits, sampled)
     qn = _squared_norms(qi, qe, bits)
     step = plan.rescore_rows
     flat = found.reshape(-1)
     distinct = None
-    if read_rows is not None:
+    if read_rows is not None and 2 * len(flat) <= stop - start:  # few candidates: their distinct rows
         distinct, position = torch.unique(flat, sorted=True, return_inverse=True)
-        if 2 * len(distinct) > stop - start:
-            distinct = None
+    elif read_rows is not None:  # many: counted per row, which costs less than sorting them
+        present = torch.bincount(flat - start, minlength=stop - start) > 0
+        if 2 * int(present.sum()) <= stop - start:
+            distinct = torch.nonzero(present).squeeze(1) + start
+            position = (torch.cumsum(present, 0) - 1)[flat - start]
+        del present
+    if distinct is not None and 2 * len(distinct) > stop - start:
+        distinct = None
     if distinct is None:
         position, extent = flat - start, stop - start  # a candidate's place among the rows read
     else:
@@ -634,7 +647,6 @@ def _rescore(raw, found, read_corpus, start, stop, plan, similarity, upload, rea
     bounds = torch.searchsorted(by_piece, torch.arange(pieces + 1, device=device) * (qp * step)).tolist()
     del by_piece
     size = max(1, min(plan.pairs, len(flat)))
-    sampled = device.type == "cpu" if sampled is None else sampled
     if sampled:
         dots = _SampledDots(qi, size)
         context = threads.fair_share(device)  # a few large products: every thread the CPU leaves free
@@ -653,7 +665,7 @@ def _rescore(raw, found, read_corpus, start, stop, plan, similarity, upload, rea
                 piece = upload.put(_read(read_corpus, start + p0, start + p1, d))
             else:
                 piece = upload.put(_read_listed(read_rows, distinct[p0:p1], d))
-            xi, xe = _integers(piece, bits)
+            xi, xe = _integers(piece, bits, sampled)
             xn = _squared_norms(xi, xe, bits)
             del piece
             for a in range(lo, hi, size):
@@ -796,14 +808,15 @@ def top_k(
     (_exact_scores) rounded to float32: the same, bit for bit, whatever the budget, shards or device.
 
     queries: float32 (q, d), finite; read_corpus(start, stop): float32 (stop - start, d) corpus rows,
-    finite; similarity "cosine" (L2-normalized; a zero vector scores 0) or "dot"; budget_bytes: what
-    the search may allocate at once; rows: (start, stop), the shard of the corpus to search (default
+    finite (the search is done with them before its next read: a reader may reuse its array);
+    similarity "cosine" (L2-normalized; a zero vector scores 0) or "dot"; budget_bytes: what the
+    search may allocate at once; rows: (start, stop), the shard of the corpus to search (default
     all), results in corpus rows. filtered: the CPU's paths, the filter of the groups that can enter
     and the re-scoring's sampled product (default: on the CPU only; results are the same either
-    way). progress(rows): called on the host after
-    each block of `rows` corpus rows a float32 pass has scored for a sweep of queries (no wait for
-    the device). read_rows(rows) (optional): float32 (len(rows), d), the corpus rows `rows` (an
-    increasing int64 array within the shard); with it the exact re-scoring reads only its candidates'
+    way). progress(rows): called on the host after each block of `rows` corpus rows a float32 pass
+    has scored for a sweep of queries (no wait for the device). read_rows(rows) (optional): float32
+    (len(rows), d), the corpus rows `rows` (an increasing int64 array within the shard), as
+    read_corpus's; with it the exact re-scoring reads only its candidates'
     rows when they are fewer than half the shard (few queries in a large corpus).
     """
     if similarity not in SIMILARITIES:
