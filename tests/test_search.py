@@ -540,3 +540,14 @@ def test_scaling_by_powers_of_two_equals_ldexp_over_the_float32_range():
             assert torch.equal(got, want) and torch.equal(got_exponent, exponent), (scale, host)
         norms = torch.ldexp((want * want).sum(dim=1), 2 * (exponent - bits))
         assert torch.equal(search._squared_norms(got, exponent, bits), norms), scale
+
+
+def test_the_margin_widens_with_the_error_bound():
+    """Up to 384 dimensions the margin is max(16, k // 32); beyond, it grows as the float32 error
+    bound does (at 1024 dimensions a fixed margin left 84 of 1,000 queries of a 225,621-row corpus
+    of random vectors to be searched again)."""
+    assert search.margin(1000, 16) == search.margin(1000, 384) == 31 and search.margin(10, 384) == 16
+    widths = [search.margin(1000, d) for d in (384, 512, 768, 1024, 4096)]
+    assert widths == sorted(widths) and widths[-1] > widths[0]
+    ratio = search._bound_unit(1024) / search._bound_unit(384)
+    assert search.margin(1000, 1024) == int(np.ceil(31 * ratio))

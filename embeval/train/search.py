@@ -45,6 +45,7 @@ back to the host once per sweep of the corpus (once, unless the budget splits th
 several sweeps).
 """
 
+import math
 import sys
 import warnings
 from dataclasses import dataclass
@@ -65,6 +66,7 @@ MIN_PENDING = 128  # the CPU filter's slots per query for candidates between mer
 READ_BYTES = 32 << 20  # the corpus is read (and copied to the device) in pieces of about this size
 NORM_EPS = 1e-12  # as torch.nn.functional.normalize: a zero vector stays zero and scores 0
 MIN_MARGIN = 16  # candidates kept beyond k for the exact re-scoring: max(this, k // 32) ...
+MARGIN_DIMS = 384  # ... (widened above this many dimensions, with the error bound) ...
 WIDEN = 4  # ... times this, for the queries whose cut-off needs more (many near ties)
 RESCORE_PAIRS = 1024  # (query, row) pairs re-scored at once by gathering their rows (a GPU) ...
 SAMPLED_PAIRS = 1 << 16  # ... by a sampled matrix product (the CPU)
@@ -203,9 +205,16 @@ def _rescore_bytes(qp, width, k, d, read, pairs, cuda, listed=False, sampled=Fal
     return candidates + queries + piece + (qp + 1) * 8 + pairs * (160 if sampled else d * 8 * 2 + 96)
 
 
-def margin(k: int) -> int:
-    """Candidates kept beyond the k best by the float32 pass, for the exact re-scoring."""
-    return max(MIN_MARGIN, k // 32)
+def margin(k: int, d: int = 1) -> int:
+    """Candidates kept beyond the k best by the float32 pass, for the exact re-scoring: max(16, k // 32),
+    widened in proportion to the float32 scores' error bound where it is wider than at MARGIN_DIMS
+    dimensions (a wider bound spans more near ties at the cut-off, each one a query searched again)."""
+    return math.ceil(max(MIN_MARGIN, k // 32) * max(1.0, _bound_unit(d) / _bound_unit(MARGIN_DIMS)))
+
+
+def _bound_unit(d):
+    """The error bound of a float32 cosine at d dimensions (_error_bound), before its slack."""
+    return (2 * d + 16) * 2.0**-24 + 8 * d**0.5 * 2.0 ** -_bits(d)
 
 
 def _descending(n):
@@ -228,13 +237,13 @@ def plan_search(
     the largest sweep, then the largest score block (query block x corpus block), then the larger
     corpus block (the CPU's filter then starts from a k-th score over more rows). filtered: as
     top_k's (default: on the CPU). width: the candidates the float32 pass keeps per query (default
-    k + margin(k), at most rows); the exact re-scoring of them is planned too (listed: reading only
+    k + margin(k, d), at most rows); the exact re-scoring of them is planned too (listed: reading only
     the candidates' rows, top_k's read_rows). EmbevalError when not even one query against one row
     fits."""
     device = torch.device(device)
     cuda = device.type == "cuda"
     k = min(k, rows)
-    width = min(rows, k + margin(k)) if width is None else max(k, min(width, rows))
+    width = min(rows, k + margin(k, d)) if width is None else max(k, min(width, rows))
     host = device.type == "cpu" if filtered is None else filtered  # the CPU's paths (top_k's filtered)
     pending = max(width, MIN_PENDING) if host else 0
 
@@ -756,8 +765,7 @@ def _error_bound(raw, largest, similarity):
     """float64 (qp,): how far a float32 pass's score may be from the exact score, for each query:
     the normalization's and the float32 sum's rounding (at most about 2d units of 2**-24 of |q||x|,
     whatever the order of the sum), the integers' (2 * sqrt(d) units of 2**-bits), and slack."""
-    d = raw.shape[1]
-    unit = (2 * d + 16) * 2.0**-24 + 8 * d**0.5 * 2.0 ** -_bits(d)
+    unit = _bound_unit(raw.shape[1])
     if similarity == "cosine":
         return torch.full((len(raw),), unit * 1.01, dtype=torch.float64, device=raw.device)
     norms = torch.linalg.vector_norm(raw.to(torch.float64), dim=1)
@@ -839,14 +847,14 @@ def top_k(
     if k == 0 or q == 0:
         return scores, indices
     todo = np.arange(q)
-    width = min(n, k + margin(k))
+    width = min(n, k + margin(k, d))
     listed = read_rows is not None
     while len(todo):
         whole = len(todo) == q
         try:
             plan = plan_search(len(todo), d, k, n, budget_bytes, device, filtered, width, listed)
         except EmbevalError:
-            if width == min(n, k + margin(k)):
+            if width == min(n, k + margin(k, d)):
                 raise
             plan, width = plan_search(len(todo), d, k, n, budget_bytes, device, filtered, listed=listed), n
         if width >= n:  # every row scored exactly
