@@ -86,7 +86,8 @@ def small_pages():
     16% faster). The setting as before after; unchanged where numpy has no such switch."""
     import numpy as np
 
-    switch = getattr(getattr(getattr(np, "_core", None), "multiarray", None), "_set_madvise_hugepage", None)
+    core = getattr(np, "_core", None) or getattr(np, "core", None)  # numpy 2, numpy 1
+    switch = getattr(getattr(core, "multiarray", None), "_set_madvise_hugepage", None)
     if switch is None:
         yield
         return

@@ -53,3 +53,19 @@ def test_score_stops_before_scoring_when_the_device_is_small(monkeypatch, tmp_pa
     lines = [line for line in result.output.splitlines() if "--device cpu" in line]
     assert len(lines) == 1 and "TREC" in lines[0] and "x 64 vectors" in lines[0], result.output
     assert "Traceback" not in result.output and not out.exists()
+
+
+def test_small_pages_turns_numpys_huge_page_advice_off_inside_and_restores_it():
+    """Inside small_pages numpy does not advise huge pages; after it (also after an error) the
+    setting is what it was."""
+    from embeval.memory import small_pages
+
+    switch = np._core.multiarray._set_madvise_hugepage
+    for before in (True, False):
+        switch(before)
+        with small_pages():
+            assert switch(False) is False  # returns the setting it replaces
+        assert switch(before) is before
+        with pytest.raises(RuntimeError), small_pages():
+            raise RuntimeError("stop")
+        assert switch(True) is before
