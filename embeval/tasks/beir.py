@@ -261,16 +261,17 @@ def _fields_at_once(records, with_title):
         return None
     if not set(map(type, titles)) <= {str, type(None)}:
         return None
+    all_ids = "".join(ids)
     try:  # a lone surrogate escape in any of them
-        "".join(ids).encode("utf-8"), "".join(texts).encode("utf-8"), "".join(filter(None, titles)).encode("utf-8")
+        all_ids.encode("utf-8"), "".join(texts).encode("utf-8"), "".join(filter(None, titles)).encode("utf-8")
     except UnicodeEncodeError:
         return None
-    if "\0" in "".join(ids) or len(set(ids)) != len(ids):
+    if "\0" in all_ids or len(set(ids)) != len(ids):
         return None
     blank = tabs = empty = []
     if not all(map(str.strip, ids)):
         blank = [n for n, doc_id in zip(numbers, ids) if not doc_id.strip()]
-    if "\t" in "".join(ids):
+    if "\t" in all_ids:
         tabs = [n for n, doc_id in zip(numbers, ids) if "\t" in doc_id and doc_id.strip()]
     if not with_title and not all(map(str.strip, texts)):
         empty = [n for n, text in zip(numbers, texts) if not text.strip()]
