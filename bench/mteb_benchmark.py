@@ -13,8 +13,9 @@ embeval   `embeval.score` on the task written as a task file of the matching kin
 mteb      the task's own mteb class (its settings and evaluator) with the same data held in memory,
           run by `mteb.evaluate` with an encoder that serves the same vectors (no model)
 
-Per task and arm: seconds of the scoring call, the process's peak resident memory and the memory
-the scoring added to it, and the main score (the two arms' must be equal). Then totals per
+Per task and arm: seconds of the scoring call, the CPU seconds it took (every thread's: over the
+seconds, how many cores it kept busy), the process's peak resident memory and the memory the
+scoring added to it, and the main score (the two arms' must be equal). Then totals per
 dimension and over the retrieval and reranking tasks, and the ratios. mteb is never given the
 network (HF_HUB_OFFLINE): its data is the synthetic data only.
 
@@ -295,11 +296,17 @@ def _rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _cpu_seconds():
+    """CPU time of this process so far, every thread's, user and system."""
+    times = os.times()
+    return times.user + times.system
+
+
 def run_embeval(name, folder, bootstrap, device="auto"):
     import embeval
     from embeval.tasks.benchmarks import task_scores
 
-    start = time.perf_counter()
+    cpu, start = _cpu_seconds(), time.perf_counter()
     record = embeval.score(
         folder / "vectors.h5",
         folder / "none",
@@ -310,9 +317,9 @@ def run_embeval(name, folder, bootstrap, device="auto"):
         progress=False,
         log=lambda line: None,
     )
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, _cpu_seconds() - cpu
     (score,) = task_scores(record["tasks"]).values()
-    return {"seconds": seconds, "main_score": score.value}
+    return {"seconds": seconds, "cpu_seconds": round(cpu, 2), "main_score": score.value}
 
 
 class ServedVectors:
@@ -441,13 +448,13 @@ def run_mteb(name, folder):
     table = dict(zip(texts, vectors))
     instance = mteb_task(task, data)
     model = ServedVectors(table)
-    start = time.perf_counter()
+    cpu, start = _cpu_seconds(), time.perf_counter()
     result = mteb.evaluate(model, instance, cache=None, show_progress_bar=False, encode_kwargs={"batch_size": 512})
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, _cpu_seconds() - cpu
     (task_result,) = result.task_results
     scores = task_result.scores[task.eval_splits[0]][0]
     figure = "map_at_1000" if "candidates" in data else task.metadata.main_score
-    return {"seconds": seconds, "main_score": scores.get(figure, scores["main_score"])}
+    return {"seconds": seconds, "cpu_seconds": round(cpu, 2), "main_score": scores.get(figure, scores["main_score"])}
 
 
 def _peak_reset():
@@ -538,6 +545,8 @@ def totals(rows, dim, types=None):
         "tasks": len(ok),
         "embeval_seconds": round(e, 2),
         "mteb_seconds": round(m, 2),
+        "embeval_cpu_seconds": round(sum(r["embeval"].get("cpu_seconds", 0) for r in ok), 2),
+        "mteb_cpu_seconds": round(sum(r["mteb"].get("cpu_seconds", 0) for r in ok), 2),
         "ratio": round(m / e, 2) if e else None,
         "embeval_peak_rss_mb": max((r["embeval"]["peak_rss_mb"] for r in ok), default=None),
         "mteb_peak_rss_mb": max((r["mteb"]["peak_rss_mb"] for r in ok), default=None),
@@ -619,7 +628,8 @@ def main(argv=None):
             f"bootstrap {args.bootstrap}); mteb: mteb.evaluate on the task's own mteb class with the same data "
             "in memory and an encoder serving the same vectors; each arm in a fresh process (imports and a warm-up "
             "on the first task done before timing) scoring the tasks one after the other; seconds of each "
-            "scoring call, the process's peak RSS during it (the peak reset before each task) and what it added "
+            "scoring call, the CPU seconds of the process during it (all threads, user and system), the "
+            "process's peak RSS during it (the peak reset before each task) and what it added "
             "to the resident memory before it"
         ),
         "scale": args.scale,

@@ -137,6 +137,72 @@ def test_the_command_runs_with_ray(local_ray, swept, data_dir, tmp_path, cli):
     assert ray.is_initialized()  # the command used the Ray already running here and left it running
 
 
+def note_limits(units, device, run, folder):
+    """Leaves the worker's memory budget and torch threads in `folder`, then executes the group."""
+    import torch
+
+    from embeval.memory import memory_limit
+
+    name = f"{os.getpid()}-{units[0].task}-{units[0].source.dims}"
+    with open(os.path.join(folder, name), "w") as out:
+        json.dump({"budget": memory_limit(), "threads": torch.get_num_threads()}, out)
+    return run(units, device)
+
+
+def test_workers_keep_to_the_memory_budget_and_the_threads_asked(local_ray, swept, data_dir, tmp_path):
+    from embeval.run.sweep_ray import RayRunner
+
+    paths, local = swept
+    seen = tmp_path / "seen"
+    seen.mkdir()
+    runner = RayRunner(None, "cpu", wrap=functools.partial(note_limits, folder=str(seen)), budget=300 << 20, threads=2)
+    summary = sweep(paths, data_dir, TASKS, tmp_path / "ray", "cpu", config(), dims=[4, 8], log=quiet, runner=runner)
+    assert all(s["complete"] for s in summary["sources"])
+    assert results(tmp_path / "ray") == results(local)
+    notes = [json.loads(p.read_text()) for p in seen.iterdir()]
+    assert len(notes) >= 2 and all(n == {"budget": 300 << 20, "threads": 2} for n in notes)
+
+    runner = RayRunner(None, "cpu", wrap=functools.partial(note_limits, folder=str(seen)))
+    for p in seen.iterdir():
+        p.unlink()
+    sweep(paths[:1], data_dir, ["TREC"], tmp_path / "default", "cpu", config(), log=quiet, runner=runner)
+    notes = [json.loads(p.read_text()) for p in seen.iterdir()]
+    assert notes and all(n == {"budget": None, "threads": 1} for n in notes)
+
+
+def test_more_threads_than_any_node_has_cpus_is_refused(local_ray):
+    from embeval.errors import EmbevalError
+    from embeval.run.sweep_ray import RayRunner
+
+    with pytest.raises(EmbevalError, match=r"3 threads per task, but the largest node of the Ray cluster has 2 CPUs"):
+        RayRunner(None, "cpu", threads=3)
+    with pytest.raises(EmbevalError, match=r"must be an integer >= 1, got 0"):
+        RayRunner(None, "cpu", threads=0)
+    assert ray.is_initialized()  # the Ray it joined is left running
+
+
+def test_the_command_refuses_more_threads_than_the_cluster_has(local_ray, swept, data_dir, tmp_path, cli):
+    paths, _ = swept
+    result = cli(
+        "sweep",
+        paths[0],
+        "--data",
+        data_dir,
+        "--tasks",
+        "TREC",
+        "--out-dir",
+        tmp_path / "out",
+        "--threads",
+        "3",
+        "--ray",
+    )
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        "embeval: error: --threads: 3 threads per task, but the largest node of the Ray cluster has 2 CPUs"
+    ]
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_ray_task_runs_torch_on_the_cpus_it_was_granted():
     from types import SimpleNamespace
 

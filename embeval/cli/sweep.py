@@ -149,7 +149,7 @@ def sweep(
     if ray is not None:
         from embeval.run.sweep_ray import RayRunner
 
-        runner = RayRunner(None if ray == "local" else ray, device)
+        runner = RayRunner(None if ray == "local" else ray, device, budget=budget, threads=threads)
     from embeval.memory import limited, small_pages
 
     with limited(budget), small_pages():

@@ -3,9 +3,11 @@
 Each group (files of equal dimension stacked x one task) is one Ray task that reads the files and
 the task data itself: paths travel, not arrays, so every worker must see the files and the data
 folder at the same paths (a shared filesystem). A task's resource request follows its device and
-size: one CPU; on a GPU the fraction of a GPU its matrices take (at least a tenth), so several
-small groups share one GPU. A group whose worker dies fails as a whole; the sweep retries what failed
-once (embeval.run.sweep) and then reports it per file and task, keeping the other groups' results.
+size: one CPU (or --threads CPUs); on a GPU the fraction of a GPU its matrices take (at least a
+tenth), so several small groups share one GPU. A worker runs torch on the CPUs Ray grants its task
+and within the sweep's --memory-budget, as the sweep's own process would. A group whose worker
+dies fails as a whole; the sweep retries what failed once (embeval.run.sweep) and then reports it
+per file and task, keeping the other groups' results.
 """
 
 import logging
@@ -23,13 +25,15 @@ DEFAULT_GPU_BYTES = 16 << 30
 _WORKSPACE = None
 
 
-def run_in_worker(units, device, wrap=None):
+def run_in_worker(units, device, wrap=None, budget=None):
     """Execute one group in a Ray worker, keeping that worker's open files and task data for its
-    next groups. wrap(units, device, run): an optional function around the execution."""
+    next groups, within the memory budget `budget` (bytes, None: the default ones). wrap(units,
+    device, run): an optional function around the execution."""
     global _WORKSPACE
     import ray
     import torch
 
+    from embeval.memory import limited, small_pages
     from embeval.run.execute import Workspace, resolve_device
 
     if _WORKSPACE is None:
@@ -39,7 +43,8 @@ def run_in_worker(units, device, wrap=None):
     def run(units, device):
         return execute_group(units, resolve_device(device), _WORKSPACE)
 
-    return run(units, device) if wrap is None else wrap(units, device, run)
+    with limited(budget), small_pages():
+        return run(units, device) if wrap is None else wrap(units, device, run)
 
 
 def _granted_cpus(ray):
@@ -63,12 +68,18 @@ def _import_ray():
 class RayRunner:
     """Runs a sweep's groups as Ray tasks. address None: the Ray already initialized in this process,
     else a local Ray started here (and stopped by close()); an address joins that cluster.
-    wrap: passed to run_in_worker (tests use it to kill a worker)."""
+    budget: the memory budget of every worker (--memory-budget, bytes); threads: the CPUs each task
+    asks for, and so its torch threads (--threads; default 1). wrap: passed to run_in_worker (tests
+    use it to kill a worker)."""
 
-    def __init__(self, address, device="auto", num_cpus=None, wrap=None):
+    def __init__(self, address, device="auto", num_cpus=None, wrap=None, budget=None, threads=None):
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+            raise EmbevalError(f"must be an integer >= 1, got {threads!r}", file="--threads")
         self.ray = _import_ray()
         self.device = device
         self.wrap = wrap
+        self.budget = budget
+        self.threads = threads or 1
         self.started = False
         if not self.ray.is_initialized():
             kwargs = {
@@ -86,13 +97,23 @@ class RayRunner:
             self.started = True
         self.remote = self.ray.remote(run_in_worker)
         self.gpus = self.ray.cluster_resources().get("GPU", 0) > 0
+        most = max(
+            (node.get("Resources", {}).get("CPU", 0) for node in self.ray.nodes() if node.get("Alive")), default=0
+        )
+        if self.threads > most:  # no node could take such a task: Ray would wait for one forever
+            self.close()
+            raise EmbevalError(
+                f"{self.threads} threads per task, but the largest node of the Ray cluster has {most:g} CPUs",
+                file="--threads",
+            )
 
     def resources(self, group):
-        """The Ray resource request of a group: 1 CPU; on a GPU, its share of the GPU's memory."""
+        """The Ray resource request of a group: its CPUs (threads); on a GPU, also its share of the GPU's
+        memory."""
         if self.device == "cpu" or (self.device == "auto" and not self.gpus):
-            return {"num_cpus": 1, "num_gpus": 0}
+            return {"num_cpus": self.threads, "num_gpus": 0}
         share = sum(unit_bytes(u) for u in group) / DEFAULT_GPU_BYTES
-        return {"num_cpus": 1, "num_gpus": round(min(1.0, max(MIN_GPU_SHARE, share)), 2)}
+        return {"num_cpus": self.threads, "num_gpus": round(min(1.0, max(MIN_GPU_SHARE, share)), 2)}
 
     def run(self, groups):
         """Submit every group; yield (group, results) as each finishes."""
@@ -100,7 +121,7 @@ class RayRunner:
         futures = {}
         for group in groups:
             options = dict(self.resources(group), max_retries=0)
-            futures[self.remote.options(**options).remote(group, device, self.wrap)] = group
+            futures[self.remote.options(**options).remote(group, device, self.wrap, self.budget)] = group
         while futures:
             done, _ = self.ray.wait(list(futures), num_returns=1)
             for future in done:
