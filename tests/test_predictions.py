@@ -160,6 +160,15 @@ def test_compare_of_results_with_no_task_in_common_is_refused(runs, cli, tmp_pat
     assert cli("compare", runs["ra"][1], b).exit_code == 0
 
 
+def test_compare_says_which_run_scored_a_task_the_other_did_not(runs, cli, tmp_path):
+    a = copy_with_tasks(runs["ra"][1], tmp_path / "a.json", ["CR", "MRPC"])
+    b = copy_with_tasks(runs["rb"][1], tmp_path / "b.json", ["CR", "STS16"])
+    result = cli("compare", a, b)
+    assert result.exit_code == 0, result.stderr
+    assert "not compared: MRPC (b: scored by a only)" in result.stdout
+    assert "not compared: STS16 (b: scored by b only)" in result.stdout
+
+
 def test_compare_leaves_out_figures_without_a_value(runs, cli, data_dir, tmp_path):
     """A figure undefined for either run (all of STS15's vectors identical: its correlations are undefined)
     is listed as not compared and left out of the table and of Holm's adjustment; the HTML page counts the

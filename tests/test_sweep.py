@@ -103,7 +103,10 @@ def test_sweep_json_marks_the_file_with_the_best_dev_figure(tmp_path, data_dir):
     written = json.loads((tmp_path / "s" / "sweep.json").read_text())
     assert summary["tasks"]["TREC"]["best"] == written["tasks"]["TREC"]["best"] == best
     assert written["tasks"]["TREC"]["values"][best]["dev"] == dev[best]
-    assert sweep_report.table(summary).splitlines()[1 + list(dev).index(best)].endswith("*")
+    lines = sweep_report.table(summary).splitlines()
+    assert lines[1 + list(dev).index(best)].endswith("*")
+    assert lines[-1].startswith("headline figure (accuracies in %, correlations as fractions) [95% interval]; * best")
+    assert "()" not in lines[-1]
 
 
 def test_dims_equal_files_truncated_by_hand(tmp_path, data_dir):

@@ -203,6 +203,21 @@ def test_the_command_refuses_more_threads_than_the_cluster_has(local_ray, swept,
     assert not (tmp_path / "out").exists()
 
 
+def test_a_local_ray_is_not_started_for_more_threads_than_the_machine_has(swept, data_dir, tmp_path):
+    """Checked before Ray starts: one line on stderr, nothing of Ray's before it."""
+    import subprocess
+
+    paths, _ = swept
+    command = [sys.executable, "-m", "embeval", "sweep", paths[0], "--data", str(data_dir), "--tasks", "TREC"]
+    command += ["--out-dir", str(tmp_path / "out"), "--threads", "100000", "--ray"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"embeval: error: --threads: 100000 threads per task, but this machine has {os.cpu_count()} CPUs"
+    ]
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_ray_task_runs_torch_on_the_cpus_it_was_granted():
     from types import SimpleNamespace
 

@@ -19,7 +19,12 @@ from embeval.cli.common import (
 @tasks_option
 @task_file_option
 @mteb_options
-@click.option("--no-load", is_flag=True, help="List the tasks without reading their data (no splits or sizes).")
+@click.option(
+    "--no-load",
+    is_flag=True,
+    help="List the tasks without reading their data (no sizes; with --mteb: each dataset's local copy or "
+    "the command that fetches it).",
+)
 @fails_cleanly
 def tasks(data, tasks, task_files, no_load):
     """List the built-in tasks and those your task files declare: kind, protocol, where they come
@@ -31,6 +36,15 @@ def tasks(data, tasks, task_files, no_load):
     from embeval.errors import EmbevalError
     from embeval.tasks.files import resolve_data_dir
 
+    meta = click.get_current_context().meta
+    if no_load and meta.get("embeval.mteb"):  # MTEB's tasks as mteb describes them, no dataset read
+        from embeval.tasks.mteb_source import describe
+
+        if tasks is not None:
+            raise EmbevalError("lists the tasks of --mteb; give the names there", file="--tasks")
+        for line in describe(meta["embeval.mteb"], meta.get("embeval.mteb_data")):
+            click.echo(line)
+        return
     registry = task_registry(task_files)
     names = task_names(registry, tasks) or list(registry)
     root = resolve_data_dir(data)

@@ -135,7 +135,8 @@ def compare(
         _check_common(reference, record, wanted, tasks, (paths[0], paths[other]))
         for task in wanted:
             if task not in reference["tasks"] or task not in record["tasks"]:
-                not_compared.append({"task": task, "b": names[other], "why": "scored by only one of the runs"})
+                only = names[0] if task in reference["tasks"] else names[other]
+                not_compared.append({"task": task, "b": names[other], "why": f"scored by {only} only"})
                 continue
             if task not in ref_runs or task not in runs:
                 not_compared.append({"task": task, "b": names[other], "why": "its predictions were not saved"})

@@ -81,6 +81,9 @@ class RayRunner:
         self.budget = budget
         self.threads = threads or 1
         self.started = False
+        local = num_cpus or os.cpu_count() or 1
+        if address is None and not self.ray.is_initialized() and self.threads > local:
+            raise EmbevalError(f"{self.threads} threads per task, but this machine has {local} CPUs", file="--threads")
         if not self.ray.is_initialized():
             kwargs = {
                 "address": address,

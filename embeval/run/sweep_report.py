@@ -148,7 +148,10 @@ def grid(summary):
             if summary["tasks"][t]["selected_by"]
         }
     )
-    note = "headline figure [95% interval]; * best file on the task's dev figure (" + ", ".join(selected) + ")"
+    note = "headline figure (accuracies in %, correlations as fractions) [95% interval]; "
+    note += "* best file on the task's dev figure"
+    if selected:
+        note += " (" + ", ".join(selected) + ")"
     return header, rows, note
 
 

@@ -134,9 +134,9 @@ def resolve(text: str) -> list[Requested]:
             if name not in found:
                 found[name] = Requested(mteb.get_task(name))
         else:
-            known = list(_TASKS_REGISTRY) + list(benchmarks)
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = f" (did you mean {close[0]}?)" if close else ""
+            lowered = {known.lower(): known for known in [*_TASKS_REGISTRY, *benchmarks]}  # case aside first
+            close = [name.lower()] if name.lower() in lowered else difflib.get_close_matches(name.lower(), lowered, n=1)
+            hint = f" (did you mean {lowered[close[0]]}?)" if close else ""
             raise MtebError(f"{name!r} is not an mteb {mteb.__version__} task or benchmark{hint}", file=OPTION)
     return list(found.values())
 
@@ -185,8 +185,12 @@ def metadata_revision(folder: Path) -> str | None:
     return None
 
 
-def fetch_command(dataset: str, revision: str) -> str:
-    return f"huggingface-cli download {dataset} --repo-type dataset --revision {revision} --local-dir DIR/{dataset}"
+def fetch_command(dataset: str, revision: str, data_dir: str | Path | None = None) -> str:
+    """The command that fetches a dataset's copy into --mteb-data's folder (DIR when none is given)."""
+    folder = "DIR" if data_dir is None else str(data_dir).rstrip("/")
+    return (
+        f"huggingface-cli download {dataset} --repo-type dataset --revision {revision} --local-dir {folder}/{dataset}"
+    )
 
 
 @dataclass(frozen=True)
@@ -195,29 +199,57 @@ class Located:
     recorded: str | None  # the revision the copy records
 
 
-def locate(task: Any, data_dir: str | Path | None) -> Located:
-    """The local copy of a task's dataset: DIR/ORG/NAME under --mteb-data, else the Hugging Face cache."""
+def find(task: Any, data_dir: str | Path | None) -> Located | None:
+    """The local copy of a task's dataset: DIR/ORG/NAME under --mteb-data, else the Hugging Face cache
+    (None: no copy)."""
     dataset = task.metadata.dataset["path"]
     revision = task.metadata.dataset.get("revision") or "main"
-    name = task.metadata.name
     if data_dir is not None:
         folder = Path(data_dir) / dataset
-        if folder.is_dir():
-            return Located(folder, metadata_revision(folder))
-        where = f"not in {data_dir}"
-    else:
-        from huggingface_hub import snapshot_download
-        from huggingface_hub.errors import LocalEntryNotFoundError
+        return Located(folder, metadata_revision(folder)) if folder.is_dir() else None
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
 
-        try:
-            path = snapshot_download(dataset, repo_type="dataset", revision=revision, local_files_only=True)
-            return Located(Path(path), revision)
-        except (LocalEntryNotFoundError, OSError, ValueError):
-            where = "not in the Hugging Face cache (give --mteb-data DIR)"
+    try:
+        path = snapshot_download(dataset, repo_type="dataset", revision=revision, local_files_only=True)
+    except (LocalEntryNotFoundError, OSError, ValueError):
+        return None
+    return Located(Path(path), revision)
+
+
+def _nowhere(data_dir: str | Path | None) -> str:
+    return f"not in {data_dir}" if data_dir is not None else "not in the Hugging Face cache (give --mteb-data DIR)"
+
+
+def locate_all(tasks: Sequence[Any], data_dir: str | Path | None) -> dict[str, Located]:
+    """{task name: its dataset's local copy} of every task; MtebError naming every dataset without one
+    (one: its fetch command; several: the first's, and where to find the others')."""
+    found, absent = {}, []
+    for task in tasks:
+        located = find(task, data_dir)
+        if located is None:
+            absent.append(task)
+        else:
+            found[task.metadata.name] = located
+    if not absent:
+        return found
+    commands = [
+        fetch_command(t.metadata.dataset["path"], t.metadata.dataset.get("revision") or "main", data_dir)
+        for t in absent
+    ]
+    if len(absent) == 1:
+        meta = absent[0].metadata
+        raise MtebError(
+            f"dataset {meta.dataset['path']} at revision {meta.dataset.get('revision') or 'main'} is "
+            f"{_nowhere(data_dir)}; on a connected machine: {commands[0]}",
+            task=meta.name,
+            file=OPTION,
+        )
+    names = ", ".join(f"{t.metadata.name} ({t.metadata.dataset['path']})" for t in absent)
     raise MtebError(
-        f"dataset {dataset} at revision {revision} is {where}; "
-        f"on a connected machine: {fetch_command(dataset, revision)}",
-        task=name,
+        f"{len(absent)} of {len(tasks)} datasets are {_nowhere(data_dir)}: {names}; on a connected machine "
+        f"fetch each at mteb's revision, the first: {commands[0]} (`embeval tasks --mteb NAMES --no-load` "
+        "prints every command)",
         file=OPTION,
     )
 
@@ -806,19 +838,20 @@ def task_specs(
     located: dict[str, Located | None] = {}
     mismatches: dict[str, str] = {}
     unverified: dict[str, str] = {}
+    copies = locate_all([r.task for r in chosen], data_dir) if offline_copy else {}
     for r in chosen:
         meta = r.task.metadata
         if not offline_copy:
             located[meta.name] = None
             continue
-        found = locate(r.task, data_dir)
+        found = copies[meta.name]
         wanted = meta.dataset.get("revision")
         if found.recorded is not None and wanted and found.recorded != wanted:
             note = f"local copy at revision {found.recorded}, mteb evaluates {wanted}"
             if not allow_revision_mismatch:
                 raise MtebError(
                     f"dataset {meta.dataset['path']}: {note} (--allow-revision-mismatch scores it anyway; "
-                    f"or {fetch_command(meta.dataset['path'], wanted)})",
+                    f"or {fetch_command(meta.dataset['path'], wanted, data_dir)})",
                     task=meta.name,
                     file=OPTION,
                 )
@@ -847,6 +880,49 @@ def task_specs(
                 part_spec(part, r.benchmarks, mismatches.get(meta.name), dataset, stamp, unverified.get(meta.name))
             )
     return specs, refused if skip_unsupported else []
+
+
+def describe(text: str, data_dir: str | Path | None = None) -> list[str]:
+    """Lines of `embeval tasks --mteb NAMES --no-load`: each task a --mteb value names, its type,
+    benchmarks, subsets and splits, its dataset and revision, and its local copy or the command that
+    fetches it; then how many copies are missing. Reads no data."""
+    requested = resolve(text)
+    width = max(len(r.task.metadata.name) for r in requested) + 2
+    lines, absent = [], 0
+    for r in requested:
+        meta = r.task.metadata
+        dataset, revision = meta.dataset["path"], meta.dataset.get("revision") or "main"
+        shown = parts(r.task)
+        subsets = list(dict.fromkeys(p.subset for p in shown))
+        if subsets == ["default"]:
+            about = ""
+        elif len(subsets) <= 3:
+            about = f"subset{'s' if len(subsets) > 1 else ''} {', '.join(subsets)}, "
+        else:
+            about = f"{len(subsets)} subsets, "
+        splits = ", ".join(dict.fromkeys(p.split for p in shown))
+        head = f"{meta.name:<{width}}{meta.type:24s} {about}split {splits}"
+        if r.benchmarks:
+            head += f"; in {', '.join(r.benchmarks)}"
+        why = unsupported(r.task)
+        if why:
+            lines.append(f"{head}\n{'':<{width}}not scored: {why.split(': ', 1)[-1]}")
+            continue
+        located = find(r.task, data_dir)
+        if located is None:
+            absent += 1
+            where = f"missing; on a connected machine: {fetch_command(dataset, revision, data_dir)}"
+        elif located.recorded not in (None, revision):
+            where = f"{located.folder} (revision {located.recorded}, mteb evaluates {revision})"
+        else:
+            where = str(located.folder)
+        lines.append(f"{head}\n{'':<{width}}{dataset}@{revision}: {where}")
+    count = len(requested)
+    lines.append(
+        f"{count} task{'s' if count > 1 else ''}: "
+        + (f"{absent} dataset{'s' if absent > 1 else ''} {_nowhere(data_dir)}" if absent else "every dataset found")
+    )
+    return lines
 
 
 def specs_by_name(
