@@ -323,15 +323,39 @@ def test_qrels_read_at_once_equal_the_line_by_line_reader(tmp_path, body):
     path = tmp_path / "qrels.tsv"
     path.write_bytes(body.encode("utf-8"))
     queries, docs = {"q1": 0, "q2": 1}, {"d1": 0, "d2": 1}
-    at_once = beir._pairs_at_once(path, "T", beir.QRELS_HEADER, queries, docs)
+    chunks = [beir.PAIR_CHUNK_BYTES, 1, 2, 7, 16]  # whole, and pieces cut within lines and between them
+    at_once = [beir._pairs_at_once(path, "T", beir.QRELS_HEADER, queries, docs, chunk) for chunk in chunks]
     try:
         by_line = beir._read_pairs_by_line(path, "T", beir.QRELS_HEADER, queries, docs, "judgment")
     except DataFileError:
-        assert at_once is None
+        assert all(found is None for found in at_once)
         return
-    assert at_once is not None
-    for a, b in zip(at_once, by_line):
-        assert a.dtype == b.dtype and np.array_equal(a, b)
+    for found in at_once:
+        assert found is not None
+        for a, b in zip(found, by_line):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+def test_a_large_candidates_file_is_read_in_pieces_as_the_line_by_line_reader_reads_it(tmp_path):
+    """Many lines over many pieces (blank lines, CR LF and a BOM among them): the same rows and line
+    numbers as the line-by-line reader."""
+    from embeval.tasks import beir
+
+    rng = np.random.default_rng(5)
+    queries = {f"q{i}": i for i in range(300)}
+    docs = {f"doc-{i}": i for i in range(1000)}
+    pairs = rng.choice(300 * 1000, size=5000, replace=False)
+    lines = ["query-id\tcorpus-id"] + [f"q{p // 1000}\tdoc-{p % 1000}" for p in pairs]
+    for at in rng.choice(len(lines) - 1, size=40, replace=False) + 1:
+        lines[at] += "\r" if at % 2 else "\n  "
+    path = tmp_path / "candidates.tsv"
+    path.write_bytes(("\ufeff" + "\n".join(lines) + "\n\n").encode("utf-8"))
+    by_line = beir._read_pairs_by_line(path, "T", beir.CANDIDATES_HEADER, queries, docs, "candidate")
+    for chunk in (beir.PAIR_CHUNK_BYTES, 997, 4096):
+        found = beir._pairs_at_once(path, "T", beir.CANDIDATES_HEADER, queries, docs, chunk)
+        assert found is not None
+        for a, b in zip(found, by_line):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
 
 
 @pytest.mark.parametrize(

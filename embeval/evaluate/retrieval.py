@@ -20,6 +20,8 @@ from embeval.formats import predictions
 KEPT = ("ndcg_at_10", "map_at_10", "map_at_1000", "mrr_at_10", "recall_at_100", "recall_at_1000")
 SET_KIND = "query_means"
 RERANK_CELLS = 1 << 24  # candidate vector entries gathered at once (64 MiB of float32)
+RERANK_QUERIES = 1 << 16  # a reranking task's queries scored and evaluated at once (the memory of their
+# padded candidate lists, not of all of them: MindSmallReranking has 2.4 million queries)
 
 
 def query_set(values, main):
@@ -51,12 +53,26 @@ def rerank(ctx, similarity, role="query"):
     dot_score on those shapes; queries with as many candidates are batched, with the same bits), so
     equal and near-equal scores fall as they do in mteb."""
     data = ctx.data
-    queries = mteb_similarity.tensor(ctx.sources[role].gather(ctx.rows[role]))
-    queries = mteb_similarity.normalized(queries, similarity)
     rows = ir_metrics.pad_candidates(len(data.query_ids), *data.candidates)
-    needed = np.unique(rows[rows >= 0])
+    needed, table = _candidate_table(ctx, similarity, rows[rows >= 0])
+    return _scored(ctx, similarity, role, slice(None), rows, needed, table), rows
+
+
+def _candidate_table(ctx, similarity, documents):
+    """(the distinct document rows among `documents`, sorted; their vectors, prepared for the
+    similarity): once, not once per query a document is a candidate of."""
+    present = np.zeros(len(ctx.rows["document"]), dtype=bool)
+    present[documents] = True
+    needed = np.flatnonzero(present)
     table = mteb_similarity.tensor(ctx.sources["document"].gather(ctx.rows["document"][needed]))
-    table = mteb_similarity.normalized(table, similarity)  # once, not once per query it is a candidate of
+    return needed, mteb_similarity.normalized(table, similarity)
+
+
+def _scored(ctx, similarity, role, which, rows, needed, table):
+    """The scores of the padded candidate rows (queries, k) of the queries `which` (a slice of the
+    task's queries), as rerank's."""
+    queries = mteb_similarity.tensor(ctx.sources[role].gather(ctx.rows[role][which]))
+    queries = mteb_similarity.normalized(queries, similarity)
     local = torch.as_tensor(np.searchsorted(needed, np.maximum(rows, 0)))  # candidates first, then -1
     counts = (rows >= 0).sum(axis=1)
     scores = np.zeros(rows.shape, dtype=np.float32)
@@ -70,19 +86,55 @@ def rerank(ctx, similarity, role="query"):
             scores[chunk.numpy(), :count] = mteb_similarity.per_query(
                 queries[chunk], documents, similarity, prepared=True
             ).numpy()
-    return scores, rows
+    return scores
+
+
+def _reranked(ctx, similarity, exclude, id_rank):
+    """A reranking task's per-query figures, confidences and depth (the longest candidate list),
+    RERANK_QUERIES queries at a time: each query's values are those of one pass over all queries."""
+    data = ctx.data
+    n = len(data.query_ids)
+    cand_query, cand_doc = (np.asarray(a, dtype=np.int64) for a in data.candidates)
+    order = np.argsort(cand_query, kind="stable")  # by query, each query's candidates in file order
+    starts = np.searchsorted(cand_query, np.arange(0, n + RERANK_QUERIES, RERANK_QUERIES).clip(max=n), sorter=order)
+    needed, table = _candidate_table(ctx, similarity, cand_doc)
+    judged, judged_doc, grade = (np.asarray(a, dtype=np.int64) for a in data.qrels)
+    by_query = np.argsort(judged, kind="stable")
+    judged_starts = np.searchsorted(
+        judged, np.arange(0, n + RERANK_QUERIES, RERANK_QUERIES).clip(max=n), sorter=by_query
+    )
+    values, confidence, depth = [], [], 0
+    for part, a in enumerate(range(0, n, RERANK_QUERIES)):
+        b = min(n, a + RERANK_QUERIES)
+        picked = order[starts[part] : starts[part + 1]]
+        rows = ir_metrics.pad_candidates(b - a, cand_query[picked] - a, cand_doc[picked])
+        del picked
+        scores = _scored(ctx, similarity, "query", slice(a, b), rows, needed, table)
+        judgments = by_query[judged_starts[part] : judged_starts[part + 1]]
+        qrels = (judged[judgments] - a, judged_doc[judgments], grade[judgments])
+        own = None if exclude is None else exclude[a:b]
+        values.append(ir_metrics.per_query(rows, scores, qrels, id_rank, exclude=own))
+        confidence.append(ir_metrics.confidences(rows, scores, own))
+        depth = max(depth, rows.shape[1])
+    joined = {name: np.concatenate([v[name] for v in values]) for name in values[0]}
+    return joined, {name: np.concatenate([c[name] for c in confidence]) for name in confidence[0]}, depth
 
 
 def evaluate(ctx, main, depth, similarity, ignore_identical, reranking=False):
     """The task's figures (means over the evaluated queries, unrounded) and counts; the per-query
     values of the main and a few other figures are kept as a prediction set."""
     data = ctx.data
-    scores, rows = rerank(ctx, similarity) if reranking else retrieve(ctx, depth, similarity)
     exclude = ir_metrics.identical_rows(data.query_ids, data.doc_ids) if ignore_identical else None
     id_rank = ir_metrics.id_ranks(data.doc_ids)
-    values = ir_metrics.per_query(rows, scores, data.qrels, id_rank, exclude=exclude, distinct=not reranking)
+    if reranking:
+        values, confidence, depth = _reranked(ctx, similarity, exclude, id_rank)
+    else:
+        scores, rows = retrieve(ctx, depth, similarity)
+        values = ir_metrics.per_query(rows, scores, data.qrels, id_rank, exclude=exclude, distinct=True)
+        confidence, depth = ir_metrics.confidences(rows, scores, exclude), rows.shape[1]
+        del scores, rows
     ctx.keep("", query_set(values, main))
     results = ir_metrics.means(values)
-    results.update(ir_metrics.naucs(values, ir_metrics.confidences(rows, scores, exclude)))
-    results.update(nqueries=len(data.query_ids), ndocs=len(data.doc_ids), depth=int(rows.shape[1]))
+    results.update(ir_metrics.naucs(values, confidence))
+    results.update(nqueries=len(data.query_ids), ndocs=len(data.doc_ids), depth=int(depth))
     return results

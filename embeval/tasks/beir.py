@@ -54,6 +54,7 @@ CANDIDATES_HEADER = ("query-id", "corpus-id")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _INT32 = (-(2**31), 2**31 - 1)
 SHOWN = 3  # ids quoted in a message about many
+PAIR_CHUNK_BYTES = 16 << 20  # a qrels or candidates file is read at once in pieces of about this size
 
 
 @dataclass(frozen=True)
@@ -288,37 +289,90 @@ def _read_pairs(path, task, header, query_index, doc_index, what):
     return found if found is not None else _read_pairs_by_line(path, task, header, query_index, doc_index, what)
 
 
-def _pairs_at_once(path, task, header, query_index, doc_index):
-    """_read_pairs' result for a file with nothing wrong, from whole-file operations; None when any
-    line may be at fault (then the line-by-line reader finds it): the same lines kept (split at
-    newlines, CR LF and a first-line BOM removed, blank lines skipped), the same checks."""
-    found = _kept_lines(path, task)
-    if found is None:
-        return None
-    numbers, lines = found
-    if not numbers or tuple(lines[numbers[0] - 1].rstrip("\r").split("\t")) != header:
-        return None
-    kept = [lines[n - 1].rstrip("\r") for n in numbers[1:]]
+def _pairs_at_once(path, task, header, query_index, doc_index, chunk_bytes=PAIR_CHUNK_BYTES):
+    """_read_pairs' result for a file with nothing wrong, from whole-chunk operations (chunks of about
+    chunk_bytes, cut after a newline: the memory stays that of the arrays, whatever the file's
+    size); None when any line may be at fault (then the line-by-line reader finds it): the same
+    lines kept (split at newlines, CR LF and a first-line BOM removed, blank lines skipped), the same
+    checks."""
+    check_data_file(path, task, DataFileError)
     width = len(header)
-    if not kept or any(line.count("\t") != width - 1 for line in kept):
+    parts: list[tuple[np.ndarray, ...]] = []
+    seen_header = False
+    try:
+        source = open(path, "rb")
+    except OSError:
         return None
-    fields = "\t".join(kept).split("\t")  # one flat list: no list per line for the collector to scan
-    query = np.array([query_index.get(f, -1) for f in fields[0::width]], dtype=np.int64)
-    doc = np.array([doc_index.get(f, -1) for f in fields[1::width]], dtype=np.int64)
-    if (query < 0).any() or (doc < 0).any():
+    with source:
+        first, rest = 1, b""  # the number of the chunk's first line; the bytes after its last newline
+        while True:
+            block = source.read(chunk_bytes)
+            data, rest = rest + block, b""
+            if block:
+                cut = data.rfind(b"\n") + 1
+                if not cut:  # no whole line yet
+                    rest = data
+                    continue
+                data, rest = data[:cut], data[cut:]
+            elif not data:
+                break
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+            if first == 1:
+                text = text.removeprefix("\ufeff")
+            lines = text.split("\n")
+            if block:
+                lines.pop()  # after the chunk's last newline: the next chunk's
+            del text, data
+            count = len(lines)
+            if all(map(str.strip, lines)):  # no blank line
+                numbers = np.arange(first, first + count, dtype=np.int64)
+            else:
+                numbers = np.array([first + i for i, line in enumerate(lines) if line.strip()], dtype=np.int64)
+                lines = [line for line in lines if line.strip()]
+            first += count
+            kept = [line.rstrip("\r") for line in lines]
+            del lines
+            if not seen_header and kept:
+                if tuple(kept[0].split("\t")) != header:
+                    return None
+                seen_header = True
+                kept, numbers = kept[1:], numbers[1:]
+            if not kept:
+                continue
+            if any(line.count("\t") != width - 1 for line in kept):
+                return None
+            fields = "\t".join(kept).split("\t")  # one flat list: no list per line for the collector to scan
+            del kept
+            # int32 until the end (rows of the indexes; line numbers below 2**31 checked there): half the memory
+            query = np.array([query_index.get(f, -1) for f in fields[0::width]], dtype=np.int32)
+            doc = np.array([doc_index.get(f, -1) for f in fields[1::width]], dtype=np.int32)
+            if (query < 0).any() or (doc < 0).any():
+                return None
+            grade = None
+            if width == 3:
+                grades = [f.strip() for f in fields[2::width]]
+                if not all(g.isascii() and _INTEGER.fullmatch(g) and len(g) < 12 for g in grades):
+                    return None
+                grade = np.array([int(g) for g in grades], dtype=np.int64)
+                if ((grade < _INT32[0]) | (grade > _INT32[1])).any():
+                    return None
+            if first >= 2**31:
+                return None
+            parts.append((query, doc, grade, numbers.astype(np.int32)))
+    if not parts:
         return None
-    pair = np.sort(query * (int(doc.max()) + 1) + doc)
+    query, doc, numbers = (np.concatenate([part[i] for part in parts], dtype=np.int64) for i in (0, 1, 3))
+    grade = np.zeros(len(query), dtype=np.int64) if width == 2 else np.concatenate([part[2] for part in parts])
+    del parts
+    pair = query * (int(doc.max()) + 1)
+    pair += doc
+    pair.sort()
     if (pair[1:] == pair[:-1]).any():  # a pair listed twice
         return None
-    grade = np.zeros(len(kept), dtype=np.int64)
-    if width == 3:
-        grades = [f.strip() for f in fields[2::width]]
-        if not all(g.isascii() and _INTEGER.fullmatch(g) and len(g) < 12 for g in grades):
-            return None
-        grade = np.array([int(g) for g in grades], dtype=np.int64)
-        if ((grade < _INT32[0]) | (grade > _INT32[1])).any():
-            return None
-    return query, doc, grade, np.array(numbers[1:], dtype=np.int64)
+    return query, doc, grade, numbers
 
 
 def _read_pairs_by_line(path, task, header, query_index, doc_index, what):
