@@ -568,3 +568,18 @@ def test_good_small_files_load(tmp_path):
     data = beir.load_retrieval(**paths, task="T")
     assert data.doc_texts == ["t one", "two"] and data.query_ids == ["q1", "q2"]
     assert [a.tolist() for a in data.candidates] == [[0, 0], [0, 1]]
+
+
+def test_naucs_are_each_figure_and_confidence_nauc():
+    """naucs finds each confidence's and figure's order once: every value is nauc's of that pair (ties
+    in both, a constant figure: NaN)."""
+    rng = np.random.default_rng(4)
+    values = {f"{figure}_at_{k}": rng.integers(0, 4, 500) / 4 for figure in ("ndcg", "map", "recall") for k in (1, 10)}
+    values["ndcg_at_10"][:] = 0.5
+    confidence = {kind: rng.integers(0, 30, 500) / 7 for kind in ir_metrics.CONFIDENCES}
+    found = ir_metrics.naucs(values, confidence)
+    for name, metric in values.items():
+        for kind in ir_metrics.CONFIDENCES:
+            expected = ir_metrics.nauc(confidence[kind], metric)
+            assert np.array_equal(found[f"nauc_{name}_{kind}"], expected, equal_nan=True)
+    assert np.isnan(found["nauc_ndcg_at_10_max"])

@@ -275,36 +275,49 @@ def confidences(rows: np.ndarray, scores: np.ndarray, exclude: np.ndarray | None
     return out
 
 
-def _abstention_curve(confidence: np.ndarray, metric: np.ndarray) -> np.ndarray:
-    """The mean of `metric` over the queries kept at each abstention rate, the least confident left out
-    first; queries of equal confidence count at their group's mean (the expectation over tie orders)."""
-    if confidence.size == 0:
-        return np.full(len(ABSTENTION_RATES), np.nan)
+def _ties(confidence: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(order of the queries by confidence, least first; where each group of equal confidence starts
+    in it; the groups' sizes): what an abstention curve needs of the confidence, for any metric."""
     order = np.argsort(confidence, kind="stable")
-    ranked, values = confidence[order], metric[order]
+    ranked = confidence[order]
     starts = np.flatnonzero(np.r_[True, ranked[1:] != ranked[:-1]])
-    sizes = np.diff(np.r_[starts, len(ranked)])
-    values = np.repeat(np.add.reduceat(values, starts) / sizes, sizes)
-    left_out = [min(round(rate * len(ranked)), len(ranked) - 1) for rate in ABSTENTION_RATES]
+    return order, starts, np.diff(np.r_[starts, len(ranked)])
+
+
+def _abstention_curve(ties: tuple[np.ndarray, np.ndarray, np.ndarray], metric: np.ndarray) -> np.ndarray:
+    """The mean of `metric` over the queries kept at each abstention rate, the least confident (by
+    _ties of the confidence) left out first; queries of equal confidence count at their group's mean
+    (the expectation over tie orders)."""
+    order, starts, sizes = ties
+    if order.size == 0:
+        return np.full(len(ABSTENTION_RATES), np.nan)
+    values = np.repeat(np.add.reduceat(metric[order], starts) / sizes, sizes)
+    left_out = [min(round(rate * len(order)), len(order) - 1) for rate in ABSTENTION_RATES]
     return np.array([values[n:].mean() for n in left_out])
 
 
-def nauc(confidence: np.ndarray, metric: np.ndarray) -> float:
-    """The normalized area under the abstention curve: 0 for the flat curve, 1 for the oracle's
-    (confidence = the metric itself); NaN when the two coincide."""
-    curve = _abstention_curve(confidence, metric)
-    oracle = _abstention_curve(metric, metric)
+def _normalized_area(curve: np.ndarray, oracle: np.ndarray) -> float:
     area, best = np.trapezoid(curve, ABSTENTION_RATES), np.trapezoid(oracle, ABSTENTION_RATES)
     flat = oracle[0] * (ABSTENTION_RATES[-1] - ABSTENTION_RATES[0])
     return float("nan") if best == flat else float((area - flat) / (best - flat))
 
 
+def nauc(confidence: np.ndarray, metric: np.ndarray) -> float:
+    """The normalized area under the abstention curve: 0 for the flat curve, 1 for the oracle's
+    (confidence = the metric itself); NaN when the two coincide."""
+    return _normalized_area(_abstention_curve(_ties(confidence), metric), _abstention_curve(_ties(metric), metric))
+
+
 def naucs(values: dict[str, np.ndarray], confidence: dict[str, np.ndarray]) -> dict[str, float]:
     """mteb's nauc_{figure}_at_{k}_{confidence} of every figure of NAUC_FAMILIES at every cut-off of
-    `values` (per-query figures, the queries in the order of `confidence`)."""
+    `values` (per-query figures, the queries in the order of `confidence`): nauc's values, each
+    confidence's and each figure's order found once."""
     out = {}
+    ties = {kind: _ties(confidence[kind]) for kind in CONFIDENCES}
     for name, metric in values.items():
         if name.split("_at_")[0] in NAUC_FAMILIES:
+            metric = np.asarray(metric, dtype=np.float64)
+            oracle = _abstention_curve(_ties(metric), metric)
             for kind in CONFIDENCES:
-                out[f"nauc_{name}_{kind}"] = nauc(confidence[kind], np.asarray(metric, dtype=np.float64))
+                out[f"nauc_{name}_{kind}"] = _normalized_area(_abstention_curve(ties[kind], metric), oracle)
     return out
