@@ -95,14 +95,13 @@ def _reranked(ctx, similarity, exclude, id_rank):
     data = ctx.data
     n = len(data.query_ids)
     cand_query, cand_doc = (np.asarray(a, dtype=np.int64) for a in data.candidates)
+    edges = np.arange(0, n + RERANK_QUERIES, RERANK_QUERIES).clip(max=n)  # the parts' first queries, and n
     order = np.argsort(cand_query, kind="stable")  # by query, each query's candidates in file order
-    starts = np.searchsorted(cand_query, np.arange(0, n + RERANK_QUERIES, RERANK_QUERIES).clip(max=n), sorter=order)
+    starts = np.searchsorted(cand_query, edges, sorter=order)
     needed, table = _candidate_table(ctx, similarity, cand_doc)
     judged, judged_doc, grade = (np.asarray(a, dtype=np.int64) for a in data.qrels)
     by_query = np.argsort(judged, kind="stable")
-    judged_starts = np.searchsorted(
-        judged, np.arange(0, n + RERANK_QUERIES, RERANK_QUERIES).clip(max=n), sorter=by_query
-    )
+    judged_starts = np.searchsorted(judged, edges, sorter=by_query)
     values, confidence, depth = [], [], 0
     for part, a in enumerate(range(0, n, RERANK_QUERIES)):
         b = min(n, a + RERANK_QUERIES)

@@ -73,15 +73,17 @@ class RayRunner:
     use it to kill a worker)."""
 
     def __init__(self, address, device="auto", num_cpus=None, wrap=None, budget=None, threads=None):
-        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
-            raise EmbevalError(f"must be an integer >= 1, got {threads!r}", file="--threads")
+        if threads is not None:
+            from embeval.threads import choose
+
+            choose(threads)  # refused as the sweep's own --threads is
         self.ray = _import_ray()
         self.device = device
         self.wrap = wrap
         self.budget = budget
         self.threads = threads or 1
         self.started = False
-        local = num_cpus or os.cpu_count() or 1
+        local = num_cpus or os.cpu_count() or 1  # a local Ray's CPUs
         if address is None and not self.ray.is_initialized() and self.threads > local:
             raise EmbevalError(f"{self.threads} threads per task, but this machine has {local} CPUs", file="--threads")
         if not self.ray.is_initialized():
@@ -92,7 +94,7 @@ class RayRunner:
                 "log_to_driver": False,
             }
             if address is None:
-                kwargs.update(num_cpus=num_cpus or os.cpu_count(), object_store_memory=LOCAL_OBJECT_STORE_BYTES)
+                kwargs.update(num_cpus=local, object_store_memory=LOCAL_OBJECT_STORE_BYTES)
             try:
                 self.ray.init(**kwargs)
             except (ConnectionError, RuntimeError, ValueError) as err:
