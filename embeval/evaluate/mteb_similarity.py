@@ -10,9 +10,11 @@ import numpy as np
 import torch
 
 SIMILARITIES = ("cosine", "dot")
-# Multiply-adds of one query's product from which torch's batched product (bmm) gives the bits of
-# the one-query product (below, it takes a naive kernel: tests/test_mteb_agreement.py checks both).
-BATCHED_LEAST = 400
+# Whether torch's batched product (bmm, two or more queries) gives the bits of the one-query product
+# for a (candidates, dimension, threads) shape: measured once per shape (_batched_agrees). It does not
+# below about 400 multiply-adds a query (another kernel), nor where the one-query product splits its
+# sums over threads (on some CPUs, from about 15,000 multiply-adds with two threads).
+_BATCHED_AGREES: dict[tuple[int, int, int], bool] = {}
 
 
 def tensor(x: np.ndarray | torch.Tensor) -> torch.Tensor:
@@ -45,13 +47,30 @@ def per_query(queries: torch.Tensor, candidates: torch.Tensor, similarity: str, 
     """(G, C) similarities of each of G queries (G, d) with its own C candidates (G, C, d): for each
     query the same values, bit for bit, as `matrix(query, its candidates)`, the one-query product
     mteb's reranking takes, computed for the G queries at once (a batched product of the same
-    shapes; rows normalized one by one either way). Below BATCHED_LEAST multiply-adds per query torch
-    takes another kernel for a batched product than for one product: there each query is taken alone.
+    shapes; rows normalized one by one either way). Where torch's batched product would give other bits
+    than the one-query product for this shape and thread count, each query is taken alone.
     prepared: both sides are already normalized() (a row that is many queries' candidate once)."""
     g, c, d = candidates.shape
     if not prepared:
         queries = normalized(queries, similarity)
         candidates = normalized(candidates.reshape(g * c, d), similarity).reshape(g, c, d)
-    if c * d < BATCHED_LEAST:
+    if g < 2 or not _batched_agrees(c, d):
         return torch.cat([queries[i : i + 1] @ candidates[i].transpose(0, 1) for i in range(g)])
     return torch.bmm(queries.unsqueeze(1), candidates.transpose(1, 2))[:, 0]
+
+
+def _batched_agrees(c: int, d: int) -> bool:
+    """Whether a batched product of queries with c candidates of dimension d gives, at this thread
+    count, each query's one-query product bit for bit: tried once per shape on Gaussian rows (a
+    product's order of summation depends on its shapes and threads, not on the values, and Gaussian
+    values show any change of order in their last bits). A batch's bits do not depend on its size
+    from two queries on."""
+    key = (c, d, torch.get_num_threads())
+    if key not in _BATCHED_AGREES:
+        generator = torch.Generator().manual_seed(c * 100_003 + d)
+        queries = torch.randn(3, d, generator=generator)
+        candidates = torch.randn(3, c, d, generator=generator)
+        alone = torch.cat([queries[i : i + 1] @ candidates[i].transpose(0, 1) for i in range(3)])
+        batched = torch.bmm(queries.unsqueeze(1), candidates.transpose(1, 2))[:, 0]
+        _BATCHED_AGREES[key] = torch.equal(batched, alone)
+    return _BATCHED_AGREES[key]
