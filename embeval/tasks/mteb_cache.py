@@ -1,0 +1,435 @@
+"""embeval's cache of MTEB's tasks: the files each (subset, split) of an `--mteb` task is scored
+from, as written from a dataset copy, and reused only when they are exactly what was written.
+
+Layout: ROOT/mteb/TASK/REVISION/SUBSET/SPLIT/STAMP/, ROOT being EMBEVAL_CACHE (else
+$XDG_CACHE_HOME/embeval, else ~/.cache/embeval) and STAMP the fingerprint of what the files were
+written from (mteb's version, the task, the copy's files). A STAMP folder holds the kind's files and
+`declaration.json`: the stamp, the task's declaration and each file's size and sha256, sealed by a
+digest of them all. It is built in a temporary folder beside it and renamed into place, whole or not
+at all, and never changed afterwards.
+
+On reuse every file is checked against its digest, without following a link: a folder that is not
+exactly what embeval wrote (a file edited, truncated, missing, added, replaced by a link, a FIFO or a
+folder, a link anywhere on the way from ROOT) is removed and rebuilt, with one warning. ROOT itself
+is the user's: a link there is followed.
+
+Runs sharing a cache: a STAMP folder in use is held with a shared lock (flock) for the life of the
+process; a run that wrote a newer STAMP of the same (subset, split) removes the older ones that no
+run holds.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import logging
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from embeval.errors import EmbevalError
+from embeval.untrusted import MAX_DECLARATION_BYTES, loads_json, read_bytes
+
+CACHE = "EMBEVAL_CACHE"
+MANIFEST = "declaration.json"
+FORMAT = 1  # of declaration.json
+BUILDING = ".building-"  # a folder being written (its writer holds a lock on it)
+REMOVED = ".removed-"  # a folder moved aside to be removed
+UNSTAMPED = "unstamped-"  # files written from data that has no stamp (tasks that load themselves)
+
+logger = logging.getLogger("embeval")
+
+
+class CacheError(EmbevalError):
+    """The cache folder cannot be used."""
+
+
+def cache_root() -> Path:
+    """EMBEVAL_CACHE, else $XDG_CACHE_HOME/embeval, else ~/.cache/embeval."""
+    value = os.environ.get(CACHE)
+    if value:
+        return Path(value)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "embeval"
+
+
+def _named(root: Path) -> str:
+    """The cache root as messages name it: with the variable that chose it."""
+    return f"{CACHE}={root}" if os.environ.get(CACHE) else f"{root} (the cache folder; {CACHE} chooses another)"
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISREG(mode):
+        return "a file"
+    return "a FIFO, device or socket"
+
+
+def _reason(err: OSError) -> str:
+    if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return "not writable (permission denied or read-only file system)"
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "no space left on the device"
+    return err.strerror or str(err)
+
+
+def checked_root() -> Path:
+    """The cache root: a folder, or a path where one can be made (one line naming EMBEVAL_CACHE and
+    the path otherwise: a file, a device, a dangling link)."""
+    root = cache_root()
+    try:
+        info = os.stat(root)
+    except FileNotFoundError:
+        if os.path.islink(root):
+            raise CacheError(f"a symbolic link to {os.readlink(root)}, which does not exist", file=_named(root))
+        return root
+    except OSError as err:
+        raise CacheError(f"cannot be used: {_reason(err)}", file=_named(root))
+    if not stat.S_ISDIR(info.st_mode):
+        raise CacheError(f"not a folder ({_kind(info.st_mode)}); the MTEB cache needs one", file=_named(root))
+    return root
+
+
+# Locks: a folder in use is held (shared) until the process ends; one is removed only under an
+# exclusive lock, which no holder lets through. Without flock (not POSIX), nothing is removed.
+try:
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None  # type: ignore[assignment]
+
+_HELD: dict[str, int] = {}  # folder -> the descriptor holding its shared lock
+
+
+def _open_folder(path: Path) -> int | None:
+    """A descriptor of path, a real folder (not a link); None when it is not one."""
+    try:
+        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+
+
+def _same(fd: int, path: Path) -> bool:
+    """Whether path (not followed) is still the folder fd was opened on."""
+    try:
+        now, then = os.lstat(path), os.fstat(fd)
+    except OSError:
+        return False
+    return (now.st_dev, now.st_ino) == (then.st_dev, then.st_ino)
+
+
+def _hold(path: Path) -> bool:
+    """Hold path with a shared lock for the life of the process; False when it is being removed."""
+    if str(path) in _HELD:
+        return _same(_HELD[str(path)], path)
+    fd = _open_folder(path)
+    if fd is None:
+        return False
+    if fcntl is not None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+    if not _same(fd, path):
+        os.close(fd)
+        return False
+    _HELD[str(path)] = fd
+    return True
+
+
+def _release(path: Path) -> None:
+    fd = _HELD.pop(str(path), None)
+    if fd is not None:
+        os.close(fd)
+
+
+def _remove(path: Path) -> None:
+    """Remove what is at path, never following a link: a link or a file is unlinked, a folder moved
+    aside (renamed) then deleted. OSError when it cannot be."""
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode):
+        os.unlink(path)
+        return
+    _release(path)
+    aside = Path(tempfile.mkdtemp(prefix=REMOVED, dir=path.parent))
+    os.rename(path, aside / "folder")
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _prune(folder: Path, keep: Path) -> None:
+    """Remove the other STAMP folders of a (subset, split) (and whatever else is there) that no run
+    holds; folders being written are left to their writers unless none holds them any more."""
+    if fcntl is None:  # pragma: no cover
+        return
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        path = Path(entry.path)
+        if path == keep:
+            continue
+        try:
+            if entry.is_symlink() or not entry.is_dir(follow_symlinks=False):
+                os.unlink(path)
+                continue
+            if str(path) in _HELD:
+                if entry.name.startswith(BUILDING):  # this process is writing it
+                    continue
+                _release(path)  # this process is done with it: a newer STAMP replaces it
+            fd = _open_folder(path)
+            if fd is None:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:  # held by another run
+                os.close(fd)
+                continue
+            try:
+                if _same(fd, path):
+                    aside = Path(tempfile.mkdtemp(prefix=REMOVED, dir=folder))
+                    os.rename(path, aside / "folder")
+                    shutil.rmtree(aside, ignore_errors=True)
+            finally:
+                os.close(fd)
+        except OSError:
+            continue
+
+
+# The manifest.
+
+
+def _seal(saved: dict[str, Any]) -> str:
+    body = {k: v for k, v in saved.items() if k != "seal"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=True).encode()).hexdigest()
+
+
+def _digest(fd: int) -> str:
+    h = hashlib.sha256()
+    while chunk := os.read(fd, 1 << 22):
+        h.update(chunk)
+    return h.hexdigest()
+
+
+def _file_digest(path: Path) -> tuple[int, str] | str:
+    """(size, sha256) of path, a regular file (not a link); else what it is instead."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return "is missing"
+    except OSError as err:
+        return f"cannot be read ({err.strerror})"
+    if not stat.S_ISREG(info.st_mode):
+        return f"is {_kind(info.st_mode)}"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as err:
+        return f"cannot be read ({err.strerror})"
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "is not a regular file"
+        return os.fstat(fd).st_size, _digest(fd)
+    finally:
+        os.close(fd)
+
+
+def _verify(version: Path, stamp: str | None) -> dict[str, Any] | str:
+    """The declaration saved in a STAMP folder when every file is what was written; else why not."""
+    got = _file_digest(version / MANIFEST)
+    if isinstance(got, str):
+        return f"{MANIFEST} {got}"
+    try:
+        saved = loads_json(read_bytes(version / MANIFEST, MAX_DECLARATION_BYTES).decode("utf-8"))
+    except (EmbevalError, ValueError):
+        return f"{MANIFEST} is not what embeval wrote"
+    files = saved.get("files") if isinstance(saved, dict) else None
+    if (
+        not isinstance(saved, dict)
+        or saved.get("format") != FORMAT
+        or saved.get("seal") != _seal(saved)
+        or not isinstance(files, dict)
+        or not isinstance(saved.get("declaration"), dict)
+    ):
+        return f"{MANIFEST} was changed"
+    if stamp is not None and saved.get("stamp") != stamp:
+        return f"{MANIFEST} records another copy of the data"
+    try:
+        present = sorted(os.listdir(version))
+    except OSError as err:
+        return f"cannot be listed ({err.strerror})"
+    for name in present:
+        if name != MANIFEST and name not in files:
+            try:
+                what = _kind(os.lstat(version / name).st_mode)
+            except OSError:
+                what = "a file"
+            return f"{name} ({what}) was not written by embeval"
+    for name, record in files.items():
+        if not isinstance(name, str) or "/" in name or name in (".", "..", MANIFEST) or not isinstance(record, dict):
+            return f"{MANIFEST} was changed"
+        got = _file_digest(version / name)
+        if isinstance(got, str):
+            return f"{name} {got}"
+        if list(got) != [record.get("size"), record.get("sha256")]:
+            return f"{name} was changed"
+    return dict(saved["declaration"])
+
+
+def _chain(root: Path, relative: tuple[str, ...]) -> list[Path]:
+    """The folders from ROOT/mteb down to ROOT/mteb/relative..."""
+    paths, current = [], root / "mteb"
+    paths.append(current)
+    for name in relative:
+        current = current / name
+        paths.append(current)
+    return paths
+
+
+class Slot:
+    """Where one (subset, split)'s files are cached: ROOT/mteb/RELATIVE/STAMP."""
+
+    def __init__(self, relative: tuple[str, ...], stamp: str | None, name: str) -> None:
+        self.root = checked_root()
+        self.relative = relative
+        self.stamp = stamp
+        self.name = name  # the part's name, for messages
+        self.folder = _chain(self.root, relative)[-1]
+
+    @property
+    def version(self) -> Path | None:
+        return None if self.stamp is None else self.folder / self.stamp
+
+    def reuse(self) -> tuple[Path, dict[str, Any]] | None:
+        """(folder, declaration) of the files written for this stamp, when exactly what was written;
+        None when none were (or they are being removed). Files that are not what was written are
+        removed, with one warning (one line, exit code 2, when they cannot be)."""
+        if self.version is None:
+            return None
+        for path in (*_chain(self.root, self.relative), self.version):
+            try:
+                info = os.lstat(path)
+            except FileNotFoundError:
+                return None
+            except OSError:
+                return None
+            if not stat.S_ISDIR(info.st_mode):
+                self._discard(path, f"{path} is {_kind(info.st_mode)}")
+                return None
+        if not _hold(self.version):
+            return None
+        found = _verify(self.version, self.stamp)
+        if isinstance(found, str):
+            self._discard(self.version, found)
+            return None
+        return self.version, found
+
+    def _discard(self, path: Path, why: str) -> None:
+        try:
+            _remove(path)
+        except OSError as err:
+            raise CacheError(
+                f"the cached files are not what embeval wrote ({why}) and cannot be removed: {_reason(err)}; "
+                f"remove {path}, or set {CACHE} to another folder",
+                file=_named(self.root),
+                task=self.name,
+            )
+        logger.warning(
+            f"{self.folder}: {self.name}: the cached files are not what embeval wrote ({why}); "
+            "rebuilt from the dataset copy"
+        )
+
+    def prepare(self) -> None:
+        """Make the folders down to this (subset, split)'s, each a real folder (a link or a file in the
+        way is removed): done before the data is loaded, so an unusable cache is said at once."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            for path in _chain(self.root, self.relative):
+                try:
+                    info = os.lstat(path)
+                except FileNotFoundError:
+                    try:
+                        os.mkdir(path)
+                    except FileExistsError:  # made by a concurrent run meanwhile
+                        info = os.lstat(path)
+                    else:
+                        continue
+                if not stat.S_ISDIR(info.st_mode):
+                    os.unlink(path)
+                    os.mkdir(path)
+        except OSError as err:
+            raise CacheError(f"cannot write the cache: {_reason(err)}", file=_named(self.root), task=self.name)
+
+    def store(self, write: Callable[[Path], dict[str, Any]]) -> tuple[Path, dict[str, Any]]:
+        """Write the files with write(folder) -> declaration in a folder of this run's own, record
+        their digests, and rename it into place; (its folder, the declaration). A concurrent run that
+        placed the same stamp first wins (its files are checked and used)."""
+        self.prepare()
+        building = self._building()
+        try:
+            declaration = write(building)
+            files: dict[str, Any] = {}
+            for entry in sorted(os.scandir(building), key=lambda e: e.name):
+                got = _file_digest(Path(entry.path))
+                if isinstance(got, str) or entry.name == MANIFEST:
+                    raise CacheError(f"{entry.name} {got} in the folder being written", file=building, task=self.name)
+                files[entry.name] = {"size": got[0], "sha256": got[1]}
+            saved = {"format": FORMAT, "stamp": self.stamp, "declaration": declaration, "files": files}
+            saved["seal"] = _seal(saved)
+            with open(building / MANIFEST, "x", encoding="utf-8") as f:
+                json.dump(saved, f)
+            target = self.folder / (self.stamp or f"{UNSTAMPED}{building.name[len(BUILDING) :]}")
+            placed = self._place(building, target)
+        except OSError as err:
+            shutil.rmtree(building, ignore_errors=True)
+            raise CacheError(f"cannot write the cache: {_reason(err)}", file=_named(self.root), task=self.name)
+        except BaseException:  # an error, Ctrl-C or SIGTERM: nothing half-written is left
+            _release(building)
+            shutil.rmtree(building, ignore_errors=True)
+            raise
+        _prune(self.folder, keep=placed[0])
+        return placed
+
+    def _building(self) -> Path:
+        """A new folder to write in, held by this run (so that no other run removes it meanwhile)."""
+        try:
+            for _ in range(8):
+                path = Path(tempfile.mkdtemp(prefix=BUILDING, dir=self.folder))
+                umask = os.umask(0o022)
+                os.umask(umask)
+                os.chmod(path, 0o777 & ~umask)  # as a folder made by mkdir (mkdtemp's is private)
+                if _hold(path):
+                    return path
+            raise CacheError("cannot hold a folder to write in", file=_named(self.root), task=self.name)
+        except OSError as err:
+            raise CacheError(f"cannot write the cache: {_reason(err)}", file=_named(self.root), task=self.name)
+
+    def _place(self, building: Path, target: Path) -> tuple[Path, dict[str, Any]]:
+        for _ in range(3):
+            try:
+                os.rename(building, target)
+            except OSError as err:
+                if err.errno == errno.ENOTDIR:  # a file or a link where the folder goes: not ours
+                    os.unlink(target)
+                    continue
+                if err.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                    raise
+                theirs = self.reuse() if self.stamp is not None else None  # a concurrent run placed it first
+                if theirs is not None:
+                    _release(building)
+                    shutil.rmtree(building, ignore_errors=True)
+                    return theirs
+                continue
+            held = _HELD.pop(str(building))
+            _HELD[str(target)] = held  # the lock follows the folder
+            found = _verify(target, self.stamp)
+            if isinstance(found, str):  # pragma: no cover - only a concurrent tamper gets here
+                raise CacheError(f"the cache changed while it was written ({found})", file=target, task=self.name)
+            return target, found
+        raise CacheError("cannot place the files written", file=target, task=self.name)
