@@ -378,7 +378,7 @@ def test_sigterm_while_the_cache_is_written_leaves_no_temporary_folder(clean, tm
     assert child.returncode == 128 + signal.SIGTERM, stderr
     assert stderr.strip().splitlines() == ["embeval: terminated"], stderr
     assert list(temp.iterdir()) == [] and not list(cache.rglob(".building-*")), tree(tmp_path)
-    assert not [p for p in cache.rglob("*") if p.is_file()]  # nothing half-written left to be trusted
+    assert [p for p in cache.rglob("*") if p.is_file()] == [cache / "mteb" / ".lock"]  # nothing half-written
     assert tree(clean.root) == inputs and not out.exists()
 
 
@@ -528,7 +528,7 @@ def test_the_first_run_to_place_a_stamp_wins_and_the_other_uses_its_files(tmp_pa
     assert Slot(relative, stamp, "T").reuse() == placed[0]
 
 
-def test_an_older_stamp_is_removed_only_when_no_run_holds_it(tmp_path, monkeypatch):
+def test_older_stamps_are_removed_only_when_no_other_run_uses_the_cache(tmp_path, monkeypatch):
     import fcntl
 
     from embeval.tasks.mteb_cache import Slot
@@ -536,15 +536,17 @@ def test_an_older_stamp_is_removed_only_when_no_run_holds_it(tmp_path, monkeypat
     monkeypatch.setenv("EMBEVAL_CACHE", str(tmp_path / "cache"))
     relative = ("T", "rev", "default", "test")
     first, _ = Slot(relative, "1" * 64, "T").store(written("one\n"))
-    other_run = os.open(first, os.O_RDONLY)  # another run scoring from the first stamp's files
+    other_run = os.open(tmp_path / "cache" / "mteb" / ".lock", os.O_RDONLY)  # another run, using the cache
     fcntl.flock(other_run, fcntl.LOCK_SH)
     try:
         second, _ = Slot(relative, "2" * 64, "T").store(written("two\n"))
-        assert first.is_dir() and second.is_dir()  # held: kept
+        assert first.is_dir() and second.is_dir()  # the other run may be reading the first: kept
     finally:
         os.close(other_run)
+    (first.parent / ".building-x").mkdir()  # left by a run that was killed
     third, _ = Slot(relative, "3" * 64, "T").store(written("three\n"))
     assert [p.name for p in third.parent.iterdir()] == ["3" * 64]
+    assert (third / "pairs.jsonl").read_text() == "three\n"
 
 
 @pytest.mark.parametrize("stop", [ValueError("a writer's error"), KeyboardInterrupt()])
@@ -559,7 +561,7 @@ def test_a_write_that_stops_leaves_nothing(tmp_path, monkeypatch, stop):
 
     with pytest.raises(type(stop)):
         Slot(("T", "rev", "default", "test"), "a" * 64, "T").store(failing)
-    assert not [p for p in (tmp_path / "cache").rglob("*") if not p.is_dir()]
+    assert [p for p in (tmp_path / "cache").rglob("*") if not p.is_dir()] == [tmp_path / "cache" / "mteb" / ".lock"]
     assert not list((tmp_path / "cache").rglob(".building-*"))
 
 

@@ -13,9 +13,9 @@ exactly what embeval wrote (a file edited, truncated, missing, added, replaced b
 folder, a link anywhere on the way from ROOT) is removed and rebuilt, with one warning. ROOT itself
 is the user's: a link there is followed.
 
-Runs sharing a cache: a STAMP folder in use is held with a shared lock (flock) for the life of the
-process; a run that wrote a newer STAMP of the same (subset, split) removes the older ones that no
-run holds.
+Runs sharing a cache: every run holds a shared lock (flock) on ROOT/mteb/.lock for the life of its
+process. A run that wrote a newer STAMP of a (subset, split) removes the older ones only when it can
+take that lock exclusively, that is when no other run is using the cache (else a later run will).
 """
 
 from __future__ import annotations
@@ -97,57 +97,83 @@ def checked_root() -> Path:
     return root
 
 
-# Locks: a folder in use is held (shared) until the process ends; one is removed only under an
-# exclusive lock, which no holder lets through. Without flock (not POSIX), nothing is removed.
+# Runs: each holds ROOT/mteb/.lock shared for the life of its process (one descriptor per cache);
+# older folders are removed only under the exclusive lock, which no other run lets through. Without
+# flock (not POSIX), nothing is removed.
 try:
     import fcntl
 except ImportError:  # pragma: no cover
     fcntl = None  # type: ignore[assignment]
 
-_HELD: dict[str, int] = {}  # folder -> the descriptor holding its shared lock
+LOCK = ".lock"
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_RUNS: dict[str, int | None] = {}  # cache root -> this process's descriptor of its lock (None: no lock)
+_WRITING: set[str] = set()  # the folders this process is writing
 
 
-def _open_folder(path: Path) -> int | None:
-    """A descriptor of path, a real folder (not a link); None when it is not one."""
+def _join(mteb: Path) -> int | None:
+    """This process's shared lock on the cache at `mteb` (ROOT/mteb), taken once; None when it cannot be
+    (a read-only cache without a lock file: nothing is removed from it either)."""
+    if str(mteb) in _RUNS or fcntl is None:
+        return _RUNS.get(str(mteb))
     try:
-        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        fd = _open_lock(mteb / LOCK)
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_SH)
     except OSError:
-        return None
+        fd = None
+    _RUNS[str(mteb)] = fd
+    return fd
 
 
-def _same(fd: int, path: Path) -> bool:
-    """Whether path (not followed) is still the folder fd was opened on."""
-    try:
-        now, then = os.lstat(path), os.fstat(fd)
-    except OSError:
-        return False
-    return (now.st_dev, now.st_ino) == (then.st_dev, then.st_ino)
-
-
-def _hold(path: Path) -> bool:
-    """Hold path with a shared lock for the life of the process; False when it is being removed."""
-    if str(path) in _HELD:
-        return _same(_HELD[str(path)], path)
-    fd = _open_folder(path)
-    if fd is None:
-        return False
-    if fcntl is not None:
+def _open_lock(path: Path) -> int | None:
+    """The lock file, a regular file (a link or a FIFO planted there is removed first)."""
+    for _ in range(2):
         try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            return False
-    if not _same(fd, path):
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | NOFOLLOW | getattr(os, "O_NONBLOCK", 0), 0o666)
+        except OSError as err:
+            if err.errno == errno.ELOOP:
+                os.unlink(path)
+                continue
+            if err.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise
+            fd = os.open(path, os.O_RDONLY | NOFOLLOW | getattr(os, "O_NONBLOCK", 0))  # a read-only cache
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return fd
         os.close(fd)
-        return False
-    _HELD[str(path)] = fd
-    return True
+        os.unlink(path)
+    return None
 
 
-def _release(path: Path) -> None:
-    fd = _HELD.pop(str(path), None)
-    if fd is not None:
-        os.close(fd)
+def _prune(mteb: Path, folder: Path, keep: Path) -> None:
+    """Remove what else is in a (subset, split)'s folder (older STAMP folders, folders a run that no
+    longer runs was writing, anything not embeval's), when no other run holds the cache."""
+    fd = _RUNS.get(str(mteb))
+    if fd is None or fcntl is None:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # another run is using the cache: leave it to a later run
+        fcntl.flock(fd, fcntl.LOCK_SH)  # a failed conversion may have dropped the shared lock
+        return
+    aside = None
+    try:
+        for entry in list(os.scandir(folder)):
+            path = Path(entry.path)
+            if path == keep or str(path) in _WRITING or entry.name.startswith(REMOVED):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                aside = aside or Path(tempfile.mkdtemp(prefix=REMOVED, dir=folder))
+                os.rename(path, aside / entry.name)
+            else:
+                os.unlink(path)
+    except OSError:
+        pass
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+    for entry in list(os.scandir(folder)):
+        if entry.name.startswith(REMOVED) and entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
 
 
 def _remove(path: Path) -> None:
@@ -157,50 +183,9 @@ def _remove(path: Path) -> None:
     if not stat.S_ISDIR(info.st_mode):
         os.unlink(path)
         return
-    _release(path)
     aside = Path(tempfile.mkdtemp(prefix=REMOVED, dir=path.parent))
     os.rename(path, aside / "folder")
     shutil.rmtree(aside, ignore_errors=True)
-
-
-def _prune(folder: Path, keep: Path) -> None:
-    """Remove the other STAMP folders of a (subset, split) (and whatever else is there) that no run
-    holds; folders being written are left to their writers unless none holds them any more."""
-    if fcntl is None:  # pragma: no cover
-        return
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return
-    for entry in entries:
-        path = Path(entry.path)
-        if path == keep:
-            continue
-        try:
-            if entry.is_symlink() or not entry.is_dir(follow_symlinks=False):
-                os.unlink(path)
-                continue
-            if str(path) in _HELD:
-                if entry.name.startswith(BUILDING):  # this process is writing it
-                    continue
-                _release(path)  # this process is done with it: a newer STAMP replaces it
-            fd = _open_folder(path)
-            if fd is None:
-                continue
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:  # held by another run
-                os.close(fd)
-                continue
-            try:
-                if _same(fd, path):
-                    aside = Path(tempfile.mkdtemp(prefix=REMOVED, dir=folder))
-                    os.rename(path, aside / "folder")
-                    shutil.rmtree(aside, ignore_errors=True)
-            finally:
-                os.close(fd)
-        except OSError:
-            continue
 
 
 # The manifest.
@@ -229,7 +214,7 @@ def _file_digest(path: Path) -> tuple[int, str] | str:
     if not stat.S_ISREG(info.st_mode):
         return f"is {_kind(info.st_mode)}"
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDONLY | NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
     except OSError as err:
         return f"cannot be read ({err.strerror})"
     try:
@@ -322,8 +307,7 @@ class Slot:
             if not stat.S_ISDIR(info.st_mode):
                 self._discard(path, f"{path} is {_kind(info.st_mode)}")
                 return None
-        if not _hold(self.version):
-            return None
+        _join(self.root / "mteb")
         found = _verify(self.version, self.stamp)
         if isinstance(found, str):
             self._discard(self.version, found)
@@ -363,6 +347,7 @@ class Slot:
                 if not stat.S_ISDIR(info.st_mode):
                     os.unlink(path)
                     os.mkdir(path)
+            _join(self.root / "mteb")
         except OSError as err:
             raise CacheError(f"cannot write the cache: {_reason(err)}", file=_named(self.root), task=self.name)
 
@@ -390,25 +375,24 @@ class Slot:
             shutil.rmtree(building, ignore_errors=True)
             raise CacheError(f"cannot write the cache: {_reason(err)}", file=_named(self.root), task=self.name)
         except BaseException:  # an error, Ctrl-C or SIGTERM: nothing half-written is left
-            _release(building)
             shutil.rmtree(building, ignore_errors=True)
             raise
-        _prune(self.folder, keep=placed[0])
+        finally:
+            _WRITING.discard(str(building))
+        _prune(self.root / "mteb", self.folder, keep=placed[0])
         return placed
 
     def _building(self) -> Path:
-        """A new folder to write in, held by this run (so that no other run removes it meanwhile)."""
+        """A new folder to write in (a run that removes older folders leaves it alone)."""
         try:
-            for _ in range(8):
-                path = Path(tempfile.mkdtemp(prefix=BUILDING, dir=self.folder))
-                umask = os.umask(0o022)
-                os.umask(umask)
-                os.chmod(path, 0o777 & ~umask)  # as a folder made by mkdir (mkdtemp's is private)
-                if _hold(path):
-                    return path
-            raise CacheError("cannot hold a folder to write in", file=_named(self.root), task=self.name)
+            path = Path(tempfile.mkdtemp(prefix=BUILDING, dir=self.folder))
+            umask = os.umask(0o022)
+            os.umask(umask)
+            os.chmod(path, 0o777 & ~umask)  # as a folder made by mkdir (mkdtemp's is private)
         except OSError as err:
             raise CacheError(f"cannot write the cache: {_reason(err)}", file=_named(self.root), task=self.name)
+        _WRITING.add(str(path))
+        return path
 
     def _place(self, building: Path, target: Path) -> tuple[Path, dict[str, Any]]:
         for _ in range(3):
@@ -422,12 +406,9 @@ class Slot:
                     raise
                 theirs = self.reuse() if self.stamp is not None else None  # a concurrent run placed it first
                 if theirs is not None:
-                    _release(building)
                     shutil.rmtree(building, ignore_errors=True)
                     return theirs
                 continue
-            held = _HELD.pop(str(building))
-            _HELD[str(target)] = held  # the lock follows the folder
             found = _verify(target, self.stamp)
             if isinstance(found, str):  # pragma: no cover - only a concurrent tamper gets here
                 raise CacheError(f"the cache changed while it was written ({found})", file=target, task=self.name)
