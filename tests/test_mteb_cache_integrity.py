@@ -9,8 +9,10 @@ reads are checked before mteb reads them.
 - An unusable EMBEVAL_CACHE (a file, /dev/null, a dangling link, a read-only folder), special files
   and links leaving --mteb-data in a dataset copy (its data files and its revision record), a
   truncated parquet file and an empty --mteb are each one line, exit code 2, never a hang.
-- Runs sharing a cache: the first to place a stamp wins, the other uses its files; an older stamp
-  another run holds is kept.
+- Runs sharing a cache: the first to place a stamp wins, the other uses its files; older stamps are
+  removed only when no other run uses the cache; a write that stops leaves nothing.
+- The --mteb options and --allow-paths-outside are the commands' parameters: the command that finishes
+  an interrupted run repeats them.
 
 Every refusal: exit code 2, one line on stderr, no traceback, the inputs byte for byte unchanged."""
 

@@ -203,8 +203,9 @@ def _digest(fd: int) -> str:
     return h.hexdigest()
 
 
-def _file_digest(path: Path) -> tuple[int, str] | str:
-    """(size, sha256) of path, a regular file (not a link); else what it is instead."""
+def _file_digest(path: Path, size: object = None) -> tuple[int, str] | str:
+    """(size, sha256) of path, a regular file (not a link); else what it is instead. With `size`, a
+    file of another size is "was changed" without being read."""
     try:
         info = os.lstat(path)
     except FileNotFoundError:
@@ -213,6 +214,8 @@ def _file_digest(path: Path) -> tuple[int, str] | str:
         return f"cannot be read ({err.strerror})"
     if not stat.S_ISREG(info.st_mode):
         return f"is {_kind(info.st_mode)}"
+    if size is not None and info.st_size != size:
+        return "was changed"
     try:
         fd = os.open(path, os.O_RDONLY | NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
     except OSError as err:
@@ -227,9 +230,14 @@ def _file_digest(path: Path) -> tuple[int, str] | str:
 
 def _verify(version: Path, stamp: str | None) -> dict[str, Any] | str:
     """The declaration saved in a STAMP folder when every file is what was written; else why not."""
-    got = _file_digest(version / MANIFEST)
-    if isinstance(got, str):
-        return f"{MANIFEST} {got}"
+    try:
+        info = os.lstat(version / MANIFEST)
+    except FileNotFoundError:
+        return f"{MANIFEST} is missing"
+    except OSError as err:
+        return f"{MANIFEST} cannot be read ({err.strerror})"
+    if not stat.S_ISREG(info.st_mode):
+        return f"{MANIFEST} is {_kind(info.st_mode)}"
     try:
         saved = loads_json(read_bytes(version / MANIFEST, MAX_DECLARATION_BYTES).decode("utf-8"))
     except (EmbevalError, ValueError):
@@ -259,7 +267,7 @@ def _verify(version: Path, stamp: str | None) -> dict[str, Any] | str:
     for name, record in files.items():
         if not isinstance(name, str) or "/" in name or name in (".", "..", MANIFEST) or not isinstance(record, dict):
             return f"{MANIFEST} was changed"
-        got = _file_digest(version / name)
+        got = _file_digest(version / name, record.get("size"))
         if isinstance(got, str):
             return f"{name} {got}"
         if list(got) != [record.get("size"), record.get("sha256")]:
@@ -297,6 +305,9 @@ class Slot:
         removed, with one warning (one line, exit code 2, when they cannot be)."""
         if self.version is None:
             return None
+        mteb = self.root / "mteb"
+        if os.path.isdir(mteb) and not os.path.islink(mteb):
+            _join(mteb)  # before anything is checked: no other run removes what this one reads
         for path in (*_chain(self.root, self.relative), self.version):
             try:
                 info = os.lstat(path)
@@ -307,7 +318,6 @@ class Slot:
             if not stat.S_ISDIR(info.st_mode):
                 self._discard(path, f"{path} is {_kind(info.st_mode)}")
                 return None
-        _join(self.root / "mteb")
         found = _verify(self.version, self.stamp)
         if isinstance(found, str):
             self._discard(self.version, found)
@@ -317,6 +327,8 @@ class Slot:
     def _discard(self, path: Path, why: str) -> None:
         try:
             _remove(path)
+        except FileNotFoundError:
+            pass
         except OSError as err:
             raise CacheError(
                 f"the cached files are not what embeval wrote ({why}) and cannot be removed: {_reason(err)}; "
@@ -370,7 +382,7 @@ class Slot:
             with open(building / MANIFEST, "x", encoding="utf-8") as f:
                 json.dump(saved, f)
             target = self.folder / (self.stamp or f"{UNSTAMPED}{building.name[len(BUILDING) :]}")
-            placed = self._place(building, target)
+            placed = self._place(building, target, declaration)
         except OSError as err:
             shutil.rmtree(building, ignore_errors=True)
             raise CacheError(f"cannot write the cache: {_reason(err)}", file=_named(self.root), task=self.name)
@@ -394,7 +406,7 @@ class Slot:
         _WRITING.add(str(path))
         return path
 
-    def _place(self, building: Path, target: Path) -> tuple[Path, dict[str, Any]]:
+    def _place(self, building: Path, target: Path, declaration: dict[str, Any]) -> tuple[Path, dict[str, Any]]:
         for _ in range(3):
             try:
                 os.rename(building, target)
@@ -409,8 +421,5 @@ class Slot:
                     shutil.rmtree(building, ignore_errors=True)
                     return theirs
                 continue
-            found = _verify(target, self.stamp)
-            if isinstance(found, str):  # pragma: no cover - only a concurrent tamper gets here
-                raise CacheError(f"the cache changed while it was written ({found})", file=target, task=self.name)
-            return target, found
+            return target, declaration
         raise CacheError("cannot place the files written", file=target, task=self.name)

@@ -846,7 +846,8 @@ def loading_error(err: BaseException, logged: list[str], located: Located | None
     texts += logged
     file: object = located.folder if located is not None else OPTION
     if located is not None:
-        pattern = re.compile(re.escape(str(located.folder)) + r"/[^'\"\s,\]\)]+")
+        prefixes = "|".join(re.escape(str(f)) for f in {located.folder, located.folder.absolute()})
+        pattern = re.compile(f"(?:{prefixes})" + r"/[^'\"\s,\]\)]+")
         named = [m.group() for text in texts for m in pattern.finditer(text)]
         file = next((n for n in named if Path(n).is_file()), file)
     text = " ".join(str(err).split())
