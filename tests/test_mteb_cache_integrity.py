@@ -479,14 +479,22 @@ def test_a_copy_leading_out_of_mteb_data_is_refused_unless_allowed(clean, root, 
     assert tree(root) == before and tree(outside) == around
 
 
-def test_a_truncated_parquet_file_is_one_line_naming_it(tmp_path, monkeypatch):
+@pytest.mark.parametrize("form", ["parquet", "jsonl"])
+def test_a_data_file_datasets_cannot_read_is_one_line_naming_it(tmp_path, monkeypatch, form):
+    """A truncated parquet file, a JSON lines file with a broken last line: datasets' error (and its
+    log, which named the file on a line of its own) becomes one line naming the file and the task."""
     root = tmp_path / "datasets"
-    copies(root, np.random.default_rng(11), form="parquet")
+    copies(root, np.random.default_rng(11), form=form)
     monkeypatch.setenv("EMBEVAL_CACHE", str(tmp_path / "cache"))
-    data = root / STS_DATASET / "data" / "default" / "test.parquet"
-    data.write_bytes(data.read_bytes()[:300])
+    data = root / STS_DATASET / "data" / "default" / f"test.{form}"
+    if form == "parquet":
+        data.write_bytes(data.read_bytes()[:300])
+        why = "ArrowInvalid: Parquet magic bytes not found"
+    else:
+        data.write_text(data.read_text() + '{"sentence1": "a", "sente\n')
+        why = "DatasetGenerationError"
     before = tree(root)
-    refused(export(root, tmp_path), f"{data}: STSBenchmark: mteb could not load its data: ArrowInvalid")
+    refused(export(root, tmp_path), f"{data}: STSBenchmark: mteb could not load its data: {why}")
     assert tree(root) == before and not (tmp_path / "export").exists()
     assert not list((tmp_path / "cache").rglob("*.jsonl"))
 

@@ -838,21 +838,22 @@ def load(task: Any, located: Located | None) -> None:
 def loading_error(err: BaseException, logged: list[str], located: Located | None, task: str, what: str) -> MtebError:
     """One line for an error of mteb's or datasets' code loading a copy: the file it names (in the
     error or in what datasets logged) when that is a file of the copy, else the copy's folder."""
-    texts: list[str] = []
+    chain: list[BaseException] = []
     cause: BaseException | None = err
-    while cause is not None and len(texts) < 8:
-        texts.append(str(cause))
+    while cause is not None and len(chain) < 8:
+        chain.append(cause)
         cause = cause.__cause__ or cause.__context__
-    texts += logged
+    texts = [str(c) for c in chain] + logged
     file: object = located.folder if located is not None else OPTION
     if located is not None:
         prefixes = "|".join(re.escape(str(f)) for f in {located.folder, located.folder.absolute()})
         pattern = re.compile(f"(?:{prefixes})" + r"/[^'\"\s,\]\)]+")
         named = [m.group() for text in texts for m in pattern.finditer(text)]
         file = next((n for n in named if Path(n).is_file()), file)
-    text = " ".join(str(err).split())
-    text = text if len(text) <= 300 else text[:300] + "..."
-    return MtebError(f"mteb could not load {what}: {type(err).__name__}: {text}", file=file, task=task)
+    said = [f"{type(c).__name__}: {' '.join(str(c).split())}" for c in (chain[0], chain[-1])]
+    text = said[0] if said[0] == said[1] else f"{said[0]} ({said[1]})"  # the error and what caused it
+    text = text if len(text) <= 400 else text[:400] + "..."
+    return MtebError(f"mteb could not load {what}: {text}", file=file, task=task)
 
 
 _SCRATCH: list[Any] = []
