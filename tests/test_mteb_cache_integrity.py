@@ -296,6 +296,19 @@ def test_a_tampered_cache_that_cannot_be_rebuilt_is_one_line(clean, cache, tmp_p
     assert tree(cache) == before and not (tmp_path / "r.json").exists()
 
 
+def test_a_file_or_link_where_the_cache_folder_goes_is_the_users_and_kept(clean, tmp_path, monkeypatch):
+    """EMBEVAL_CACHE is the user's folder: a file or a link named mteb in it is not embeval's to remove."""
+    monkeypatch.setenv("EMBEVAL_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    for make in (lambda p: p.write_text("mine\n"), lambda p: p.symlink_to(tmp_path / "elsewhere")):
+        make(tmp_path / "cache" / "mteb")
+        before = tree(tmp_path)
+        refused(export(clean.root, tmp_path), f"EMBEVAL_CACHE={tmp_path / 'cache'}: STSBenchmark: ", "move it")
+        assert tree(tmp_path) == before
+        (tmp_path / "cache" / "mteb").unlink()
+
+
 @pytest.mark.parametrize("kind", ["regular file", "/dev/null", "dangling link", "read-only folder"])
 def test_an_unusable_embeval_cache_is_one_line(clean, tmp_path, monkeypatch, kind):
     if kind == "regular file":

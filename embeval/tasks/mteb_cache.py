@@ -316,6 +316,7 @@ class Slot:
             except OSError:
                 return None
             if not stat.S_ISDIR(info.st_mode):
+                self._foreign(path, info.st_mode)
                 self._discard(path, f"{path} is {_kind(info.st_mode)}")
                 return None
         found = _verify(self.version, self.stamp)
@@ -323,6 +324,16 @@ class Slot:
             self._discard(self.version, found)
             return None
         return self.version, found
+
+    def _foreign(self, path: Path, mode: int) -> None:
+        """ROOT/mteb that is not a folder is not embeval's to remove (ROOT is the user's folder): one line."""
+        if path == self.root / "mteb":
+            raise CacheError(
+                f"{path} is {_kind(mode)}, not the folder of the MTEB cache (links inside the cache are not "
+                f"followed); move it, or set {CACHE} to the folder the cache should be in",
+                file=_named(self.root),
+                task=self.name,
+            )
 
     def _discard(self, path: Path, why: str) -> None:
         try:
@@ -357,6 +368,7 @@ class Slot:
                     else:
                         continue
                 if not stat.S_ISDIR(info.st_mode):
+                    self._foreign(path, info.st_mode)
                     os.unlink(path)
                     os.mkdir(path)
             _join(self.root / "mteb")
