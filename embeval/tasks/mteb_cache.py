@@ -38,7 +38,7 @@ from embeval.untrusted import MAX_DECLARATION_BYTES, loads_json, read_bytes
 CACHE = "EMBEVAL_CACHE"
 MANIFEST = "declaration.json"
 FORMAT = 1  # of declaration.json
-BUILDING = ".building-"  # a folder being written (its writer holds a lock on it)
+BUILDING = ".building-"  # a folder being written
 REMOVED = ".removed-"  # a folder moved aside to be removed
 UNSTAMPED = "unstamped-"  # files written from data that has no stamp (tasks that load themselves)
 
@@ -156,11 +156,11 @@ def _prune(mteb: Path, folder: Path, keep: Path) -> None:
     except OSError:  # another run is using the cache: leave it to a later run
         fcntl.flock(fd, fcntl.LOCK_SH)  # a failed conversion may have dropped the shared lock
         return
-    aside = None
+    aside = None  # no other run is alive: what is not this run's is moved here, then deleted
     try:
         for entry in list(os.scandir(folder)):
             path = Path(entry.path)
-            if path == keep or str(path) in _WRITING or entry.name.startswith(REMOVED):
+            if path == keep or str(path) in _WRITING or (aside is not None and path == aside):
                 continue
             if entry.is_dir(follow_symlinks=False):
                 aside = aside or Path(tempfile.mkdtemp(prefix=REMOVED, dir=folder))
@@ -171,9 +171,8 @@ def _prune(mteb: Path, folder: Path, keep: Path) -> None:
         pass
     finally:
         fcntl.flock(fd, fcntl.LOCK_SH)
-    for entry in list(os.scandir(folder)):
-        if entry.name.startswith(REMOVED) and entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path, ignore_errors=True)
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)  # under the shared lock: other runs go on meanwhile
 
 
 def _remove(path: Path) -> None:
