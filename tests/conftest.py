@@ -129,6 +129,9 @@ SLOW = {
     "test_geometry.py": {
         "test_stsb_geometry_in_the_results",
     },
+    "test_mteb_cache_integrity.py": {
+        "test_sigterm_while_the_cache_is_written_leaves_no_temporary_folder",
+    },
     "test_mteb_kinds.py": {
         "test_a_near_chance_v_measure_and_its_interval_in_the_html_report",
     },

@@ -6,6 +6,7 @@ import logging
 import signal
 import sys
 import threading
+from dataclasses import dataclass
 
 import click
 
@@ -97,94 +98,95 @@ _task_file = click.option(
     help="A task file (TOML) or a folder of task files declaring your own tasks (docs/tasks.md); repeatable. "
     "EMBEVAL_TASKS names more (files or folders, separated as in PATH).",
 )
-ALLOW_OUTSIDE = "allow_paths_outside"
-
-
-def _remember_allow_outside(ctx, param, value):
-    ctx.meta[ALLOW_OUTSIDE] = bool(value)
-    return value
-
-
 _allow_outside = click.option(
     "--allow-paths-outside",
+    "allow_paths_outside",
     is_flag=True,
-    expose_value=False,
-    callback=_remember_allow_outside,
-    help="Let a task file's [files] name data outside the task file's folder (by default a path, symlinks "
-    "followed, must stay inside it). Recorded in the results.",
+    help="Let a task file's [files] name data outside the task file's folder, and an --mteb dataset copy's "
+    "files lead outside --mteb-data (by default a path, symlinks followed, must stay inside it). Recorded in "
+    "the results for a task file's tasks.",
 )
 
 
 def task_file_option(command):
-    """--task-file, and --allow-paths-outside for the files its task files name."""
+    """--task-file (parameter task_files), and --allow-paths-outside (allow_paths_outside) for the files
+    its task files and --mteb's dataset copies name."""
     return _task_file(_allow_outside(command))
 
 
-def _keep_mteb_option(ctx, param, value):
-    ctx.meta[f"embeval.{param.name}"] = value
-    return value
+@dataclass(frozen=True)
+class MtebOptions:
+    """--mteb NAMES and its options, as a command received them."""
+
+    names: str
+    data: str | None = None  # --mteb-data
+    allow_revision_mismatch: bool = False
+    skip_unsupported: bool = False
+
+
+_MTEB_OPTIONS = (
+    click.option(
+        "--mteb",
+        "mteb",
+        metavar="NAMES",
+        default=None,
+        help="MTEB's tasks and benchmarks by name, comma-separated (commas inside parentheses belong to "
+        'the name: --mteb "MTEB(eng, v2),STS12"); needs the [mteb] extra and the datasets on disk '
+        "(docs/mteb-by-name.md).",
+    ),
+    click.option(
+        "--mteb-data",
+        "mteb_data",
+        metavar="DIR",
+        default=None,
+        help="Folder of dataset copies, DIR/ORG/NAME as `huggingface-cli download ORG/NAME --repo-type "
+        "dataset --local-dir DIR/ORG/NAME` leaves them. Default: the Hugging Face cache.",
+    ),
+    click.option(
+        "--allow-revision-mismatch",
+        "allow_revision_mismatch",
+        is_flag=True,
+        help="Score a dataset copy whose recorded revision is not mteb's (recorded in the results).",
+    ),
+    click.option(
+        "--skip-unsupported",
+        "skip_unsupported",
+        is_flag=True,
+        help="Leave out a benchmark's tasks embeval cannot score (listed in the results) instead of refusing.",
+    ),
+)
 
 
 def mteb_options(command):
-    """--mteb NAMES and its options; task_registry reads them (the commands' signatures stay)."""
-    for option in reversed(
-        (
-            click.option(
-                "--mteb",
-                "mteb",
-                metavar="NAMES",
-                default=None,
-                help="MTEB's tasks and benchmarks by name, comma-separated (commas inside parentheses belong to "
-                'the name: --mteb "MTEB(eng, v2),STS12"); needs the [mteb] extra and the datasets on disk '
-                "(docs/mteb-by-name.md).",
-            ),
-            click.option(
-                "--mteb-data",
-                "mteb_data",
-                metavar="DIR",
-                default=None,
-                help="Folder of dataset copies, DIR/ORG/NAME as `huggingface-cli download ORG/NAME --repo-type "
-                "dataset --local-dir DIR/ORG/NAME` leaves them. Default: the Hugging Face cache.",
-            ),
-            click.option(
-                "--allow-revision-mismatch",
-                "allow_revision_mismatch",
-                is_flag=True,
-                help="Score a dataset copy whose recorded revision is not mteb's (recorded in the results).",
-            ),
-            click.option(
-                "--skip-unsupported",
-                "skip_unsupported",
-                is_flag=True,
-                help="Leave out a benchmark's tasks embeval cannot score (listed in the results) instead of refusing.",
-            ),
-        )
-    ):
-        command = option(command)
-    for param in command.__click_params__[-4:]:
-        param.expose_value = False
-        param.callback = _keep_mteb_option
-    return command
+    """--mteb NAMES and its options, given to the command as one parameter `mteb`: an MtebOptions, or
+    None without --mteb (its options are then unused)."""
+
+    @functools.wraps(command)
+    def with_mteb(*args, mteb, mteb_data, allow_revision_mismatch, skip_unsupported, **kwargs):
+        chosen = None if mteb is None else MtebOptions(mteb, mteb_data, allow_revision_mismatch, skip_unsupported)
+        return command(*args, mteb=chosen, **kwargs)
+
+    for option in reversed(_MTEB_OPTIONS):
+        with_mteb = option(with_mteb)
+    return with_mteb
 
 
-def task_registry(task_files):
-    """The tasks a command knows: the built-ins, EMBEVAL_TASKS's and those of --task-file, and the
-    MTEB tasks of --mteb (a built-in of the same name gives way; a task file's is an error)."""
+def task_registry(task_files, allow_outside=False, mteb=None):
+    """The tasks a command knows: the built-ins, EMBEVAL_TASKS's and those of task_files (their data
+    inside each task file's folder unless allow_outside), and the MTEB tasks of `mteb`, an
+    MtebOptions (a built-in of the same name gives way; a task file's is an error). SIGTERM while
+    mteb loads stops as Ctrl-C does (what was being written is removed)."""
     from embeval.tasks.registry import registry
 
-    ctx = click.get_current_context(silent=True)
-    meta = ctx.meta if ctx is not None else {}
-    known = registry(task_files, allow_outside=bool(meta.get(ALLOW_OUTSIDE)))
-    if not meta.get("embeval.mteb"):
+    known = registry(task_files, allow_outside=allow_outside)
+    if mteb is None:
         return known
     from embeval.tasks.mteb_source import specs_by_name
 
-    specs, unsupported = specs_by_name(
-        meta["embeval.mteb"],
-        meta.get("embeval.mteb_data"),
-        bool(meta.get("embeval.allow_revision_mismatch")),
-        bool(meta.get("embeval.skip_unsupported")),
-    )
+    with sigterm_stops_like_ctrl_c():
+        specs, unsupported = specs_by_name(
+            mteb.names, mteb.data, mteb.allow_revision_mismatch, mteb.skip_unsupported, allow_outside=allow_outside
+        )
     return known.with_mteb(specs, unsupported)
 
 

@@ -74,7 +74,7 @@ def cli():
     "sentences to embed for the downstream tasks) instead of one file per task.",
 )
 @fails_cleanly
-def export_sentences(data, out, tasks, task_files, union):
+def export_sentences(data, out, tasks, task_files, allow_paths_outside, mteb, union):
     """Write each task's deduplicated sentence list for embedding.
 
     For every task (or those in --tasks) whose data is present, writes OUT/TASK.txt: UTF-8, one
@@ -87,7 +87,7 @@ def export_sentences(data, out, tasks, task_files, union):
     from embeval.tasks.files import resolve_data_dir
 
     root = resolve_data_dir(data)
-    registry = task_registry(task_files)
+    registry = task_registry(task_files, allow_paths_outside, mteb)
     names = task_names(registry, tasks)
     manifest, missing = run(root, out, names, union, log=status, registry=registry)
     for name, entry in manifest["tasks"].items():
@@ -122,7 +122,7 @@ def vectors():
 @task_file_option
 @click.option("--strict", is_flag=True, help="A task of the export absent from the file is an error.")
 @fails_cleanly
-def vectors_check(file, export_dir, tasks, task_files, strict):
+def vectors_check(file, export_dir, tasks, task_files, allow_paths_outside, strict):
     """Validate a vectors file against an export, without scoring.
 
     Checks every dataset the manifest asks for (or those of --tasks): 2-D float16/32/64, one row
@@ -136,7 +136,7 @@ def vectors_check(file, export_dir, tasks, task_files, strict):
 
     load_manifest(export_dir)  # the export and the file are checked before the task registry and numpy load
     check_file(file)
-    names = task_registry(task_files).parse(tasks) if tasks is not None else None
+    names = task_registry(task_files, allow_paths_outside).parse(tasks) if tasks is not None else None
     from embeval.formats.vectors import check_against_manifest, outside_export
 
     report = check_against_manifest(file, export_dir, names)
@@ -223,6 +223,8 @@ def score(
     data,
     tasks,
     task_files,
+    allow_paths_outside,
+    mteb,
     out,
     device,
     memory_budget,
@@ -276,7 +278,7 @@ def score(
         baseline_bow_dim=baseline_bow_dim,
     )
     check_file(file)  # a wrong path is answered before the task registry and numpy load
-    registry = task_registry(task_files)
+    registry = task_registry(task_files, allow_paths_outside, mteb)
     names = task_names(registry, tasks)
     from embeval.formats.results import table
     from embeval.run.score import Interrupted
@@ -461,7 +463,7 @@ def quickstart(
 @click.option("--out", "out", metavar="PATH", default=None, help="Write the table there instead of stdout.")
 @click.option("--json", "json_out", metavar="PATH", default=None, help="Also write every figure as JSON.")
 @fails_cleanly
-def compare(results, labels, tasks, task_files, resamples, seed, fmt, out, json_out):
+def compare(results, labels, tasks, task_files, allow_paths_outside, resamples, seed, fmt, out, json_out):
     """Paired comparison of encoders on the same test items (each file against the first).
 
     Needs results scored with --save-predictions. Per task and headline figure: the difference
@@ -472,7 +474,7 @@ def compare(results, labels, tasks, task_files, resamples, seed, fmt, out, json_
     from embeval.formats.results import dumps
     from embeval.reports import compare as cmp
 
-    registry = task_registry(task_files)
+    registry = task_registry(task_files, allow_paths_outside)
     names = registry.parse(tasks) if tasks is not None else None
     result = cmp.compare(
         list(results), labels=list(labels) or None, tasks=names, resamples=resamples, seed=seed, registry=registry
@@ -529,7 +531,7 @@ def compare(results, labels, tasks, task_files, resamples, seed, fmt, out, json_
 )
 @task_file_option
 @fails_cleanly
-def report(results, fmt, labels, out, plots, no_ci, no_baseline, published, task_files):
+def report(results, fmt, labels, out, plots, no_ci, no_baseline, published, task_files, allow_paths_outside):
     """Paper-ready tables, one row per encoder: SentEval's transfer table, SimCSE's STS table, the
     probing table and the geometry table, each with a dimension column and a caption that names the
     metric and the aggregation. With --format html, RESULTS may instead be one sweep (its --out-dir
@@ -539,7 +541,7 @@ def report(results, fmt, labels, out, plots, no_ci, no_baseline, published, task
     from embeval.reports import tables as rep
 
     sweep = _sweep_of(results, fmt, labels, plots, published)
-    registry = task_registry(task_files)
+    registry = task_registry(task_files, allow_paths_outside)
     names = None
     if published is not None:
         from embeval.reports.baselines import resolve
@@ -624,7 +626,7 @@ def _sweep_of(results, fmt, labels, plots, published):
 )
 @task_file_option
 @fails_cleanly
-def export_mteb(results, model, revision, out, task_files):
+def export_mteb(results, model, revision, out, task_files, allow_paths_outside):
     """Write MTEB result files (one JSON per task, and model_meta.json) for the tasks with an MTEB
     counterpart: of SentEval's, STS12-16, STSBenchmarkRaw and SICK-R; of yours, those whose task file
     has an [mteb] table. MTEB's protocol only (see docs/reports.md).
@@ -633,7 +635,8 @@ def export_mteb(results, model, revision, out, task_files):
     """
     from embeval.reports import mteb
 
-    folder, written, notes = mteb.export(results, model, out, revision=revision, registry=task_registry(task_files))
+    registry = task_registry(task_files, allow_paths_outside)
+    folder, written, notes = mteb.export(results, model, out, revision=revision, registry=registry)
     for name, path, main_score, protocol in written:
         click.echo(f"{name:14s} main_score {main_score:.4f}  {f'({protocol})  ' if protocol else ''}{path.name}")
     for note in notes:

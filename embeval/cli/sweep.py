@@ -100,6 +100,8 @@ def sweep(
     data,
     tasks,
     task_files,
+    allow_paths_outside,
+    mteb,
     out_dir,
     resume,
     restart,
@@ -139,7 +141,7 @@ def sweep(
         normalize=normalize,
         bootstrap=bootstrap,
     )
-    registry = task_registry(task_files)
+    registry = task_registry(task_files, allow_paths_outside, mteb)
     names = task_names(registry, tasks)
     from embeval.run import sweep_report
     from embeval.run.sweep import sweep as run

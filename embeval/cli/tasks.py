@@ -26,7 +26,7 @@ from embeval.cli.common import (
     "the command that fetches it).",
 )
 @fails_cleanly
-def tasks(data, tasks, task_files, no_load):
+def tasks(data, tasks, task_files, allow_paths_outside, mteb, no_load):
     """List the built-in tasks and those your task files declare: kind, protocol, where they come
     from, their description, and (reading their data, which checks it) their splits and sizes.
 
@@ -36,16 +36,15 @@ def tasks(data, tasks, task_files, no_load):
     from embeval.errors import EmbevalError
     from embeval.tasks.files import resolve_data_dir
 
-    meta = click.get_current_context().meta
-    if no_load and meta.get("embeval.mteb"):  # MTEB's tasks as mteb describes them, no dataset read
+    if no_load and mteb is not None:  # MTEB's tasks as mteb describes them, no dataset read
         from embeval.tasks.mteb_source import describe
 
         if tasks is not None:
             raise EmbevalError("lists the tasks of --mteb; give the names there", file="--tasks")
-        for line in describe(meta["embeval.mteb"], meta.get("embeval.mteb_data")):
+        for line in describe(mteb.names, mteb.data, allow_paths_outside):
             click.echo(line)
         return
-    registry = task_registry(task_files)
+    registry = task_registry(task_files, allow_paths_outside, mteb)
     names = task_names(registry, tasks) or list(registry)
     root = resolve_data_dir(data)
     declared = {spec.name for spec in registry.declared()}

@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import re
+import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,13 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from embeval.errors import EmbevalError, install_hint
+from embeval.tasks.mteb_cache import Slot, checked_root
 from embeval.tasks.spec import TaskSpec, read_spec
+from embeval.untrusted import ALLOW_OUTSIDE_OPTION, read_bytes
 
 TESTED = ((2, 26), (2, 27))  # the mteb versions whose loaders and evaluators embeval follows: >= first, < second
 EXTRA = install_hint("mteb")
 OPTION = "--mteb"
 SOURCE = "mteb"  # a spec's source: "mteb TASK"
-CACHE = "EMBEVAL_CACHE"
 SAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
@@ -172,17 +174,45 @@ def exported_hint(datasets: Iterable[str]) -> str:
 # Where a dataset is.
 
 
-def metadata_revision(folder: Path) -> str | None:
-    """The revision a `huggingface-cli download --local-dir` copy records (None: none recorded)."""
+METADATA_BYTES = 64 << 10  # a revision record is three short lines
+
+
+def metadata_revision(
+    folder: Path, task: str | None = None, root: Path | None = None, allow_outside: bool = False
+) -> str | None:
+    """The revision a `huggingface-cli download --local-dir` copy records (None: none recorded). A
+    record that is not a regular file, larger than METADATA_BYTES or (unless allow_outside) leading
+    out of `root` is one line."""
     records = folder / ".cache" / "huggingface" / "download"
     for path in sorted(records.rglob("*.metadata")) if records.is_dir() else []:
+        if root is not None:
+            confined(path, root, allow_outside, task)
+        data = read_bytes(path, METADATA_BYTES, MtebError, task=task)
         try:
-            first = path.read_text(encoding="utf-8").split("\n", 1)[0].strip()
-        except (OSError, UnicodeDecodeError):
+            first = data.decode("utf-8").split("\n", 1)[0].strip()
+        except UnicodeDecodeError:
             continue
         if first:
             return first
     return None
+
+
+def confined(path: Path, root: Path, allow_outside: bool, task: str | None) -> None:
+    """Refuse a path of a dataset copy that resolves (links followed) outside root, the folder the
+    copies are in, unless allow_outside."""
+    if allow_outside:
+        return
+    try:
+        inside = path.resolve().is_relative_to(root.resolve())
+    except (OSError, RuntimeError) as err:  # a link loop
+        raise MtebError(f"cannot resolve ({err})", file=path, task=task)
+    if not inside:
+        raise MtebError(
+            f"leads outside {root.resolve()} (a dataset copy's files must stay inside the folder of the copies; "
+            f"symlinks are followed); to read it anyway, give {ALLOW_OUTSIDE_OPTION} on the command line",
+            file=path,
+            task=task,
+        )
 
 
 def fetch_command(dataset: str, revision: str, data_dir: str | Path | None = None) -> str:
@@ -197,16 +227,21 @@ def fetch_command(dataset: str, revision: str, data_dir: str | Path | None = Non
 class Located:
     folder: Path
     recorded: str | None  # the revision the copy records
+    root: Path | None = None  # the folder its files must stay inside (links followed): --mteb-data's
 
 
-def find(task: Any, data_dir: str | Path | None) -> Located | None:
+def find(task: Any, data_dir: str | Path | None, allow_outside: bool = False) -> Located | None:
     """The local copy of a task's dataset: DIR/ORG/NAME under --mteb-data, else the Hugging Face cache
     (None: no copy)."""
     dataset = task.metadata.dataset["path"]
     revision = task.metadata.dataset.get("revision") or "main"
     if data_dir is not None:
         folder = Path(data_dir) / dataset
-        return Located(folder, metadata_revision(folder)) if folder.is_dir() else None
+        if not folder.is_dir():
+            return None
+        root = Path(data_dir)
+        confined(folder, root, allow_outside, task.metadata.name)
+        return Located(folder, metadata_revision(folder, task.metadata.name, root, allow_outside), root)
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import LocalEntryNotFoundError
 
@@ -214,19 +249,19 @@ def find(task: Any, data_dir: str | Path | None) -> Located | None:
         path = snapshot_download(dataset, repo_type="dataset", revision=revision, local_files_only=True)
     except (LocalEntryNotFoundError, OSError, ValueError):
         return None
-    return Located(Path(path), revision)
+    return Located(Path(path), revision, Path(path).parents[1])  # the repository's folder: snapshots and blobs
 
 
 def _nowhere(data_dir: str | Path | None) -> str:
     return f"not in {data_dir}" if data_dir is not None else "not in the Hugging Face cache (give --mteb-data DIR)"
 
 
-def locate_all(tasks: Sequence[Any], data_dir: str | Path | None) -> dict[str, Located]:
+def locate_all(tasks: Sequence[Any], data_dir: str | Path | None, allow_outside: bool = False) -> dict[str, Located]:
     """{task name: its dataset's local copy} of every task; MtebError naming every dataset without one
     (one: its fetch command; several: the first's, and where to find the others')."""
     found, absent = {}, []
     for task in tasks:
-        located = find(task, data_dir)
+        located = find(task, data_dir, allow_outside)
         if located is None:
             absent.append(task)
         else:
@@ -548,12 +583,13 @@ def _changed_judgments(task: Any, part: Part) -> dict[str, list[str]]:
 
     setattr(module, "evaluate_p_mrr_change", catch)  # noqa: B010
     try:
-        with _scratch_cache():
-            task.task_specific_scores({}, {}, {}, part.split, part.subset)
-    except EmbevalError:
-        raise
-    except Exception as err:  # datasets' own errors: one line
-        raise MtebError(f"mteb could not load its changed judgments: {type(err).__name__}: {err}", task=part.name)
+        with _scratch_cache() as logged:
+            try:
+                task.task_specific_scores({}, {}, {}, part.split, part.subset)
+            except EmbevalError:
+                raise
+            except Exception as err:  # datasets' own errors: one line
+                raise loading_error(err, logged, None, part.name, "its changed judgments") from None
     finally:
         setattr(module, "evaluate_p_mrr_change", real)  # noqa: B010
     if len(caught) != 1 or not isinstance(caught[0], Mapping):
@@ -657,57 +693,66 @@ def parts(task: Any) -> list[Part]:
     ]
 
 
-def cache_root() -> Path:
-    root = os.environ.get(CACHE)
-    return Path(root) if root else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "embeval"
-
-
 def languages(task: Any, subset: str) -> list[str]:
     mapping = task.metadata.hf_subsets_to_langscripts
     return list(mapping.get(subset) or [lang for langs in mapping.values() for lang in langs])
 
 
-def part_folder(part: Part) -> Path:
-    """Where a (subset, split)'s files are written."""
+def part_slot(part: Part, stamp: str | None) -> Slot:
+    """Where a (subset, split)'s files are cached (embeval.tasks.mteb_cache), for files written from
+    `stamp`."""
     meta = part.task.metadata
     revision = str(meta.dataset.get("revision") or "none")
-    return (
-        cache_root()
-        / "mteb"
-        / safe_name(meta.name)
-        / safe_name(revision)
-        / safe_name(part.subset)
-        / safe_name(part.split)
-    )
+    relative = (safe_name(meta.name), safe_name(revision), safe_name(part.subset), safe_name(part.split))
+    return Slot(relative, stamp, part.name)
 
 
-STAMP_FILE = "declaration.json"
+def copy_files(task: Any, located: Located, allow_outside: bool = False) -> list[tuple[str, int, int]]:
+    """(path, size, modification time) of every file of a dataset copy but its .cache folders,
+    links followed. A file that is not a regular file (a FIFO, a device, a dangling link) or, unless
+    allow_outside, that leads out of the copies' folder is one line naming it, before mteb reads it."""
+    name = task.metadata.name
+    found: list[tuple[str, int, int]] = []
+    seen: set[tuple[int, int]] = set()
+    pending = [located.folder]
+    while pending:
+        folder = pending.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as err:
+            raise MtebError(f"cannot list: {err.strerror}", file=folder, task=name)
+        for entry in entries:
+            path = Path(entry.path)
+            if entry.name == ".cache":
+                continue
+            if entry.is_symlink() and located.root is not None:
+                confined(path, located.root, allow_outside, name)
+            try:
+                info = path.stat()
+            except FileNotFoundError:
+                raise MtebError("a symbolic link to a file that does not exist", file=path, task=name)
+            except OSError as err:
+                raise MtebError(f"cannot read: {err.strerror}", file=path, task=name)
+            if stat.S_ISDIR(info.st_mode):
+                if (info.st_dev, info.st_ino) not in seen:  # a folder linked twice (or a loop): once
+                    seen.add((info.st_dev, info.st_ino))
+                    pending.append(path)
+            elif stat.S_ISREG(info.st_mode):
+                found.append((path.relative_to(located.folder).as_posix(), info.st_size, info.st_mtime_ns))
+            else:
+                raise MtebError("not a regular file (a FIFO, device or socket)", file=path, task=name)
+    return sorted(found)
 
 
-def cached(part: Part, stamp: str | None) -> dict[str, Any] | None:
-    """The declaration written for a part from the same copy of the data (None: none, or another)."""
-    if stamp is None:
-        return None
-    try:
-        saved = json.loads((part_folder(part) / STAMP_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return saved.get("declaration") if isinstance(saved, dict) and saved.get("stamp") == stamp else None
-
-
-def copy_stamp(task: Any, located: Located | None) -> str | None:
+def copy_stamp(task: Any, located: Located | None, allow_outside: bool = False) -> str | None:
     """A fingerprint of what a task's parts are written from: mteb's version, the task's facts and
-    every file of the local copy (path, size, modification time). None: not from a copy."""
+    every file of the local copy (path, size, modification time; see copy_files). None: not from a
+    copy."""
     if located is None:
         return None
     import hashlib
     import importlib.metadata
 
-    files = sorted(
-        (str(p.relative_to(located.folder)), p.stat().st_size, p.stat().st_mtime_ns)
-        for p in located.folder.rglob("*")
-        if p.is_file() and ".cache" not in p.relative_to(located.folder).parts
-    )
     facts = [
         importlib.metadata.version("mteb"),
         str(located.folder.resolve()),
@@ -715,7 +760,7 @@ def copy_stamp(task: Any, located: Located | None) -> str | None:
         dict(task.metadata.dataset),
         list(task.hf_subsets),
         list(task.eval_splits),
-        files,
+        copy_files(task, located, allow_outside),
     ]
     return hashlib.sha256(json.dumps(facts, default=str).encode()).hexdigest()
 
@@ -727,20 +772,17 @@ def part_spec(
     dataset: str,
     stamp: str | None = None,
     unverified: str | None = None,
+    written: tuple[Path, dict[str, Any]] | None = None,
 ) -> TaskSpec:
-    """Write one (subset, split)'s files (unless written from the same copy before: `stamp`) and
-    read its declaration."""
+    """Write one (subset, split)'s files, from the data loaded from the copy `stamp` fingerprints
+    (unless `written`: (the folder, the declaration) written from it before), and read its declaration."""
     task, meta = part.task, part.task.metadata
     revision = str(meta.dataset.get("revision") or "")
-    folder = part_folder(part)
-    declaration = cached(part, stamp)
-    if declaration is None:
-        folder.mkdir(parents=True, exist_ok=True)
+    if written is None:
         writer = TYPES[meta.type]
         assert writer is not None
-        declaration = writer(task, part, folder)
-        if stamp is not None:
-            _write(folder / STAMP_FILE, json.dumps({"stamp": stamp, "declaration": declaration}))
+        written = part_slot(part, stamp).store(lambda folder: writer(task, part, folder))
+    folder, declaration = written
     figure = FIGURE_OF.get(declaration["kind"], {}).get(meta.main_score, meta.main_score)
     table: dict[str, Any] = {
         "name": part.name,
@@ -782,42 +824,74 @@ def load(task: Any, located: Located | None) -> None:
         meta = task.metadata.model_copy(deep=True)
         meta.dataset["path"] = str(located.folder)
         task.metadata = meta  # this task object only: mteb's class keeps its own
-    try:
-        with _scratch_cache():
+    with _scratch_cache() as logged:
+        try:
             task.load_data()
             if hasattr(task, "convert_v1_dataset_format_to_v2"):
                 task.convert_v1_dataset_format_to_v2(num_proc=None)
-    except EmbevalError:
-        raise
-    except Exception as err:  # mteb's and datasets' own errors: one line
-        raise MtebError(
-            f"mteb could not load its data from {located.folder if located else 'memory'}: "
-            f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}",
-            task=task.metadata.name,
-            file=OPTION,
-        ) from None
+        except EmbevalError:
+            raise
+        except Exception as err:  # mteb's and datasets' own errors: one line, naming the file
+            raise loading_error(err, logged, located, task.metadata.name, "its data") from None
+
+
+def loading_error(err: BaseException, logged: list[str], located: Located | None, task: str, what: str) -> MtebError:
+    """One line for an error of mteb's or datasets' code loading a copy: the file it names (in the
+    error or in what datasets logged) when that is a file of the copy, else the copy's folder."""
+    chain: list[BaseException] = []
+    cause: BaseException | None = err
+    while cause is not None and len(chain) < 8:
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    texts = [str(c) for c in chain] + logged
+    file: object = located.folder if located is not None else OPTION
+    if located is not None:
+        prefixes = "|".join(re.escape(str(f)) for f in {located.folder, located.folder.absolute()})
+        pattern = re.compile(f"(?:{prefixes})" + r"/[^'\"\s,\]\)]+")
+        named = [m.group() for text in texts for m in pattern.finditer(text)]
+        file = next((n for n in named if Path(n).is_file()), file)
+    said = [f"{type(c).__name__}: {' '.join(str(c).split())}" for c in (chain[0], chain[-1])]
+    text = said[0] if said[0] == said[1] else f"{said[0]} ({said[1]})"  # the error and what caused it
+    text = text if len(text) <= 400 else text[:400] + "..."
+    return MtebError(f"mteb could not load {what}: {text}", file=file, task=task)
 
 
 _SCRATCH: list[Any] = []
 
 
 @contextmanager
-def _scratch_cache() -> Iterator[None]:
+def _scratch_cache() -> Iterator[list[str]]:
     """datasets' cache in a folder of this load's own: datasets' cache of a local folder does not
-    follow the folder's content, so tables are built afresh each time (the folder is removed at exit,
-    after the parts are written; the loaded tables stay mapped)."""
+    follow the folder's content, so tables are built afresh each time (the folders are removed by
+    drop_scratch once the parts are written; the loaded tables stay mapped). What datasets logs
+    meanwhile is kept, not printed (the list yielded): an error says it in one line."""
     import tempfile
 
     import datasets
 
-    saved = datasets.config.HF_DATASETS_CACHE
+    log = logging.getLogger("datasets")
+    logged: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            logged.append(record.getMessage())
+
+    saved, handlers, propagate = datasets.config.HF_DATASETS_CACHE, log.handlers[:], log.propagate
     scratch = tempfile.TemporaryDirectory(prefix="embeval-mteb-", ignore_cleanup_errors=True)
+    _SCRATCH.append(scratch)
     datasets.config.HF_DATASETS_CACHE = Path(scratch.name)
+    log.handlers, log.propagate = [Keep()], False
     try:
-        yield
+        yield logged
     finally:
         datasets.config.HF_DATASETS_CACHE = saved
-        _SCRATCH.append(scratch)
+        log.handlers, log.propagate = handlers, propagate
+
+
+def drop_scratch() -> None:
+    """Remove datasets' scratch folders of the loads so far."""
+    while _SCRATCH:
+        _SCRATCH.pop().cleanup()
 
 
 def task_specs(
@@ -826,10 +900,11 @@ def task_specs(
     allow_revision_mismatch: bool = False,
     skip_unsupported: bool = False,
     offline_copy: bool = True,
+    allow_outside: bool = False,
 ) -> tuple[list[TaskSpec], list[str]]:
     """(the specs of every (subset, split) of the tasks, the tasks left out as unsupported).
-    Every dataset is located before any is loaded; offline_copy False: the tasks load themselves
-    (mteb's mock tasks)."""
+    Every dataset is located and its files checked before any is loaded (allow_outside: they may lead
+    out of data_dir); offline_copy False: the tasks load themselves (mteb's mock tasks)."""
     refused = [why for r in requested if (why := unsupported(r.task))]
     if refused and (not skip_unsupported or len(refused) == len(requested)):
         hint = "" if skip_unsupported else "; --skip-unsupported scores the others"
@@ -838,7 +913,7 @@ def task_specs(
     located: dict[str, Located | None] = {}
     mismatches: dict[str, str] = {}
     unverified: dict[str, str] = {}
-    copies = locate_all([r.task for r in chosen], data_dir) if offline_copy else {}
+    copies = locate_all([r.task for r in chosen], data_dir, allow_outside) if offline_copy else {}
     for r in chosen:
         meta = r.task.metadata
         if not offline_copy:
@@ -865,24 +940,42 @@ def task_specs(
                 f"--local-dir?); mteb evaluates {wanted or 'none'}, not verified (recorded in the results)"
             )
         located[meta.name] = found
+    checked_root()  # an unusable EMBEVAL_CACHE is one line before anything is read
+    stamps = {r.task.metadata.name: copy_stamp(r.task, located[r.task.metadata.name], allow_outside) for r in chosen}
     specs: list[TaskSpec] = []
     names: dict[str, str] = {}
-    for r in chosen:
-        meta = r.task.metadata
-        dataset, stamp = str(meta.dataset["path"]), copy_stamp(r.task, located[meta.name])
-        if stamp is None or not all(cached(part, stamp) for part in parts(r.task)):
-            load(r.task, located[meta.name])  # else written from this very copy before: not loaded again
-        for part in parts(r.task):
-            if part.name in names:
-                raise MtebError(f"two mteb tasks give the name {part.name} ({names[part.name]})", file=OPTION)
-            names[part.name] = meta.name
-            specs.append(
-                part_spec(part, r.benchmarks, mismatches.get(meta.name), dataset, stamp, unverified.get(meta.name))
-            )
+    try:
+        for r in chosen:
+            meta = r.task.metadata
+            dataset, stamp = str(meta.dataset["path"]), stamps[meta.name]
+            slots = {part.name: part_slot(part, stamp) for part in parts(r.task)}
+            written = {name: slot.reuse() for name, slot in slots.items()}
+            if any(w is None for w in written.values()):  # else written from this very copy before: not loaded
+                for name, slot in slots.items():
+                    if written[name] is None:
+                        slot.prepare()
+                load(r.task, located[meta.name])
+            for part in parts(r.task):
+                if part.name in names:
+                    raise MtebError(f"two mteb tasks give the name {part.name} ({names[part.name]})", file=OPTION)
+                names[part.name] = meta.name
+                specs.append(
+                    part_spec(
+                        part,
+                        r.benchmarks,
+                        mismatches.get(meta.name),
+                        dataset,
+                        stamp,
+                        unverified.get(meta.name),
+                        written[part.name],
+                    )
+                )
+    finally:
+        drop_scratch()  # on SIGTERM and Ctrl-C too
     return specs, refused if skip_unsupported else []
 
 
-def describe(text: str, data_dir: str | Path | None = None) -> list[str]:
+def describe(text: str, data_dir: str | Path | None = None, allow_outside: bool = False) -> list[str]:
     """Lines of `embeval tasks --mteb NAMES --no-load`: each task a --mteb value names, its type,
     benchmarks, subsets and splits, its dataset and revision, and its local copy or the command that
     fetches it; then how many copies are missing. Reads no data."""
@@ -908,7 +1001,7 @@ def describe(text: str, data_dir: str | Path | None = None) -> list[str]:
         if why:
             lines.append(f"{head}\n{'':<{width}}not scored: {why.split(': ', 1)[-1]}")
             continue
-        located = find(r.task, data_dir)
+        located = find(r.task, data_dir, allow_outside)
         if located is None:
             absent += 1
             where = f"missing; on a connected machine: {fetch_command(dataset, revision, data_dir)}"
@@ -930,6 +1023,7 @@ def specs_by_name(
     data_dir: str | Path | None = None,
     allow_revision_mismatch: bool = False,
     skip_unsupported: bool = False,
+    allow_outside: bool = False,
 ) -> tuple[list[TaskSpec], list[str]]:
     """The specs of the tasks and benchmarks a --mteb value names (see task_specs)."""
-    return task_specs(resolve(text), data_dir, allow_revision_mismatch, skip_unsupported)
+    return task_specs(resolve(text), data_dir, allow_revision_mismatch, skip_unsupported, allow_outside=allow_outside)
