@@ -33,11 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from embeval.kinds.mteb_experiments import Draws, fitting, inputs, read_integers
 from embeval.kinds.mteb_shared import figures_of, fractions_line, headline_column, lazy_statistic
 from embeval.kinds.mteb_shared import score_fields as mteb_fields
 from embeval.tasks.declaration import Declaration
 from embeval.tasks.figures import Column, Figure
-from embeval.tasks.kind import TEXT, Kind, Line, ci_text, num
+from embeval.tasks.kind import Kind, Line, ci_text, num
 from embeval.tasks.spec import TaskSpec
 
 ACCURACY = Figure("acc", "test accuracy %", True)
@@ -209,6 +210,7 @@ MTEB_FIGURES = figures_of(
     ]
 )
 MTEB_SET = "mteb-classification"  # the prediction set's kind: gold labels, each experiment's predictions
+DRAWS = Draws()  # the experiments' training sets, drawn from the train split's labels
 
 
 @dataclass(frozen=True)
@@ -237,9 +239,8 @@ class MtebClassifierParams:
 
 
 def read_mteb_keys(decl: Declaration) -> MtebClassifierParams:
-    values: dict[str, Any] = {}
-    for key, least in (("samples_per_label", 1), ("n_experiments", 1), ("max_iter", 1), ("seed", 0)):
-        values[key] = decl.integer(key, getattr(MtebClassifierParams, key), least)
+    bounds = (("samples_per_label", 1), ("n_experiments", 1), ("max_iter", 1), ("seed", 0))
+    values: dict[str, Any] = dict(read_integers(decl, MtebClassifierParams, bounds))
     if decl.has("seeds"):
         if decl.has("seed"):
             raise decl.error("give `seed` or `seeds`, not both", "seeds")
@@ -285,31 +286,14 @@ class Classification(SentEvalClassifierKind):
         return read_splits(spec, paths, keys, ("text", "label"), "label", TRAINING_SPLIT[spec.protocol or "split"])
 
     def sentences(self, spec: TaskSpec, data: Any) -> dict[str, list[str]]:
-        if spec.protocol != MTEB:
-            return super().sentences(spec, data)
-        train = data.splits["train"]
-        drawn = _drawn(spec, train)
-        return {TEXT: list(dict.fromkeys([train.a[i] for i in drawn] + data.splits["test"].a))}
+        return DRAWS.sentences(spec, data) if spec.protocol == MTEB else super().sentences(spec, data)
 
     def rows(self, spec: TaskSpec, data: Any, row_of: Mapping[str, Mapping[str, int]]) -> dict[str, Any]:
-        if spec.protocol != MTEB:
-            return super().rows(spec, data, row_of)
-        import numpy as np
-
-        train, test = data.splits["train"], data.splits["test"]
-        train_rows = np.full(len(train), -1, dtype=np.int64)
-        for i in _drawn(spec, train):
-            train_rows[i] = row_of[TEXT][train.a[i]]
-        return {
-            "train": (train_rows, None),
-            "test": (np.array([row_of[TEXT][s] for s in test.a], dtype=np.int64), None),
-        }
+        return DRAWS.rows(spec, data, row_of) if spec.protocol == MTEB else super().rows(spec, data, row_of)
 
     def sizes(self, spec: TaskSpec, data: Any) -> str:
         sizes = super().sizes(spec, data)
-        if spec.protocol != MTEB:
-            return sizes
-        return f"{sizes} ({len(_drawn(spec, data.splits['train']))} train sentences drawn)"
+        return f"{sizes} ({DRAWS.note(spec, data)})" if spec.protocol == MTEB else sizes
 
     def figures(self, spec: TaskSpec) -> tuple[Figure, ...]:
         return MTEB_FIGURES if spec.protocol == MTEB else super().figures(spec)
@@ -354,11 +338,6 @@ class Classification(SentEvalClassifierKind):
         return super().unit_bytes(spec, count, dim, config)
 
 
-def _drawn(spec: TaskSpec, train: Any) -> list[int]:
-    """The train rows some experiment draws, in file order."""
-    return sorted({int(i) for rows in spec.params.training_rows(train.y) for i in rows})
-
-
 def read_mteb_splits(spec: TaskSpec, paths: Mapping[str, Path]) -> Any:
     """Train and test of MTEB's protocol: label ids in the order of every label of both splits
     (numerically when all are integers, else as strings: the order mteb's classifier sees); the
@@ -397,44 +376,23 @@ def read_mteb_splits(spec: TaskSpec, paths: Mapping[str, Path]) -> Any:
     )
 
 
-class RowsOf:
-    """Rows of a table by sample: rows_of[idx] is table[rows[idx]] (a sample without a row is an error)."""
-
-    def __init__(self, table: Any, rows: Any):
-        self.table, self.rows = table, rows
-
-    def __getitem__(self, index: Any) -> Any:
-        rows = self.rows[index]
-        if (rows < 0).any():
-            raise ValueError("a training sentence that was not exported was asked for")
-        return self.table[rows]
-
-
 def evaluate_mteb(ctx: Any) -> dict[str, Any]:
     """MTEB's figures of the test split and their prediction set (each test sentence's label and its
     predictions, one per experiment)."""
-    import warnings
-
-    from sklearn.exceptions import UndefinedMetricWarning
-    from threadpoolctl import threadpool_limits
-
     from embeval.evaluate import mteb_classification
     from embeval.formats.predictions import PredictionSet
 
     params = ctx.task.params
-    table = ctx.table.cpu().numpy()
     train, test = ctx.data.splits["train"], ctx.data.splits["test"]
-    # One thread: the fits are small, and a pool of threads made them 12x slower on a shared machine
-    # (bench/mteb_threads.py). A label never predicted has precision 0 (scikit-learn's, mteb's), unsaid.
+    train_vectors, test_vectors = inputs(ctx)
     runs = []
-    with threadpool_limits(1), warnings.catch_warnings():
-        warnings.simplefilter("ignore", UndefinedMetricWarning)
+    with fitting():
         for seed in params.seeds:
             runs.append(
                 mteb_classification.classify(
-                    RowsOf(table, ctx.rows["train"][0]),
+                    train_vectors,
                     train.y,
-                    table[ctx.rows["test"][0]],
+                    test_vectors,
                     test.y,
                     n_experiments=params.n_experiments,
                     samples_per_label=params.samples_per_label,
