@@ -370,8 +370,6 @@ def _label(value: Any) -> Any:
 def write_classification(task: Any, part: Part, folder: Path) -> dict[str, Any]:
     from sklearn.linear_model import LogisticRegression
 
-    if task.is_cross_validation:
-        raise MtebError("MTEB's cross-validated classification is not scored by name yet", task=part.name)
     model = task.evaluator_model
     max_iter = model.get_params().get("max_iter") if isinstance(model, LogisticRegression) else None
     reference = LogisticRegression(max_iter=max_iter).get_params() if max_iter is not None else None
@@ -380,16 +378,25 @@ def write_classification(task: Any, part: Part, folder: Path) -> dict[str, Any]:
         raise MtebError(f"the classifier {model!r} is not embeval's LogisticRegression", task=part.name)
     text, label = _column(task, "input_column_name", part), task.label_column_name
     subset = _subset(task, part)
+    keys = {"samples_per_label": int(task.samples_per_label), "max_iter": int(max_iter), "seed": int(task.seed)}
+    if task.is_cross_validation:  # k folds of the evaluation split, which must be the train split (as in mteb)
+        if task.train_split != part.split:
+            raise MtebError(
+                f"cross-validated classification of split {part.split} with another train split "
+                f"({task.train_split}): mteb refuses it too",
+                task=part.name,
+            )
+        _jsonl(folder / "all.jsonl", ({"text": r[text], "label": _label(r[label])} for r in subset[part.split]))
+        keys["n_splits"] = int(task.n_splits)
+        return {"kind": "classification", "protocol": "mteb-kfold", "files": {"all": "all.jsonl"}, **keys}
     for key, split in (("train", task.train_split), ("test", part.split)):
         _jsonl(folder / f"{key}.jsonl", ({"text": r[text], "label": _label(r[label])} for r in subset[split]))
+    keys["n_experiments"] = int(task.n_experiments)
     return {
         "kind": "classification",
         "protocol": "mteb",
         "files": {"train": "train.jsonl", "test": "test.jsonl"},
-        "samples_per_label": int(task.samples_per_label),
-        "n_experiments": int(task.n_experiments),
-        "max_iter": int(max_iter),
-        "seed": int(task.seed),
+        **keys,
     }
 
 
@@ -613,7 +620,6 @@ NOT_SCORED = {
 }
 # Settings of a supported type that embeval does not follow yet: (attribute, what it means).
 LIMITS = (
-    ("is_cross_validation", "cross-validated classification"),
     ("parallel_subsets", "bitext mining over parallel subsets"),
     ("skip_first_result", "retrieval skipping each query's first result"),
 )

