@@ -188,3 +188,105 @@ def test_cross_validated_classification_by_name_equals_mtebs(client, cli, tmp_pa
         assert len(entry["results"]["scores_per_experiment"]) == 5  # mteb's five folds
         assert entry["ci"]["figures"]["accuracy"]["low"] <= entry["results"]["accuracy"]
     check_export(cli, client, tmp_path, family, reference)
+
+
+# Bitext mining over parallel subsets: IN22ConvBitextMining's 23 languages, its 506 ordered pairs.
+
+
+def in22_copy(client, root, rng, rows=24):
+    task = client.get_task("IN22ConvBitextMining")
+    languages = list(dict.fromkeys(language for pair in task.hf_subsets for language in pair.split("-")))
+    shared = words(rng, rows, 8)  # every language shares some words with the others: matches, ties, mistakes
+    table = [{language: f"{shared[i]} {' '.join(words(rng, 1, 30))}" for language in languages} for i in range(rows)]
+    write_snapshot(root, task.metadata.dataset["path"], task.metadata.dataset["revision"], {"default": {"test": table}})
+    return task
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_parallel_bitext_mining_by_name_equals_mtebs(client, cli, tmp_path, family):
+    root = tmp_path / "datasets"
+    task = in22_copy(client, root, np.random.default_rng(12))
+    name = "IN22ConvBitextMining"
+    record, manifest = ours(cli, tmp_path, name, root, family)
+    reference = theirs(client, name, root, family)[name]
+    entry = record["tasks"][name]  # one embeval task: the split, all 506 pairs
+    assert entry["declaration"]["declaration"]["protocol"] == "parallel" and len(record["tasks"]) == 1
+    subsets = entry["results"]["subsets"]
+    assert len(subsets) == len(reference.scores["test"]) == len(task.hf_subsets) == 506
+    for expected in reference.scores["test"]:
+        mine = dict(subsets[expected["hf_subset"]], main_score=subsets[expected["hf_subset"]]["f1"])
+        same_scores(mine, {k: v for k, v in expected.items() if k not in ("hf_subset", "languages")})
+    assert record["mteb"][name]["value"] == pytest.approx(reference.get_score(), abs=EXACT)
+    assert entry["results"]["f1"] == record["mteb"][name]["value"]
+    interval = entry["ci"]["figures"]["f1"]
+    assert interval["low"] <= entry["results"]["f1"] <= interval["high"] and interval["n"] == 24
+    assert manifest["tasks"][name]["count"] == len(set(sum(json_rows(root, task), [])))  # each sentence once
+    check_export(cli, client, tmp_path, family, {name: reference})
+
+
+def json_rows(root, task):
+    path = root / task.metadata.dataset["path"] / "data" / "default" / "test.jsonl"
+    return [list(json.loads(line).values()) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.UndefinedMetricWarning")
+def test_mtebs_mock_parallel_task_equals_mtebs(client, tmp_path):
+    """mteb's own mock task of parallel subsets (its pairs' languages not those of its columns), through
+    embeval's API: equal figures, and export-mteb's entries carry mteb's languages of each pair."""
+    from mteb.mocks.mock_tasks.bitext_mining import MockMultilingualParallelBitextMiningTask as Mock
+
+    import embeval
+    from embeval.reports.mteb import export
+    from embeval.tasks import mteb_source
+
+    specs, _ = mteb_source.task_specs([mteb_source.Requested(Mock())], offline_copy=False)
+    (spec,) = specs
+    out, vectors = tmp_path / "results.json", tmp_path / "vectors.h5"
+    embeval.export_sentences(tmp_path / "none", tmp_path / "export", tasks=specs)
+    write(vectors, tmp_path / "export", lambda texts: np.stack([hashed_counts(t) for t in texts]), progress=False)
+    record = embeval.score(vectors, tmp_path / "none", tasks=specs, out=out, progress=False, log=lambda m: None)
+    reference = client.evaluate(Served("hashed"), [Mock()], cache=None, show_progress_bar=False).task_results[0]
+    subsets = record["tasks"][spec.name]["results"]["subsets"]
+    for expected in reference.scores["test"]:
+        mine = dict(subsets[expected["hf_subset"]], main_score=subsets[expected["hf_subset"]]["accuracy"])
+        same_scores(mine, {k: v for k, v in expected.items() if k not in ("hf_subset", "languages")})
+    folder, written, _ = export(out, "my-org/served", tmp_path / "mteb", registry=None)
+    (entries,) = json.loads((folder / f"{spec.mteb.name}.json").read_text())["scores"].values()
+    assert (
+        {e["hf_subset"]: e["languages"] for e in entries}
+        == {e["hf_subset"]: e["languages"] for e in reference.scores["test"]}
+        == {"eng_Latn-fra_Latn": ["eng-Latn", "fra-Latn"], "fra_Latn-eng_Latn": ["eng-Latn", "fra-Latn"]}
+    )
+
+
+def test_parallel_statistics_equal_each_pairs_figures_on_the_resampled_rows():
+    """A resample weights the rows: each pair's figures are scikit-learn's on the repeated rows (a
+    row's precision depends on how many other rows chose its match), the statistic their mean."""
+    from sklearn.metrics import accuracy_score, f1_score, precision_score, recall_score
+
+    from embeval import stats
+    from embeval.evaluate import bitext
+
+    rng = np.random.default_rng(13)
+    n, pairs = 40, 9
+    right = rng.random((n, pairs)) < 0.5
+    pred = np.where(right, np.arange(n)[:, None], rng.integers(0, 6, (n, pairs)))  # rows 0-5 chosen often
+    W = stats.resample_counts(stats.rng_for(3, "parallel", "all"), n, 8)
+    values = bitext.parallel_figures(W, pred)
+    for b, row in enumerate(W):
+        repeated = np.repeat(np.arange(n), row.astype(np.int64))
+        expected = {
+            name: np.mean([score(repeated, pred[repeated, p]) for p in range(pairs)])
+            for name, score in (
+                ("accuracy", accuracy_score),
+                ("f1", lambda g, p: f1_score(g, p, average="weighted", zero_division=0)),
+                ("precision", lambda g, p: precision_score(g, p, average="weighted", zero_division=0)),
+                ("recall", lambda g, p: recall_score(g, p, average="weighted", zero_division=0)),
+            )
+        }
+        for name, value in expected.items():
+            assert values[name][b] == pytest.approx(value, abs=1e-12), name
+    each = bitext.parallel_figures(np.ones((1, n)), pred, per_pair=True)
+    for p in range(pairs):
+        assert each["f1"][p] == pytest.approx(f1_score(np.arange(n), pred[:, p], average="weighted"), abs=1e-15)

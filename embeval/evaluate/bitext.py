@@ -15,7 +15,16 @@ float32 similarities (embeval.evaluate.mteb_similarity), so ties fall as in mteb
 The figures are not means of fixed per-sentence values (a sentence's precision depends on how many other
 sentences chose the same match), so `weighted_figures` computes them under item weights directly: the
 figure of a bootstrap resample (weights = counts) equals scikit-learn's on the resampled sentences.
+
+Parallel subsets (`parallel_subsets`: FloresBitextMining, IN22Conv/IN22Gen, NTREX): one table holds a
+column per language, row i of every column the same sentence; each of mteb's subsets "A-B" matches
+column A's sentences among column B's (gold: the same row), scored as above; mteb reports each pair as
+a subset of its own. `parallel_nearest` matches every pair; `parallel_figures` gives each pair's
+figures and their mean over the pairs under item weights (a resample draws rows, the same rows in
+every pair), for all pairs at once.
 """
+
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -25,7 +34,9 @@ from embeval.evaluate import mteb_similarity
 QUERY_CHUNK, CORPUS_CHUNK = 100, 500_000  # mteb's chunks of first and second sentences
 
 
-def nearest(queries: np.ndarray, candidates: np.ndarray, similarity: str = "cosine") -> np.ndarray:
+def nearest(
+    queries: np.ndarray | torch.Tensor, candidates: np.ndarray | torch.Tensor, similarity: str = "cosine"
+) -> np.ndarray:
     """(queries,) the index of each query's most similar candidate, as mteb's BitextMiningEvaluator
     finds it: float32 similarities of 100 queries at a time against chunks of 500,000 candidates,
     torch.topk(k=1, sorted=False) in each chunk, the best over chunks (the earlier chunk on a tie)."""
@@ -83,3 +94,77 @@ def mteb_scores(gold: np.ndarray, predicted: np.ndarray) -> dict[str, float]:
         "accuracy": figures["accuracy"],
         "main_score": figures["f1"],
     }
+
+
+def parallel_nearest(
+    tables: Mapping[str, np.ndarray], pairs: Sequence[tuple[str, str]], similarity: str = "cosine"
+) -> np.ndarray:
+    """(rows, pairs) int32: for each pair (A, B), the row of B matched with each row of A, as
+    `nearest(tables[A], tables[B])` finds it (each language's rows normalized once: a normalized
+    row's bits depend on the row alone)."""
+    prepared = {
+        language: mteb_similarity.normalized(mteb_similarity.tensor(table), similarity)
+        for language, table in tables.items()
+    }
+    rows = len(next(iter(prepared.values()))) if prepared else 0
+    out = np.empty((rows, len(pairs)), dtype=np.int32)
+    for p, (first, second) in enumerate(pairs):
+        out[:, p] = nearest(prepared[first], prepared[second], "dot")  # "dot" of normalized rows: the cosine
+    return out
+
+
+PARALLEL_CELLS = 1 << 22  # resamples x contested matches computed at once in parallel_figures
+
+
+def parallel_figures(W: np.ndarray, pred: np.ndarray, per_pair: bool = False) -> dict[str, np.ndarray]:
+    """{"accuracy", "precision", "recall", "f1"}: (b,) the mean over the pairs (columns of pred, rows
+    matched, gold row i for row i) of weighted_figures under each row of item weights W (b, n); with
+    per_pair (W one row), (pairs,) each pair's figures instead.
+
+    With gold row i for row i, a pair's figures reduce to sums over its correctly matched rows c:
+    accuracy and recall sum W_c; precision W_c^2 / (W_c + O_c) and F1 2 W_c^2 / (2 W_c + O_c), where
+    O_c is the weight of the other rows matched with c (both W_c when no other row chose c)."""
+    W = np.atleast_2d(np.asarray(W, dtype=np.float64))
+    pred = np.asarray(pred, dtype=np.int64)
+    n, pairs = pred.shape
+    hit = pred == np.arange(n)[:, None]
+    wrong_row, wrong_pair = np.nonzero(~hit)
+    chosen = pred[wrong_row, wrong_pair]
+    contested = hit[chosen, wrong_pair]  # another row chose a correctly matched row: it shares that row's class
+    keys, key_of = np.unique(chosen[contested] * pairs + wrong_pair[contested], return_inverse=True)
+    key_row, key_pair = keys // pairs, keys % pairs
+    from scipy import sparse
+
+    choosers = sparse.csc_array(
+        (np.ones(len(key_of)), (wrong_row[contested], key_of)), shape=(n, len(keys))
+    )  # row i chose key k's row in key k's pair
+    clear = hit.astype(np.float64)
+    clear[key_row, key_pair] = 0.0  # the correctly matched rows no other row chose
+    total = W.sum(1)
+    if per_pair:
+        hits, sure = W[0] @ hit, W[0] @ clear
+        other = np.asarray(W[0] @ choosers).ravel()
+        own = W[0, key_row]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            precision = np.where(own > 0, own * own / (own + other), 0.0)
+            f1 = np.where(own > 0, 2 * own * own / (2 * own + other), 0.0)
+        precision = sure + np.bincount(key_pair, precision, minlength=pairs)
+        f1 = sure + np.bincount(key_pair, f1, minlength=pairs)
+        return {
+            "accuracy": hits / total[0],
+            "precision": precision / total[0],
+            "recall": hits / total[0],
+            "f1": f1 / total[0],
+        }
+    accuracy = W @ hit.sum(1) / (pairs * total)
+    precision, f1 = W @ clear.sum(1), W @ clear.sum(1)
+    step = max(1, PARALLEL_CELLS // len(W))
+    for start in range(0, len(keys), step):
+        part = slice(start, start + step)
+        other = np.asarray(W @ choosers[:, part])
+        own = W[:, key_row[part]]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            precision += np.where(own > 0, own * own / (own + other), 0.0).sum(1)
+            f1 += np.where(own > 0, 2 * own * own / (2 * own + other), 0.0).sum(1)
+    scale = pairs * total
+    return {"accuracy": accuracy, "precision": precision / scale, "recall": accuracy, "f1": f1 / scale}

@@ -477,10 +477,36 @@ def write_summarization(task: Any, part: Part, folder: Path) -> dict[str, Any]:
 
 def write_bitext(task: Any, part: Part, folder: Path) -> dict[str, Any]:
     if task.parallel_subsets:
-        raise MtebError("bitext mining over parallel subsets is not scored by name yet", task=part.name)
+        return _write_parallel(task, part, folder)
     data = _subset(task, part)[part.split]
     _jsonl(folder / "pairs.jsonl", ({"sentence1": r["sentence1"], "sentence2": r["sentence2"]} for r in data))
     return {"kind": "bitext-mining", "files": {"test": "pairs.jsonl"}}
+
+
+def _write_parallel(task: Any, part: Part, folder: Path) -> dict[str, Any]:
+    """A split of parallel subsets: one row per sentence, a column per language its pairs match."""
+    data = task.dataset[part.split]
+    if "gold" in data.column_names:
+        raise MtebError("parallel subsets with gold pairs of their own are not supported", task=part.name)
+    pairs = [subset.split("-") for subset in task.hf_subsets]
+    languages = list(dict.fromkeys(language for pair in pairs for language in pair))
+    missing = [language for language in languages if language not in data.column_names]
+    if any(len(pair) != 2 for pair in pairs) or missing:
+        raise MtebError(
+            "parallel subsets must name two columns 'A-B' of the split"
+            + (f" (no column {missing[0]})" if missing else ""),
+            task=part.name,
+        )
+    columns = [list(data[language]) for language in languages]  # whole columns: far faster than rows
+    _jsonl(folder / "sentences.jsonl", (dict(zip(languages, row, strict=True)) for row in zip(*columns, strict=True)))
+    mapping = task.metadata.hf_subsets_to_langscripts
+    return {
+        "kind": "bitext-mining",
+        "protocol": "parallel",
+        "files": {"test": "sentences.jsonl"},
+        "pairs": list(task.hf_subsets),
+        "mteb": {"subset_languages": {subset: list(mapping.get(subset, [])) for subset in task.hf_subsets}},
+    }
 
 
 def _sklearn_model(task: Any, part: Part, model_class: Any, keep: tuple[str, ...] = ()) -> Any:
@@ -619,10 +645,7 @@ NOT_SCORED = {
     "not FollowIR's p-MRR protocol; not scored",
 }
 # Settings of a supported type that embeval does not follow yet: (attribute, what it means).
-LIMITS = (
-    ("parallel_subsets", "bitext mining over parallel subsets"),
-    ("skip_first_result", "retrieval skipping each query's first result"),
-)
+LIMITS = (("skip_first_result", "retrieval skipping each query's first result"),)
 # mteb's main score -> the kind's figure, where their names differ.
 FIGURE_OF = {"sts": {"cosine_spearman": "all.spearman.pooled", "cosine_pearson": "all.pearson.pooled"}}
 
@@ -651,8 +674,13 @@ def safe_name(text: str) -> str:
     return name if name[:1].isalpha() and name.isascii() else f"mteb_{name}"
 
 
+PARALLEL = "parallel"  # the subset of a part holding every language pair of a task of parallel subsets
+
+
 def parts(task: Any) -> list[Part]:
-    subsets = list(task.hf_subsets) or ["default"]
+    """A task's (subset, split) parts; a task of parallel subsets (its language pairs are columns of
+    one split, mteb's parallel_subsets): one part per split, holding every pair."""
+    subsets = [PARALLEL] if getattr(task, "parallel_subsets", False) else list(task.hf_subsets) or ["default"]
     splits = list(task.eval_splits)
     base = safe_name(task.metadata.name)
     single = len(subsets) * len(splits) == 1
@@ -669,8 +697,9 @@ def cache_root() -> Path:
 
 
 def languages(task: Any, subset: str) -> list[str]:
+    """A subset's languages (a part of parallel subsets, or an unknown subset: every language, once)."""
     mapping = task.metadata.hf_subsets_to_langscripts
-    return list(mapping.get(subset) or [lang for langs in mapping.values() for lang in langs])
+    return list(mapping.get(subset) or dict.fromkeys(lang for langs in mapping.values() for lang in langs))
 
 
 def part_folder(part: Part) -> Path:
@@ -751,7 +780,7 @@ def part_spec(
     table: dict[str, Any] = {
         "name": part.name,
         "short_name": part.name,
-        **declaration,
+        **{key: value for key, value in declaration.items() if key != "mteb"},
         "figure": figure,
         "description": f"mteb {meta.name}, subset {part.subset}, split {part.split}",
         "mteb": {
@@ -765,6 +794,7 @@ def part_spec(
             "main_score": meta.main_score,
             "benchmarks": list(benchmarks),
             "parts": len(parts(task)),
+            **declaration.get("mteb", {}),  # the writer's own facts (a parallel part's subsets' languages)
         },
     }
     if mismatch:
