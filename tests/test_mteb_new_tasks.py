@@ -13,6 +13,7 @@ and robustness means within float rounding of a sum's order)."""
 import json
 import math
 import zlib
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -52,12 +53,16 @@ def isolated(tmp_path, monkeypatch):
 
 
 class Served:
-    """mteb's encoder protocol serving a family's vectors, with mteb's cosine similarity."""
+    """mteb's encoder protocol serving a family's vectors, with mteb's cosine similarity (float32); with
+    `exact`, integer vectors' cosines rounded once from their exact value, so that mathematically
+    equal cosines are equal scores, as embeval's exact search scores them (mteb's float32 products
+    order such documents by rounding noise: docs/mteb-kinds.md's agreement table)."""
 
     mteb_model_meta = None
 
-    def __init__(self, family):
+    def __init__(self, family, exact=False):
         self.vector = FAMILIES[family]
+        self.exact = exact
 
     def encode(self, inputs, *, task_metadata, hf_split, hf_subset, prompt_type=None, **kwargs):
         return np.stack([self.vector(text) for batch in inputs for text in batch["text"]]).astype(np.float32)
@@ -66,7 +71,17 @@ class Served:
         from mteb.models.model_meta import ScoringFunction
         from mteb.similarity_functions import select_similarity
 
-        return select_similarity(a, b, ScoringFunction("cosine"))
+        if not self.exact:
+            return select_similarity(a, b, ScoringFunction("cosine"))
+        import torch
+
+        a, b = (np.atleast_2d(np.asarray(x)).astype(np.int64) for x in (a, b))
+        dot, norms = a @ b.T, np.outer((a * a).sum(1), (b * b).sum(1))
+        exact = [
+            [math.copysign(math.sqrt(Fraction(int(d) ** 2, int(n))), d) for d, n in zip(*row)]
+            for row in zip(dot, norms)
+        ]
+        return torch.tensor(exact, dtype=torch.float64)
 
     def similarity_pairwise(self, a, b):
         from mteb.models.model_meta import ScoringFunction
@@ -79,7 +94,7 @@ def revision_of(client, name):
     return client.get_task(name).metadata.dataset["revision"]
 
 
-def theirs(client, names, root, family):
+def theirs(client, names, root, family, exact=False):
     """{task: TaskResult} of mteb.evaluate on the copies under root (each task's path pointed there)."""
     tasks = []
     for name in names.split(","):
@@ -88,7 +103,7 @@ def theirs(client, names, root, family):
         meta.dataset["path"] = str(root / task.metadata.dataset["path"])
         task.metadata = meta
         tasks.append(task)
-    result = client.evaluate(Served(family), tasks, cache=None, show_progress_bar=False)
+    result = client.evaluate(Served(family, exact), tasks, cache=None, show_progress_bar=False)
     return {r.task_name: r for r in result.task_results}
 
 
@@ -114,10 +129,10 @@ def exported(cli, client, tmp_path, record_path):
     return {t.task_name: t for t in loaded.model_results[0].task_results}
 
 
-def same_scores(mine, reference, tolerance=EXACT):
+def same_scores(mine, reference, tolerance=EXACT, leave_out=("mteb_version",)):
     """Every key of mteb's score entry is in ours with the same value (nested dicts and lists of
     dicts compared likewise; mteb_version aside, which mteb's loader fills in)."""
-    reference = {k: v for k, v in reference.items() if k != "mteb_version"}
+    reference = {k: v for k, v in reference.items() if not k.startswith(leave_out)}
     assert set(reference) <= set(mine), sorted(set(reference) - set(mine))
     for key, value in reference.items():
         if key in ("hf_subset", "languages"):
@@ -134,7 +149,7 @@ def same_scores(mine, reference, tolerance=EXACT):
             assert mine[key] == pytest.approx(value, abs=tolerance), (key, mine[key], value)
 
 
-def check_export(cli, client, tmp_path, family, reference):
+def check_export(cli, client, tmp_path, family, reference, leave_out=("mteb_version",)):
     """export-mteb's files, read by mteb, hold mteb's own entries: every (split, subset), every key."""
     mine = exported(cli, client, tmp_path, tmp_path / f"{family}.json")
     assert set(mine) == set(reference)
@@ -143,7 +158,7 @@ def check_export(cli, client, tmp_path, family, reference):
             by_subset = {e["hf_subset"]: e for e in mine[task].scores[split]}
             assert set(by_subset) == {e["hf_subset"] for e in entries}, task
             for entry in entries:
-                same_scores(by_subset[entry["hf_subset"]], entry, 1e-5)  # export writes mteb's rounding
+                same_scores(by_subset[entry["hf_subset"]], entry, 1e-5, leave_out)  # export writes mteb's rounding
         assert mine[task].get_score() == pytest.approx(result.get_score(), abs=1e-5), task
 
 
@@ -290,3 +305,80 @@ def test_parallel_statistics_equal_each_pairs_figures_on_the_resampled_rows():
     each = bitext.parallel_figures(np.ones((1, n)), pred, per_pair=True)
     for p in range(pairs):
         assert each["f1"][p] == pytest.approx(f1_score(np.arange(n), pred[:, p], average="weighted"), abs=1e-15)
+
+
+# Instruction retrieval: IFIR's levels (IFIRScifact), InstructIR's robustness@10, IFIR's retrieval-only
+# tasks (IFIRNFCorpus); and WebQAT2TRetrieval, text-to-text retrieval typed Any2AnyRetrieval.
+
+
+def instructed_copy(client, root, rng, name, query_ids, instructions=True):
+    """A retrieval copy whose queries (ids given) carry instructions: each query shares words with
+    its relevant documents; an instruction adds words of its own."""
+    corpus = [{"_id": f"d{i}", "title": "", "text": t} for i, t in enumerate(words(rng, 60, 20))]
+    queries, given, qrels = [], [], []
+    for q in query_ids:
+        relevant = [int(d) for d in rng.choice(60, size=3, replace=False)]
+        text = " ".join(corpus[relevant[0]]["text"].split()[:2]) + " " + words(rng, 1, 20)[0]
+        queries.append({"_id": q, "text": text})
+        given.append({"query-id": q, "instruction": " ".join(words(rng, 2, 20))})
+        qrels += [{"query-id": q, "corpus-id": f"d{d}", "score": int(rng.integers(1, 3))} for d in relevant]
+    configs = {"corpus": {"corpus": corpus}, "queries": {"queries": queries}, "default": {"test": qrels}}
+    if instructions:
+        configs["instruction"] = {"instruction": given}
+    task = client.get_task(name)
+    write_snapshot(root, task.metadata.dataset["path"], task.metadata.dataset["revision"], configs)
+
+
+INSTRUCTED = "IFIRScifact,InstructIR,IFIRNFCorpus,WebQAT2TRetrieval"
+
+
+def instructed_copies(client, root, rng):
+    instructed_copy(client, root, rng, "IFIRScifact", [f"q{i}-v{1 + i % 3}" for i in range(14)])
+    instructed_copy(client, root, rng, "InstructIR", [f"{i // 3}_{i % 3}" for i in range(15)])
+    instructed_copy(client, root, rng, "IFIRNFCorpus", [f"n{i}" for i in range(10)])
+    instructed_copy(client, root, rng, "WebQAT2TRetrieval", [f"w{i}" for i in range(10)], instructions=False)
+
+
+def mteb_fields(record):
+    """{embeval task: (its mteb task, MTEB's score fields of its results)}."""
+    from embeval.tasks.mteb_tasks import part_score
+    from embeval.tasks.registry import recorded_spec
+
+    out = {}
+    for name, entry in record["tasks"].items():
+        spec = recorded_spec(name, entry)
+        out[name] = (spec.mteb.name, part_score(spec, entry["results"])[0])
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_instruction_retrieval_and_webqa_by_name_equal_mtebs(client, cli, tmp_path, family):
+    root = tmp_path / "datasets"
+    instructed_copies(client, root, np.random.default_rng(14))
+    record, manifest = ours(cli, tmp_path, INSTRUCTED, root, family)
+    exact = family == "hashed"  # mathematically equal cosines equal in both arms (mteb's float32: rounding noise)
+    reference = theirs(client, INSTRUCTED, root, family, exact)
+    # nAUC ranks the queries by their scores' spread, which the tie-heavy family's float64 scores move
+    leave_out = ("mteb_version", "nauc_") if exact else ("mteb_version",)
+    protocols = {name: entry["declaration"]["declaration"].get("protocol") for name, entry in record["tasks"].items()}
+    assert protocols == {
+        "IFIRScifact": "levels",
+        "InstructIR": "robustness",
+        "IFIRNFCorpus": "instructed",
+        "WebQAT2TRetrieval": None,
+    }
+    assert record["tasks"]["WebQAT2TRetrieval"]["kind"] == "retrieval"
+    assert record["mteb"]["WebQAT2TRetrieval"]["type"] == "Any2AnyRetrieval"
+    for task, fields in mteb_fields(record).values():
+        (expected,) = reference[task].scores["test"]
+        same_scores(
+            fields, {k: v for k, v in expected.items() if k not in ("hf_subset", "languages")}, EXACT, leave_out
+        )
+        assert record["mteb"][task]["value"] == pytest.approx(reference[task].get_score(), abs=EXACT), task
+    levels = record["tasks"]["IFIRScifact"]
+    assert set(levels["ci"]["figures"]) >= {"level_scores.level_1", "level_scores.level_3", "ndcg_at_20"}
+    robust = record["tasks"]["InstructIR"]
+    assert robust["results"]["query_groups"] == 5 and robust["ci"]["figures"]["robustness_at_10"]["n"] == 5
+    assert manifest["tasks"]["InstructIR"]["mteb"]["encode_as"] == {"instructed_query": "query", "document": "document"}
+    check_export(cli, client, tmp_path, family, reference, leave_out)

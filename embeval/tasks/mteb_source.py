@@ -624,6 +624,70 @@ def write_instruction_reranking(task: Any, part: Part, folder: Path) -> dict[str
     return {"kind": "instruction-reranking", "files": files}
 
 
+# What IFIR's and InstructIR's task_specific_scores give for made-up per-query figures (query id:
+# pytrec_eval's nDCG@20, nDCG@10): their protocols' figures of these, worked out by hand, name the protocol.
+PROBE = {"a_v1": (0.1, 0.5), "a_v2": (0.2, 0.6), "b_v3": (0.4, 0.7), "b_v1": (0.3, 0.05), "c_x": (0.9, 0.8)}
+PROBED = {
+    "instructed": {},
+    "levels": {"level_scores": {"level_1": 0.2, "level_2": 0.2, "level_3": 0.4}},  # nDCG@20 means per "vN"
+    "robustness": {"robustness_at_10": 0.45},  # groups a, b, c: lowest nDCG@10 0.5, 0.05, 0.8
+}
+
+
+def _instruction_protocol(task: Any, part: Part) -> str:
+    """The protocol of an InstructionRetrieval task's own scores, found by giving its
+    task_specific_scores the PROBE's figures (it reads nothing else of the data)."""
+    import math
+
+    scores = {q: {"ndcg_cut_20": a, "ndcg_cut_10": b} for q, (a, b) in PROBE.items()}
+    qrels = {q: {"d": 1} for q in PROBE}
+    try:
+        found = task.task_specific_scores(scores, qrels, {q: {"d": 1.0} for q in PROBE}, part.split, part.subset)
+    except Exception as err:  # a figure the probe does not give, or another shape: not a protocol embeval has
+        found = {"error": f"{type(err).__name__}: {err}"}
+
+    def same(a: Any, b: Any) -> bool:
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+        return isinstance(a, float) and isinstance(b, float) and math.isclose(a, b, abs_tol=1e-12)
+
+    for protocol, expected in PROBED.items():
+        if same(dict(found), expected):
+            return protocol
+    raise MtebError(
+        f"its task_specific_scores give {sorted(found)}: not IFIR's levels, InstructIR's robustness@10 or none",
+        task=part.name,
+    )
+
+
+def write_instruction_retrieval(task: Any, part: Part, folder: Path) -> dict[str, Any]:
+    """IFIR's and InstructIR's tasks: retrieval of queries joined with their instructions, and the
+    task's own figures (embeval's instruction-retrieval protocols levels, robustness, instructed)."""
+    protocol = _instruction_protocol(task, part)
+    data = _subset(task, part)[part.split]
+    if data.get("top_ranked") is not None or getattr(task, "skip_first_result", False):
+        raise MtebError("instruction retrieval with candidates or skip_first_result is not supported", task=part.name)
+    relevant = {str(q): docs for q, docs in data["relevant_docs"].items() if len(docs)}  # mteb drops the others
+    queries = data["queries"]
+    ids, texts = [str(q) for q in queries["id"]], list(queries["text"])
+    instructions = list(queries["instruction"]) if "instruction" in queries.column_names else [None] * len(ids)
+    kept = [i for i, query in enumerate(ids) if query in relevant]
+    if not all(isinstance(texts[i], str) and isinstance(instructions[i], str) for i in kept):  # mteb needs them too
+        raise MtebError("queries without an instruction, or not one text each, are not supported", task=part.name)
+    _write_corpus(data, folder)
+    _jsonl(folder / "queries.jsonl", ({"_id": ids[i], "text": texts[i]} for i in kept))
+    _jsonl(folder / "instructions.jsonl", ({"query-id": ids[i], "instruction": instructions[i]} for i in kept))
+    _write_qrels(relevant, part, folder)
+    files = {"corpus": "corpus.jsonl", "queries": "queries.jsonl", "qrels": "qrels.tsv"}
+    return {
+        "kind": "instruction-retrieval",
+        "protocol": protocol,
+        "files": {**files, "instructions": "instructions.jsonl"},
+        "depth": max(task.k_values),
+        "ignore_identical_ids": bool(task.ignore_identical_ids),
+    }
+
+
 # mteb's type -> the writer of its files (None: a text type embeval does not score).
 TYPES: dict[str, Writer | None] = {
     "Retrieval": write_retrieval,
@@ -636,14 +700,12 @@ TYPES: dict[str, Writer | None] = {
     "BitextMining": write_bitext,
     "MultilabelClassification": write_multilabel,
     "Regression": write_regression,
-    "InstructionRetrieval": None,
+    "InstructionRetrieval": write_instruction_retrieval,
     "InstructionReranking": write_instruction_reranking,
+    "Any2AnyRetrieval": write_retrieval,  # its text-only tasks (WebQAT2TRetrieval): retrieval
 }
 # Why a type mapped to None is not scored (default: "not scored yet").
-NOT_SCORED = {
-    "InstructionRetrieval": "IFIR's and InstructIR's own figures (nDCG by instruction level, robustness@10), "
-    "not FollowIR's p-MRR protocol; not scored",
-}
+NOT_SCORED: dict[str, str] = {}
 # Settings of a supported type that embeval does not follow yet: (attribute, what it means).
 LIMITS = (("skip_first_result", "retrieval skipping each query's first result"),)
 # mteb's main score -> the kind's figure, where their names differ.
@@ -930,7 +992,9 @@ def describe(text: str, data_dir: str | Path | None = None) -> list[str]:
         dataset, revision = meta.dataset["path"], meta.dataset.get("revision") or "main"
         shown = parts(r.task)
         subsets = list(dict.fromkeys(p.subset for p in shown))
-        if subsets == ["default"]:
+        if subsets == [PARALLEL]:
+            about = f"{len(r.task.hf_subsets)} language pairs of parallel subsets, "
+        elif subsets == ["default"]:
             about = ""
         elif len(subsets) <= 3:
             about = f"subset{'s' if len(subsets) > 1 else ''} {', '.join(subsets)}, "
