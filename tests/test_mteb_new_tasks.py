@@ -382,3 +382,127 @@ def test_instruction_retrieval_and_webqa_by_name_equal_mtebs(client, cli, tmp_pa
     assert robust["results"]["query_groups"] == 5 and robust["ci"]["figures"]["robustness_at_10"]["n"] == 5
     assert manifest["tasks"]["InstructIR"]["mteb"]["encode_as"] == {"instructed_query": "query", "document": "document"}
     check_export(cli, client, tmp_path, family, reference, leave_out)
+
+
+# The protocols in task files: what reports, comparisons and refusals make of them.
+
+PARALLEL_TASK = (
+    'name = "Parallel"\nkind = "bitext-mining"\nprotocol = "parallel"\n{keys}[files]\ntest = "parallel.jsonl"\n'
+)
+KFOLD_TASK = 'name = "Folds"\nkind = "classification"\nprotocol = "mteb-kfold"\n{keys}[files]\nall = "all.jsonl"\n'
+INSTRUCTED_TASK = (
+    'name = "Instructed"\nkind = "instruction-retrieval"\nprotocol = "{protocol}"\n[files]\ncorpus = "corpus.jsonl"\n'
+    'queries = "queries.jsonl"\nqrels = "qrels.tsv"\ninstructions = "instructions.jsonl"\n'
+)
+
+
+def lines(rows):
+    return "".join(json.dumps(row) + "\n" for row in rows)
+
+
+def parallel_files(rng, rows=30):
+    shared = words(rng, rows, 10)
+    return {"parallel.jsonl": lines({c: f"{shared[i]} {words(rng, 1, 30)[0]}" for c in "abc"} for i in range(rows))}
+
+
+def instructed_files(rng, ids):
+    corpus = [{"_id": f"d{i}", "title": "", "text": t} for i, t in enumerate(words(rng, 40, 20))]
+    qrels = ["query-id\tcorpus-id\tscore"] + [f"{q}\td{int(rng.integers(0, 40))}\t1" for q in ids]
+    return {
+        "corpus.jsonl": lines(corpus),
+        "queries.jsonl": lines({"_id": q, "text": words(rng, 1, 20)[0]} for q in ids),
+        "qrels.tsv": "\n".join(qrels) + "\n",
+        "instructions.jsonl": lines({"query-id": q, "instruction": words(rng, 1, 20)[0]} for q in ids),
+    }
+
+
+def scored(cli, folder, declaration, files, name, family):
+    """(results path) of the task file's task scored with the family's vectors (export, vectors, score)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for relative, text in files.items():
+        (folder / relative).write_text(text, encoding="utf-8")
+    (folder / "task.toml").write_text(declaration, encoding="utf-8")
+    export, vectors, out = folder / f"export-{family}", folder / f"{family}.h5", folder / f"{family}.json"
+    common = ("--data", folder / "none", "--task-file", folder / "task.toml", "--tasks", name)
+    done = cli("export-sentences", *common, "--out", export)
+    assert done.exit_code == 0, done.stderr
+    vector = FAMILIES[family]
+    write(vectors, export, lambda texts: np.stack([vector(t) for t in texts]), progress=False)
+    done = cli("score", vectors, *common, "--bootstrap", "100", "--out", out, "--save-predictions")
+    assert done.exit_code == 0, done.stderr
+    return out, done.stdout
+
+
+@pytest.mark.parametrize(
+    "name, declaration, files",
+    [
+        ("Parallel", PARALLEL_TASK.format(keys=""), parallel_files),
+        ("Folds", KFOLD_TASK.format(keys="n_splits = 3\n"), None),
+        ("Instructed", INSTRUCTED_TASK.format(protocol="robustness"), None),
+        ("Instructed", INSTRUCTED_TASK.format(protocol="levels"), None),
+    ],
+)
+def test_new_protocols_are_reported_and_compared(cli, tmp_path, name, declaration, files):
+    """Each protocol scored from a task file with two families of vectors: its headline and interval in
+    the terminal, `embeval report` and `embeval compare` (paired on the same resampled items)."""
+    rng = np.random.default_rng(15)
+    if name == "Folds":
+        files = {"all.jsonl": lines({"text": t, "label": int(rng.integers(0, 3))} for t in words(rng, 40, 12))}
+    elif name == "Instructed":
+        files = instructed_files(rng, [f"{i // 3}_v{1 + i % 3}" for i in range(18)])
+    else:
+        files = files(rng)
+    runs = [scored(cli, tmp_path, declaration, files, name, family) for family in sorted(FAMILIES)]
+    entry = json.loads(runs[0][0].read_text())["tasks"][name]
+    headline = {"Parallel": "f1", "Folds": "accuracy"}.get(
+        name, "robustness_at_10" if "robust" in declaration else "ndcg_at_10"
+    )
+    interval = entry["ci"]["figures"][headline]
+    assert interval["low"] <= entry["results"][headline] <= interval["high"]
+    assert name in runs[0][1]
+    report = cli("report", runs[0][0])
+    assert report.exit_code == 0 and name in report.stdout, report.stderr
+    compared = cli("compare", runs[0][0], runs[1][0])
+    assert compared.exit_code == 0 and name in compared.stdout, compared.stderr
+    if "levels" in declaration:
+        assert set(entry["results"]["level_scores"]) == {"level_1", "level_2", "level_3"}
+        assert "level_scores.level_2" in entry["ci"]["figures"]
+
+
+@pytest.mark.parametrize(
+    "declaration, files, fragments",
+    [
+        (
+            KFOLD_TASK.format(keys=""),
+            {"all.jsonl": lines({"text": f"t{i}", "label": i % 2} for i in range(4))},
+            ["4 sentences, fewer than the n_splits = 5 folds"],
+        ),
+        (KFOLD_TASK.format(keys="n_splits = 1\n"), {"all.jsonl": ""}, ["n_splits", "must be an integer >= 2"]),
+        (PARALLEL_TASK.format(keys='pairs = ["a-b-c"]\n'), {"parallel.jsonl": ""}, ["pairs", "'a-b-c'"]),
+        (
+            PARALLEL_TASK.format(keys='pairs = ["a-z"]\n'),
+            {"parallel.jsonl": lines([{"a": "x", "b": "y"}])},
+            ["parallel.jsonl", "z"],
+        ),
+        (
+            INSTRUCTED_TASK.format(protocol="levels"),
+            {**instructed_files(np.random.default_rng(1), ["q_v1", "q_v2"])},
+            ["no evaluated query id holds 'v3'"],
+        ),
+        (
+            INSTRUCTED_TASK.format(protocol="robustness"),
+            {
+                **instructed_files(np.random.default_rng(1), ["a_1", "a_2"]),
+                "instructions.jsonl": lines([{"query-id": "a_1", "instruction": "x"}]),
+            },
+            ["instructions.jsonl", "1 queries have no instruction (first: 'a_2')"],
+        ),
+    ],
+)
+def test_bad_new_protocol_data_is_one_line(cli, tmp_path, declaration, files, fragments):
+    from reliability_helpers import refused
+
+    for relative, text in files.items():
+        (tmp_path / relative).write_text(text, encoding="utf-8")
+    (tmp_path / "task.toml").write_text(declaration, encoding="utf-8")
+    refused(cli("tasks", "--task-file", tmp_path / "task.toml", "--data", tmp_path / "none"), *fragments)

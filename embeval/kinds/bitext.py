@@ -62,7 +62,7 @@ def _parallel(name: str) -> Statistic:
     def figure(W: Any, arrays: Any) -> Any:
         from embeval.evaluate import bitext
 
-        return bitext.parallel_figures(W, arrays["pred"])[name]
+        return bitext.parallel_resampled(W, arrays["pred"])[name]
 
     return Statistic(figure, False, centred=True)
 

@@ -48,6 +48,7 @@ INSTRUCTED = "instructed_query"
 SET_KIND = "followir"
 P_MRR = Figure("p-MRR", "p-MRR", False)
 FOLLOWIR, LEVELS, ROBUSTNESS, PLAIN = "followir", "levels", "robustness", "instructed"  # the protocols
+INSTRUCTED_GROUP = "instructed-retrieval"  # the report table of the protocols other than FollowIR's
 LEVELS_SET, GROUPS_SET = "instruction-levels", "query-groups"  # embeval.evaluate.instructed's prediction sets
 LEVEL_FIGURES = tuple(Figure(f"level_scores.level_{j}", f"nDCG@20 of level-{j} instructions", False) for j in (1, 2, 3))
 ROBUSTNESS_FIGURE = Figure("robustness_at_10", "robustness@10 (each query's lowest nDCG@10, mean)", False)
@@ -94,13 +95,21 @@ class InstructionRetrieval(Retrieval):
         GROUPS_SET: {name: _statistic("group_mean", name) for name in (ROBUSTNESS_FIGURE.path, *FIGURES)},
     }
     groups = {
+        INSTRUCTED_GROUP: Group(
+            INSTRUCTED_GROUP,
+            "Instruction retrieval (MTEB: IFIR, InstructIR), x100",
+            "Retrieval of queries carrying instructions as MTEB scores IFIR's and InstructIR's tasks (mteb 2.26.24, "
+            "figures equal to its): each query joined with its instruction, the corpus searched exactly, each "
+            "task's headline figure (nDCG@20 for IFIR, robustness@10 for InstructIR: each query's lowest nDCG@10 "
+            "over its instructions, mean over the queries) x100",
+        ),
         "followir": Group(
             "followir",
             "Instruction following (MTEB, FollowIR), p-MRR x100",
             "Instruction retrieval and reranking as MTEB scores FollowIR (mteb 2.26.24's evaluate_p_mrr_change, "
             "figures equal to its): how the documents whose relevance a changed instruction alters move between "
             "the runs of the original and the changed instructions, p-MRR x100 (-100 to 100, 0: no change)",
-        )
+        ),
     }
     reranking = False
 
@@ -191,11 +200,21 @@ class InstructionRetrieval(Retrieval):
         return out
 
     def columns(self, spec: TaskSpec) -> tuple[Column, ...]:
-        if spec.protocol not in (None, FOLLOWIR):
-            return Retrieval.columns(self, spec)
         if not spec.report.show:
             return ()
         main = spec.headline
+        if spec.protocol not in (None, FOLLOWIR):
+            return (
+                Column(
+                    spec.report.group or INSTRUCTED_GROUP,
+                    main.path,
+                    f"{main.label} x100",
+                    scale=100.0,
+                    header=spec.report.header,
+                    order=spec.report.order,
+                    note=f"{main.label}, exact search of instructed queries",
+                ),
+            )
         return (
             Column(
                 spec.report.group or "followir",
