@@ -218,8 +218,9 @@ def in22_copy(client, root, rng, rows=24):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_parallel_bitext_mining_by_name_equals_mtebs(client, cli, tmp_path, family):
+def test_parallel_bitext_mining_by_name_equals_mtebs(client, cli, tmp_path):
+    """All 506 pairs by name, hashed counts (the Gaussian family: the next test)."""
+    family = "hashed"
     root = tmp_path / "datasets"
     task = in22_copy(client, root, np.random.default_rng(12))
     name = "IN22ConvBitextMining"
@@ -238,6 +239,30 @@ def test_parallel_bitext_mining_by_name_equals_mtebs(client, cli, tmp_path, fami
     assert interval["low"] <= entry["results"]["f1"] <= interval["high"] and interval["n"] == 24
     assert manifest["tasks"][name]["count"] == len(set(sum(json_rows(root, task), [])))  # each sentence once
     check_export(cli, client, tmp_path, family, {name: reference})
+
+
+def test_a_choice_of_parallel_pairs_equals_mtebs(client, tmp_path):
+    """A task object holding some of its pairs (as a benchmark chooses subsets), Gaussian vectors,
+    through embeval's API on the copy: the pairs chosen, each equal to mteb's on the same object."""
+    import embeval
+    from embeval.tasks import mteb_source
+
+    root = tmp_path / "datasets"
+    in22_copy(client, root, np.random.default_rng(16))
+    chosen = ["asm_Beng-ben_Beng", "ben_Beng-eng_Latn", "eng_Latn-asm_Beng", "hin_Deva-eng_Latn"]
+    task = client.get_task("IN22ConvBitextMining", hf_subsets=chosen)
+    specs, _ = mteb_source.task_specs([mteb_source.Requested(task)], root)
+    out, vectors = tmp_path / "results.json", tmp_path / "vectors.h5"
+    embeval.export_sentences(tmp_path / "none", tmp_path / "export", tasks=specs)
+    write(vectors, tmp_path / "export", lambda texts: np.stack([gaussian(t) for t in texts]), progress=False)
+    record = embeval.score(vectors, tmp_path / "none", tasks=specs, out=out, progress=False, log=lambda m: None)
+    reference = client.evaluate(Served("gaussian"), [task], cache=None, show_progress_bar=False).task_results[0]
+    subsets = record["tasks"][specs[0].name]["results"]["subsets"]
+    assert sorted(subsets) == sorted(e["hf_subset"] for e in reference.scores["test"]) == sorted(chosen)
+    for expected in reference.scores["test"]:
+        mine = dict(subsets[expected["hf_subset"]], main_score=subsets[expected["hf_subset"]]["f1"])
+        same_scores(mine, {k: v for k, v in expected.items() if k not in ("hf_subset", "languages")})
+    assert record["mteb"]["IN22ConvBitextMining"]["value"] == pytest.approx(reference.get_score(), abs=EXACT)
 
 
 def json_rows(root, task):
