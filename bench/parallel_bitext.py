@@ -50,14 +50,14 @@ def main():
 
     rng = np.random.default_rng(0)
     shared = rng.standard_normal((args.rows, args.dim))
-    tables = {
-        f"l{i}": (shared + args.noise * rng.standard_normal(shared.shape)).astype(np.float32)
-        for i in range(args.languages)
-    }
-    pairs = [(a, b) for a in tables for b in tables if a != b]
+    table = np.concatenate(
+        [(shared + args.noise * rng.standard_normal(shared.shape)).astype(np.float32) for _ in range(args.languages)]
+    )  # the languages' rows one after another, as a task's sentence table holds them
+    rows = {f"l{i}": np.arange(i * args.rows, (i + 1) * args.rows) for i in range(args.languages)}
+    pairs = [(a, b) for a in rows for b in rows if a != b]
 
     start = time.perf_counter()
-    pred = bitext.parallel_nearest(tables, pairs)
+    pred = bitext.parallel_nearest(table, rows, pairs)
     matching = time.perf_counter() - start
     each = bitext.parallel_figures(np.ones((1, args.rows)), pred, per_pair=True)
 

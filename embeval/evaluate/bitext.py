@@ -99,17 +99,21 @@ def mteb_scores(gold: np.ndarray, predicted: np.ndarray) -> dict[str, float]:
 
 
 def parallel_nearest(
-    tables: Mapping[str, np.ndarray], pairs: Sequence[tuple[str, str]], similarity: str = "cosine"
+    table: np.ndarray | torch.Tensor,
+    rows: Mapping[str, np.ndarray],
+    pairs: Sequence[tuple[str, str]],
+    similarity: str = "cosine",
 ) -> np.ndarray:
-    """(rows, pairs) int32: for each pair (A, B), the row of B matched with each row of A, as
-    `nearest(tables[A], tables[B])` finds it (each language's rows normalized once: a normalized
-    row's bits depend on the row alone)."""
+    """(rows per language, pairs) int32: for each pair (A, B), the row of B matched with each row of A,
+    as `nearest(table[rows[A]], table[rows[B]])` finds it (each language's rows normalized once, in a
+    copy of its own: a normalized row's bits depend on the row alone)."""
+    table = mteb_similarity.tensor(table)
     prepared = {
-        language: mteb_similarity.normalized(mteb_similarity.tensor(table), similarity)
-        for language, table in tables.items()
+        language: mteb_similarity.normalized(table[torch.as_tensor(np.asarray(own, dtype=np.int64))], similarity)
+        for language, own in rows.items()
     }
-    rows = len(next(iter(prepared.values()))) if prepared else 0
-    out = np.empty((rows, len(pairs)), dtype=np.int32)
+    count = len(next(iter(rows.values()))) if rows else 0
+    out = np.empty((count, len(pairs)), dtype=np.int32)
     for p, (first, second) in enumerate(pairs):
         out[:, p] = nearest(prepared[first], prepared[second], "dot")  # "dot" of normalized rows: the cosine
     return out
