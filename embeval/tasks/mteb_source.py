@@ -41,7 +41,6 @@ class MtebError(EmbevalError):
 
 
 # mteb's task types: the kind of each, and the function that writes one (subset, split) as its files.
-# A type mapped to None is a text type embeval does not score yet.
 Writer = Callable[[Any, "Part", Path], dict[str, Any]]
 
 
@@ -688,8 +687,8 @@ def write_instruction_retrieval(task: Any, part: Part, folder: Path) -> dict[str
     }
 
 
-# mteb's type -> the writer of its files (None: a text type embeval does not score).
-TYPES: dict[str, Writer | None] = {
+# mteb's type -> the writer of its files (a type not here is one embeval does not score).
+TYPES: dict[str, Writer] = {
     "Retrieval": write_retrieval,
     "Reranking": write_retrieval,
     "STS": write_sts,
@@ -704,8 +703,6 @@ TYPES: dict[str, Writer | None] = {
     "InstructionReranking": write_instruction_reranking,
     "Any2AnyRetrieval": write_retrieval,  # its text-only tasks (WebQAT2TRetrieval): retrieval
 }
-# Why a type mapped to None is not scored (default: "not scored yet").
-NOT_SCORED: dict[str, str] = {}
 # Settings of a supported type that embeval does not follow yet: (attribute, what it means).
 LIMITS = (("skip_first_result", "retrieval skipping each query's first result"),)
 # mteb's main score -> the kind's figure, where their names differ.
@@ -719,8 +716,6 @@ def unsupported(task: Any) -> str | None:
         return f"{meta.name} ({meta.type}, {'+'.join(meta.modalities)}): not text"
     if meta.type not in TYPES:
         return f"{meta.name} ({meta.type}): a type embeval does not score"
-    if TYPES[meta.type] is None:
-        return f"{meta.name} ({meta.type}): {NOT_SCORED.get(meta.type, 'not scored yet')}"
     if meta.type == "InstructionReranking" and meta.main_score != "p-MRR":
         return f"{meta.name} ({meta.type}): main score {meta.main_score}, not FollowIR's p-MRR; not scored"
     for attribute, what in LIMITS:
@@ -833,9 +828,7 @@ def part_spec(
     declaration = cached(part, stamp)
     if declaration is None:
         folder.mkdir(parents=True, exist_ok=True)
-        writer = TYPES[meta.type]
-        assert writer is not None
-        declaration = writer(task, part, folder)
+        declaration = TYPES[meta.type](task, part, folder)
         if stamp is not None:
             _write(folder / STAMP_FILE, json.dumps({"stamp": stamp, "declaration": declaration}))
     figure = FIGURE_OF.get(declaration["kind"], {}).get(meta.main_score, meta.main_score)
