@@ -21,7 +21,6 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from embeval.evaluate import retrieval as retrieval_runs
 from embeval.formats import predictions
 
 MTEB_VERSION = "2.26.24"
@@ -50,9 +49,12 @@ def groups(query_ids: Sequence[str]) -> np.ndarray:
 def evaluate(ctx, role, main, depth, similarity, ignore_identical, protocol):
     """Retrieval's figures of the instructed queries (embeval.evaluate.retrieval) and the protocol's
     own: `level_scores` (protocol "levels"), `robustness_at_10` ("robustness"), none ("instructed")."""
+    from embeval.evaluate import retrieval as retrieval_runs  # torch: not needed to read a task's queries
+
     keep = {"levels": (LEVEL_FIGURE,), "robustness": (ROBUST_FIGURE,)}.get(protocol, ())
     results = retrieval_runs.evaluate(ctx, main, depth, similarity, ignore_identical, role=role, keep=keep)
-    per_query = ctx.predictions[""].arrays
+    kept = ctx.predictions[""]
+    per_query = {name: kept.arrays[name] for name in kept.figures}  # each query's value of the kept figures
     if protocol == "levels":
         level = ctx.data.levels
         values = per_query[LEVEL_FIGURE]
