@@ -60,3 +60,15 @@ def test_the_docs_coverage_is_the_installed_mtebs(found):
     lines = printed(found)
     assert lines[0] == f"mteb {found.version}: {found.tasks} text tasks, {found.tasks} scored by name"
     assert f"benchmarks: {found.benchmarks}; scored whole: {len(found.whole)}" in lines
+
+
+@pytest.mark.slow
+def test_mmteb_resolves_with_no_task_left_out(cli, tmp_path):
+    """`embeval tasks --mteb "MTEB(Multilingual, v2)" --no-load`: its 131 tasks, none refused (its
+    parallel bitext mining and its other former exceptions included), each with its fetch command."""
+    done = cli("tasks", "--mteb", "MTEB(Multilingual, v2)", "--mteb-data", tmp_path, "--no-load")
+    assert done.exit_code == 0, done.stderr
+    assert "not scored" not in done.stdout
+    assert done.stdout.strip().splitlines()[-1] == f"131 tasks: 131 datasets not in {tmp_path}"
+    flores = next(line for line in done.stdout.splitlines() if line.startswith("FloresBitextMining"))
+    assert "41412 language pairs of parallel subsets, split devtest" in flores
