@@ -241,6 +241,7 @@ def test_parallel_bitext_mining_by_name_equals_mtebs(client, cli, tmp_path):
     check_export(cli, client, tmp_path, family, {name: reference})
 
 
+@pytest.mark.slow
 def test_a_choice_of_parallel_pairs_equals_mtebs(client, tmp_path):
     """A task object holding some of its pairs (as a benchmark chooses subsets), Gaussian vectors,
     through embeval's API on the copy: the pairs chosen, each equal to mteb's on the same object."""
