@@ -226,6 +226,9 @@ MOCKS = (
     "MockRegressionTask",
     "MockMultilabelClassification",
     "MockMultilingualMultilabelClassification",
+    "MockInstructionRetrieval",
+    "MockMultilingualInstructionRetrieval",
+    "MockMultilingualParallelBitextMiningTask",
 )
 
 
@@ -242,7 +245,7 @@ def test_mtebs_mock_tasks_equal_mtebs(client, tmp_path):
 
     modules = [
         importlib.import_module(f"mteb.mocks.mock_tasks{m}")
-        for m in ("", ".clustering", ".summarization", ".regression", ".reranking")
+        for m in ("", ".clustering", ".summarization", ".regression", ".reranking", ".bitext_mining")
     ]
 
     def mock(name):
@@ -250,19 +253,23 @@ def test_mtebs_mock_tasks_equal_mtebs(client, tmp_path):
 
     specs, _ = mteb_source.task_specs([mteb_source.Requested(mock(n)) for n in MOCKS], offline_copy=False)
     # mteb's mock instruction reranking task is scored by nDCG@10 without changed judgments, not by
-    # FollowIR's p-MRR: it is refused as such; Core17InstructionRetrieval's copy is scored below.
+    # FollowIR's p-MRR: it is refused as such; Core17InstructionRetrieval's copy is scored below. mteb
+    # has no text-only mock of Any2AnyRetrieval (WebQAT2TRetrieval's copy: tests/test_mteb_new_tasks.py).
     why = mteb_source.unsupported(mock("MockInstructionReranking"))
     assert why is not None and "not FollowIR's p-MRR" in why
-    assert {spec.mteb.type for spec in specs} == set(mteb_source.TYPES) - {"InstructionReranking"} - {
-        t for t, writer in mteb_source.TYPES.items() if writer is None
-    }
+    assert {spec.mteb.type for spec in specs} == set(mteb_source.TYPES) - {"InstructionReranking", "Any2AnyRetrieval"}
     export, vectors, out = tmp_path / "export", tmp_path / "vectors.h5", tmp_path / "results.json"
     embeval.export_sentences(tmp_path / "none", export, tasks=specs)
     write(vectors, export, encode, progress=False)
     record = embeval.score(vectors, tmp_path / "none", tasks=specs, out=out, progress=False, log=lambda m: None)
     result = client.evaluate(HashedCounts(), [mock(n) for n in MOCKS], cache=None, show_progress_bar=False)
     theirs = {r.task_name: r for r in result.task_results}
-    assert compare(json.loads(out.read_text()), theirs, FLOAT32) == len(specs) == len(record["tasks"]) > len(MOCKS)
+    parallel = [spec.name for spec in specs if spec.mteb.subset == "parallel"]  # its pairs: test_mteb_new_tasks.py
+    assert len(parallel) == 1
+    scored = json.loads(out.read_text())
+    scored["tasks"].pop(parallel[0])
+    scored["mteb"].pop("MockMultilingualParallelBitextMiningTask")
+    assert compare(scored, theirs, FLOAT32) == len(specs) - 1 == len(record["tasks"]) - 1 > len(MOCKS)
 
 
 def reranking_copy(client, root, rng):
@@ -419,14 +426,6 @@ def test_regression_multilabel_and_instruction_reranking_by_name_equal_mtebs(cli
     assert encode_as == {"instructed_query": "query", "document": "document"}  # mteb's prompt types
 
 
-def test_instruction_retrieval_is_refused_as_not_followirs_protocol(cli, tmp_path):
-    """mteb's InstructionRetrieval tasks (IFIR, InstructIR) score nDCG by instruction level or
-    robustness@10, not FollowIR's p-MRR: refused in one line that says so."""
-    result = cli("export-sentences", "--mteb", "IFIRScifact", "--out", tmp_path / "export")
-    refused_line(result, "IFIRScifact (InstructionRetrieval)", "not FollowIR's p-MRR protocol", "--skip-unsupported")
-    assert not (tmp_path / "export").exists()
-
-
 @pytest.mark.slow
 def test_ray_on_an_mteb_retrieval_task_gives_the_in_process_figures(client, cli, tmp_path, monkeypatch):
     """`score --ray` searches an --mteb retrieval task's corpus in shards on a local Ray (started and
@@ -487,8 +486,8 @@ def test_bad_requests_are_one_line_and_write_nothing(client, cli, tmp_path):
     )
     refused_line(export("--mteb", "VisualSTS17Eng"), "VisualSTS17Eng", "not text")
     refused_line(
-        export("--mteb", "STSBenchmark,IFIRScifact"),
-        "IFIRScifact (InstructionRetrieval): IFIR's and InstructIR's own figures",
+        export("--mteb", "STSBenchmark,VisualSTS17Eng"),
+        "VisualSTS17Eng (VisualSTS(eng), image): not text",
         "--skip-unsupported",
     )
     task_file = tmp_path / "mine.toml"
@@ -499,18 +498,18 @@ def test_bad_requests_are_one_line_and_write_nothing(client, cli, tmp_path):
     record.write_text("0123abc\netag\n0\n", encoding="utf-8")
     refused_line(export("--mteb", "STSBenchmark"), "STSBenchmark", "revision 0123abc", "--allow-revision-mismatch")
     assert not out.exists()
-    done = export("--mteb", "STSBenchmark,IFIRScifact", "--allow-revision-mismatch", "--skip-unsupported")
+    done = export("--mteb", "STSBenchmark,VisualSTS17Eng", "--allow-revision-mismatch", "--skip-unsupported")
     assert done.exit_code == 0, done.stderr
     write(tmp_path / "v.h5", out, encode, progress=False)
     results = tmp_path / "r.json"
     done = cli(
-        "score", tmp_path / "v.h5", "--mteb", "STSBenchmark,IFIRScifact", "--mteb-data", root,
+        "score", tmp_path / "v.h5", "--mteb", "STSBenchmark,VisualSTS17Eng", "--mteb-data", root,
         "--allow-revision-mismatch", "--skip-unsupported", "--out", results,
     )  # fmt: skip
     assert done.exit_code == 0, done.stderr
     scored = json.loads(results.read_text())
     (skipped,) = scored["skipped"]["mteb_unsupported"]
-    assert skipped.startswith("IFIRScifact (InstructionRetrieval): ") and "not FollowIR's p-MRR" in skipped
+    assert skipped.startswith("VisualSTS17Eng (VisualSTS(eng), image): not text")
     assert "0123abc" in scored["mteb"]["STSBenchmark"]["revision_mismatch"]
     sts_copy(client, root, np.random.default_rng(9))  # other data: the vectors were exported for another copy
     again = cli(
@@ -650,9 +649,16 @@ def test_a_name_differing_only_in_case_suggests_that_name(cli, tmp_path):
     refused_line(cli("tasks", "--mteb", "SciDocs", "--no-load"), "'SciDocs'", "(did you mean SCIDOCS?)")
 
 
-def test_a_benchmark_of_tasks_not_scored_yet_is_refused(cli, tmp_path):
-    result = cli("export-sentences", "--mteb", "MTEB(Europe, v1)", "--out", tmp_path / "export")
-    refused_line(result, "FloresBitextMining (BitextMining): bitext mining over parallel subsets", "--skip-unsupported")
+def test_a_benchmark_of_tasks_not_scored_is_refused(cli, tmp_path):
+    """MIEB(eng) holds one text task among its image tasks: refused with the list; with
+    --skip-unsupported the request gets as far as that task's missing data."""
+    result = cli("export-sentences", "--mteb", "MIEB(eng)", "--out", tmp_path / "export")
+    refused_line(result, "(Any2AnyRetrieval, image+text): not text", "--skip-unsupported")
+    result = cli(
+        "export-sentences", "--mteb", "MIEB(eng)", "--skip-unsupported", "--mteb-data", tmp_path / "none",
+        "--out", tmp_path / "export",
+    )  # fmt: skip
+    refused_line(result, "WebQAT2TRetrieval", "mteb/mbeir_webqa_task1")
     # FollowIR's tasks are scored by name: the request gets as far as the missing data
     result = cli(
         "export-sentences", "--mteb", "FollowIR", "--mteb-data", tmp_path / "none", "--out", tmp_path / "export"

@@ -630,7 +630,7 @@ def test_the_docs_task_files_are_valid_declarations(tmp_path):
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "mteb-kinds.md").read_text(encoding="utf-8")
     declarations = re.findall(r"```toml\n(.*?)```", text, re.S)
-    assert len(declarations) == 12
+    assert len(declarations) == 15
     kinds = set()
     for declaration in declarations:
         spec = read_spec(tomllib.loads(declaration), "docs/mteb-kinds.md", str(tmp_path))
@@ -640,13 +640,16 @@ def test_the_docs_task_files_are_valid_declarations(tmp_path):
         ("reranking", None),
         ("pair-classification", "mteb"),
         ("classification", "mteb"),
+        ("classification", "mteb-kfold"),
         ("clustering", "bootstrap"),
         ("clustering", "sets"),
         ("summarization", "mteb"),
-        ("bitext-mining", None),
+        ("bitext-mining", "pairs"),
+        ("bitext-mining", "parallel"),
         ("multilabel-classification", None),
         ("regression", None),
         ("instruction-reranking", None),
+        ("instruction-retrieval", "robustness"),
     }
 
 

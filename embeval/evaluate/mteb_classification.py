@@ -139,6 +139,19 @@ def classify(
     return average(per_experiment), {"gold": test_labels, "pred": np.stack(predictions, axis=1)}
 
 
+def folds(labels, n_splits: int = N_SPLITS, samples_per_label: int = SAMPLES_PER_LABEL, seed: int = SEED):
+    """[(train rows drawn, test rows)] of each fold of the cross-validated protocol, as row indices of
+    the split in mteb's order: KFold(n_splits, shuffle=True, random_state=seed); each fold's train rows
+    undersampled in the order carried over from the previous fold (its length the first fold's)."""
+    labels = np.asarray(labels)
+    out, order = [], None
+    for train, test in KFold(n_splits=n_splits, shuffle=True, random_state=seed).split(labels):
+        fold_labels = labels[train].tolist()
+        order, chosen = undersample(fold_labels, range(len(train)) if order is None else order, samples_per_label, seed)
+        out.append((train[chosen], test))
+    return out
+
+
 def cross_validate(
     vectors: np.ndarray,
     labels,
@@ -154,11 +167,8 @@ def cross_validate(
     model = classifier(seed, max_iter)
     per_experiment = []
     pred, fold = np.empty(len(labels), dtype=labels.dtype), np.empty(len(labels), dtype=np.int64)
-    order = None
-    for index, (train, test) in enumerate(KFold(n_splits=n_splits, shuffle=True, random_state=seed).split(labels)):
-        fold_labels = labels[train].tolist()
-        order, chosen = undersample(fold_labels, range(len(train)) if order is None else order, samples_per_label, seed)
-        model.fit(vectors[train][chosen], [fold_labels[row] for row in chosen])
+    for index, (train, test) in enumerate(folds(labels, n_splits, samples_per_label, seed)):
+        model.fit(vectors[train], labels[train].tolist())
         pred[test] = model.predict(vectors[test])
         fold[test] = index
         per_experiment.append(experiment_figures(labels[test].tolist(), pred[test]))

@@ -24,9 +24,10 @@ RERANK_QUERIES = 1 << 16  # a reranking task's queries scored and evaluated at o
 # padded candidate lists, not of all of them: MindSmallReranking has 2.4 million queries)
 
 
-def query_set(values, main):
-    """The prediction set of per-query figures (their means are the figures; a bootstrap resamples queries)."""
-    names = tuple(dict.fromkeys((main, *KEPT)))
+def query_set(values, main, keep=()):
+    """The prediction set of per-query figures (their means are the figures; a bootstrap resamples
+    queries): the main figure's, KEPT's and `keep`'s."""
+    names = tuple(dict.fromkeys((main, *KEPT, *keep)))
     return predictions.PredictionSet(
         SET_KIND, {name: np.asarray(values[name]) for name in names}, names, "evaluated queries in file order"
     )
@@ -89,7 +90,7 @@ def _scored(ctx, similarity, role, which, rows, needed, table):
     return scores
 
 
-def _reranked(ctx, similarity, exclude, id_rank):
+def _reranked(ctx, similarity, exclude, id_rank, role="query"):
     """A reranking task's per-query figures, confidences and depth (the longest candidate list),
     RERANK_QUERIES queries at a time: each query's values are those of one pass over all queries."""
     data = ctx.data
@@ -108,7 +109,7 @@ def _reranked(ctx, similarity, exclude, id_rank):
         picked = order[starts[part] : starts[part + 1]]
         rows = ir_metrics.pad_candidates(b - a, cand_query[picked] - a, cand_doc[picked])
         del picked
-        scores = _scored(ctx, similarity, "query", slice(a, b), rows, needed, table)
+        scores = _scored(ctx, similarity, role, slice(a, b), rows, needed, table)
         judgments = by_query[judged_starts[part] : judged_starts[part + 1]]
         qrels = (judged[judgments] - a, judged_doc[judgments], grade[judgments])
         own = None if exclude is None else exclude[a:b]
@@ -119,20 +120,21 @@ def _reranked(ctx, similarity, exclude, id_rank):
     return joined, {name: np.concatenate([c[name] for c in confidence]) for name in confidence[0]}, depth
 
 
-def evaluate(ctx, main, depth, similarity, ignore_identical, reranking=False):
+def evaluate(ctx, main, depth, similarity, ignore_identical, reranking=False, role="query", keep=()):
     """The task's figures (means over the evaluated queries, unrounded) and counts; the per-query
-    values of the main and a few other figures are kept as a prediction set."""
+    values of the main and a few other figures (and `keep`'s) are kept as a prediction set. The
+    queries are the list of `role` (instruction kinds: the queries joined with their instructions)."""
     data = ctx.data
     exclude = ir_metrics.identical_rows(data.query_ids, data.doc_ids) if ignore_identical else None
     id_rank = ir_metrics.id_ranks(data.doc_ids)
     if reranking:
-        values, confidence, depth = _reranked(ctx, similarity, exclude, id_rank)
+        values, confidence, depth = _reranked(ctx, similarity, exclude, id_rank, role)
     else:
-        scores, rows = retrieve(ctx, depth, similarity)
+        scores, rows = retrieve(ctx, depth, similarity, role)
         values = ir_metrics.per_query(rows, scores, data.qrels, id_rank, exclude=exclude, distinct=True)
         confidence, depth = ir_metrics.confidences(rows, scores, exclude), rows.shape[1]
         del scores, rows
-    ctx.keep("", query_set(values, main))
+    ctx.keep("", query_set(values, main, keep))
     results = ir_metrics.means(values)
     results.update(ir_metrics.naucs(values, confidence))
     results.update(nqueries=len(data.query_ids), ndocs=len(data.doc_ids), depth=int(depth))

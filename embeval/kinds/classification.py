@@ -24,6 +24,12 @@ sentences some experiment draws are exported (the draws depend on the labels and
 as mteb embeds only those.
 Figures (fractions, means over the experiments): accuracy (the headline), macro f1, f1_weighted,
 precision, precision_weighted, recall, recall_weighted, and for two labels ap and ap_weighted.
+
+Protocol "mteb-kfold" (MTEB's AbsTaskClassification with is_cross_validation, the SciRepEval tasks):
+one file `all`; n_splits folds (scikit-learn's shuffled KFold under the seed), each fold's training
+set of up to samples_per_label sentences per label drawn from the other folds as mteb draws it, the
+classifier fitted on it and tested on the fold. Keys: samples_per_label (8), n_splits (5), max_iter
+(100), seed (42). The same figures, means over the folds; every sentence is embedded.
 """
 
 from __future__ import annotations
@@ -33,11 +39,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from embeval.kinds.mteb_experiments import Draws, fitting, inputs, read_integers
 from embeval.kinds.mteb_shared import figures_of, fractions_line, headline_column, lazy_statistic
 from embeval.kinds.mteb_shared import score_fields as mteb_fields
 from embeval.tasks.declaration import Declaration
 from embeval.tasks.figures import Column, Figure
-from embeval.tasks.kind import TEXT, Kind, Line, ci_text, num
+from embeval.tasks.kind import Kind, Line, ci_text, num
 from embeval.tasks.spec import TaskSpec
 
 ACCURACY = Figure("acc", "test accuracy %", True)
@@ -195,6 +202,8 @@ class SentEvalClassifierKind(Kind):
 
 
 MTEB = "mteb"
+MTEB_KFOLD = "mteb-kfold"
+MTEB_PROTOCOLS = (MTEB, MTEB_KFOLD)
 MTEB_FIGURES = figures_of(
     [
         ("accuracy", "accuracy"),
@@ -209,6 +218,7 @@ MTEB_FIGURES = figures_of(
     ]
 )
 MTEB_SET = "mteb-classification"  # the prediction set's kind: gold labels, each experiment's predictions
+DRAWS = Draws()  # the experiments' training sets, drawn from the train split's labels
 
 
 @dataclass(frozen=True)
@@ -237,9 +247,8 @@ class MtebClassifierParams:
 
 
 def read_mteb_keys(decl: Declaration) -> MtebClassifierParams:
-    values: dict[str, Any] = {}
-    for key, least in (("samples_per_label", 1), ("n_experiments", 1), ("max_iter", 1), ("seed", 0)):
-        values[key] = decl.integer(key, getattr(MtebClassifierParams, key), least)
+    bounds = (("samples_per_label", 1), ("n_experiments", 1), ("max_iter", 1), ("seed", 0))
+    values: dict[str, Any] = dict(read_integers(decl, MtebClassifierParams, bounds))
     if decl.has("seeds"):
         if decl.has("seed"):
             raise decl.error("give `seed` or `seeds`, not both", "seeds")
@@ -252,11 +261,27 @@ def read_mteb_keys(decl: Declaration) -> MtebClassifierParams:
     return MtebClassifierParams(**values)
 
 
+@dataclass(frozen=True)
+class MtebKfoldParams:
+    """MTEB's cross-validated protocol, with MTEB's defaults (AbsTaskClassification, is_cross_validation)."""
+
+    samples_per_label: int = 8
+    n_splits: int = 5
+    max_iter: int = 100
+    seed: int = 42
+
+    def folds(self, labels: Any) -> list[Any]:
+        """[(train rows drawn, test rows)] of each fold, as mteb draws them."""
+        from embeval.evaluate import mteb_classification
+
+        return mteb_classification.folds(labels, self.n_splits, self.samples_per_label, self.seed)
+
+
 class Classification(SentEvalClassifierKind):
     name = "classification"
     mteb_type = "Classification"  # MTEB's task type of its tasks (benchmark means per type)
-    summary = "labelled sentences; SentEval's classifier (split, kfold or nested-kfold) or MTEB's experiments"
-    protocols = ("split", "kfold", "nested-kfold", MTEB)
+    summary = "labelled sentences; SentEval's classifier (split, kfold or nested-kfold) or MTEB's experiments or folds"
+    protocols = ("split", "kfold", "nested-kfold", MTEB, MTEB_KFOLD)
     statistics = {
         MTEB_SET: {
             name: lazy_statistic("embeval.evaluate.mteb_classification", name, True) for name in ("accuracy", "f1")
@@ -266,14 +291,19 @@ class Classification(SentEvalClassifierKind):
     def file_keys(self, protocol: str | None) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
         if protocol == MTEB:
             return ("train", "test"), (), False
+        if protocol == MTEB_KFOLD:
+            return ("all",), (), False
         return super().file_keys(protocol)
 
     def column_keys(self, protocol: str | None) -> tuple[str, ...]:
         return ("text", "label")
 
-    def read_params(self, decl: Declaration, protocol: str | None) -> ClassifierParams | MtebClassifierParams:
+    def read_params(self, decl: Declaration, protocol: str | None) -> Any:
         if protocol == MTEB:
             return read_mteb_keys(decl)
+        if protocol == MTEB_KFOLD:
+            bounds = (("samples_per_label", 1), ("n_splits", 2), ("max_iter", 1), ("seed", 0))
+            return MtebKfoldParams(**read_integers(decl, MtebKfoldParams, bounds))
         return ClassifierParams(**read_classifier_keys(decl))
 
     def load(self, spec: TaskSpec, paths: Mapping[str, Path]) -> Any:
@@ -281,82 +311,70 @@ class Classification(SentEvalClassifierKind):
 
         if spec.protocol == MTEB:
             return read_mteb_splits(spec, paths)
+        if spec.protocol == MTEB_KFOLD:
+            return read_mteb_folds(spec, paths)
         keys = PROTOCOL_FILES[spec.protocol or "split"]
         return read_splits(spec, paths, keys, ("text", "label"), "label", TRAINING_SPLIT[spec.protocol or "split"])
 
     def sentences(self, spec: TaskSpec, data: Any) -> dict[str, list[str]]:
-        if spec.protocol != MTEB:
-            return super().sentences(spec, data)
-        train = data.splits["train"]
-        drawn = _drawn(spec, train)
-        return {TEXT: list(dict.fromkeys([train.a[i] for i in drawn] + data.splits["test"].a))}
+        return DRAWS.sentences(spec, data) if spec.protocol == MTEB else super().sentences(spec, data)
 
     def rows(self, spec: TaskSpec, data: Any, row_of: Mapping[str, Mapping[str, int]]) -> dict[str, Any]:
-        if spec.protocol != MTEB:
-            return super().rows(spec, data, row_of)
-        import numpy as np
-
-        train, test = data.splits["train"], data.splits["test"]
-        train_rows = np.full(len(train), -1, dtype=np.int64)
-        for i in _drawn(spec, train):
-            train_rows[i] = row_of[TEXT][train.a[i]]
-        return {
-            "train": (train_rows, None),
-            "test": (np.array([row_of[TEXT][s] for s in test.a], dtype=np.int64), None),
-        }
+        return DRAWS.rows(spec, data, row_of) if spec.protocol == MTEB else super().rows(spec, data, row_of)
 
     def sizes(self, spec: TaskSpec, data: Any) -> str:
         sizes = super().sizes(spec, data)
-        if spec.protocol != MTEB:
-            return sizes
-        return f"{sizes} ({len(_drawn(spec, data.splits['train']))} train sentences drawn)"
+        if spec.protocol == MTEB_KFOLD:
+            return f"{sizes} ({spec.params.n_splits}-fold cross-validation)"
+        return f"{sizes} ({DRAWS.note(spec, data)})" if spec.protocol == MTEB else sizes
 
     def figures(self, spec: TaskSpec) -> tuple[Figure, ...]:
-        return MTEB_FIGURES if spec.protocol == MTEB else super().figures(spec)
+        return MTEB_FIGURES if spec.protocol in MTEB_PROTOCOLS else super().figures(spec)
 
     def selection(self, spec: TaskSpec) -> str | None:
-        return None if spec.protocol == MTEB else "devacc"
+        return None if spec.protocol in MTEB_PROTOCOLS else "devacc"
 
     def normalizes(self, spec: TaskSpec) -> bool:
-        return spec.protocol != MTEB
+        return spec.protocol not in MTEB_PROTOCOLS
 
     def evaluate(self, ctx: Any) -> Any:
+        if ctx.task.protocol == MTEB_KFOLD:
+            return evaluate_mteb_folds(ctx)
         return evaluate_mteb(ctx) if ctx.task.protocol == MTEB else super().evaluate(ctx)
 
     def lines(self, spec: TaskSpec, results: Mapping[str, Any], ci: Mapping[str, Any] | None) -> list[Line]:
-        if spec.protocol != MTEB:
+        if spec.protocol not in MTEB_PROTOCOLS:
             return super().lines(spec, results, ci)
-        experiments = spec.params.n_experiments
+        runs = _runs(spec)
         return [
-            fractions_line(
-                f"accuracy | macro F1 x100 (MTEB, {experiments} experiments)", results, ("accuracy", "f1"), ci
-            ),
+            fractions_line(f"accuracy | macro F1 x100 (MTEB, {runs})", results, ("accuracy", "f1"), ci),
             fractions_line(
                 "weighted F1 | macro precision | macro recall", results, ("f1_weighted", "precision", "recall")
             ),
         ]
 
     def columns(self, spec: TaskSpec) -> tuple[Column, ...]:
-        if spec.protocol != MTEB:
+        if spec.protocol not in MTEB_PROTOCOLS:
             return super().columns(spec)
-        p = spec.params
-        note = f"{spec.headline.label}, {p.n_experiments} experiments of {p.samples_per_label} sentences per label"
+        note = f"{spec.headline.label}, {_runs(spec)} of {spec.params.samples_per_label} sentences per label"
         return headline_column(spec, "mteb-classification", note)
 
     def mteb_scores(self, spec: TaskSpec, results: Mapping[str, Any]) -> dict[str, Any] | None:
-        if spec.protocol != MTEB or "seeds" in results:  # several seeds: not one MTEB result
+        if spec.protocol not in MTEB_PROTOCOLS or "seeds" in results:  # several seeds: not one MTEB result
             return None
         return mteb_fields(spec, results, tuple(f.path for f in MTEB_FIGURES) + ("scores_per_experiment",))
 
     def unit_bytes(self, spec: TaskSpec, count: int, dim: int, config: Any) -> int:
-        if spec.protocol == MTEB:
+        if spec.protocol in MTEB_PROTOCOLS:
             return 4 * count * dim
         return super().unit_bytes(spec, count, dim, config)
 
 
-def _drawn(spec: TaskSpec, train: Any) -> list[int]:
-    """The train rows some experiment draws, in file order."""
-    return sorted({int(i) for rows in spec.params.training_rows(train.y) for i in rows})
+def _runs(spec: TaskSpec) -> str:
+    """The experiments of MTEB's protocols, in words."""
+    if spec.protocol == MTEB_KFOLD:
+        return f"{spec.params.n_splits} folds"
+    return f"{spec.params.n_experiments} experiments"
 
 
 def read_mteb_splits(spec: TaskSpec, paths: Mapping[str, Path]) -> Any:
@@ -397,44 +415,71 @@ def read_mteb_splits(spec: TaskSpec, paths: Mapping[str, Path]) -> Any:
     )
 
 
-class RowsOf:
-    """Rows of a table by sample: rows_of[idx] is table[rows[idx]] (a sample without a row is an error)."""
+def read_mteb_folds(spec: TaskSpec, paths: Mapping[str, Path]) -> Any:
+    """The one split of MTEB's cross-validated protocol (label ids as read_mteb_splits orders them),
+    checked: at least n_splits sentences, and every fold's training draw holding two labels or more."""
+    from embeval.errors import DataFileError
+    from embeval.tasks.samples import read_splits
 
-    def __init__(self, table: Any, rows: Any):
-        self.table, self.rows = table, rows
+    data = read_splits(spec, paths, ("all",), ("text", "label"), "label", "all")
+    labels = data.splits["all"].y
+    params = spec.params
+    if len(labels) < params.n_splits:
+        raise DataFileError(
+            f"{len(labels)} sentences, fewer than the n_splits = {params.n_splits} folds",
+            file=paths["all"],
+            task=spec.name,
+        )
+    for fold, (train, _) in enumerate(params.folds(labels)):
+        if len(set(labels[train].tolist())) < 2:
+            raise DataFileError(
+                f"fold {fold}'s training draw holds one label; MTEB's classifier needs two or more",
+                file=paths["all"],
+                task=spec.name,
+            )
+    return data
 
-    def __getitem__(self, index: Any) -> Any:
-        rows = self.rows[index]
-        if (rows < 0).any():
-            raise ValueError("a training sentence that was not exported was asked for")
-        return self.table[rows]
+
+def evaluate_mteb_folds(ctx: Any) -> dict[str, Any]:
+    """MTEB's cross-validated figures and their prediction set (each sentence's label, its prediction
+    by its fold's classifier, and its fold)."""
+    from embeval.evaluate import mteb_classification
+    from embeval.formats.predictions import PredictionSet
+
+    params = ctx.task.params
+    labels = ctx.data.splits["all"].y
+    vectors = ctx.table.cpu().numpy()[ctx.rows["all"][0]]
+    with fitting():
+        figures, arrays = mteb_classification.cross_validate(
+            vectors,
+            labels,
+            samples_per_label=params.samples_per_label,
+            seed=params.seed,
+            max_iter=params.max_iter,
+            n_splits=params.n_splits,
+        )
+    order = "the split, file order; each sentence's prediction by its fold's classifier; group: its fold"
+    ctx.keep("", PredictionSet(MTEB_SET, arrays, ("accuracy", "f1"), order))
+    return dict(figures, labels=list(ctx.data.classes), test_items=len(labels))
 
 
 def evaluate_mteb(ctx: Any) -> dict[str, Any]:
     """MTEB's figures of the test split and their prediction set (each test sentence's label and its
     predictions, one per experiment)."""
-    import warnings
-
-    from sklearn.exceptions import UndefinedMetricWarning
-    from threadpoolctl import threadpool_limits
-
     from embeval.evaluate import mteb_classification
     from embeval.formats.predictions import PredictionSet
 
     params = ctx.task.params
-    table = ctx.table.cpu().numpy()
     train, test = ctx.data.splits["train"], ctx.data.splits["test"]
-    # One thread: the fits are small, and a pool of threads made them 12x slower on a shared machine
-    # (bench/mteb_threads.py). A label never predicted has precision 0 (scikit-learn's, mteb's), unsaid.
+    train_vectors, test_vectors = inputs(ctx)
     runs = []
-    with threadpool_limits(1), warnings.catch_warnings():
-        warnings.simplefilter("ignore", UndefinedMetricWarning)
+    with fitting():
         for seed in params.seeds:
             runs.append(
                 mteb_classification.classify(
-                    RowsOf(table, ctx.rows["train"][0]),
+                    train_vectors,
                     train.y,
-                    table[ctx.rows["test"][0]],
+                    test_vectors,
                     test.y,
                     n_experiments=params.n_experiments,
                     samples_per_label=params.samples_per_label,

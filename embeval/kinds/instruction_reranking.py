@@ -15,6 +15,7 @@ class InstructionReranking(InstructionRetrieval):
     name = "instruction-reranking"
     summary = "candidates of queries with an original and a changed instruction (FollowIR); p-MRR, MTEB's figures"
     statistics = {}  # its prediction sets are instruction retrieval's (the same set kind)
+    protocols = ()  # FollowIR's only
     reranking = True
 
 

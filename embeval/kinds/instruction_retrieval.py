@@ -14,19 +14,29 @@ as a list of their own (role "instructed_query": TASK.instructed_query), so an e
 instructed queries its own way. Keys: `similarity`, `depth` (as retrieval's).
 Figures: p-MRR (the headline, MTEB's main score for FollowIR), the retrieval figures of every query,
 and of the original (`og.`) and changed (`changed.`) runs. The interval resamples the changed queries.
+
+That is protocol "followir" (the default). The other protocols are mteb's InstructionRetrieval tasks
+(IFIR's and InstructIR's: embeval.evaluate.instructed), queries each with an instruction retrieved as
+retrieval's queries are, files `corpus`, `queries`, `qrels` and `instructions`, figures retrieval's and:
+- "levels" (IFIR): `level_scores.level_1` to `level_3`, the mean nDCG@20 of the queries whose id holds
+  "v1", "v2" or "v3"; the intervals resample the queries;
+- "robustness" (InstructIR): `robustness_at_10` (the headline), over the groups of queries sharing the
+  id's part before "_", the mean of each group's lowest nDCG@10; the intervals resample the groups;
+- "instructed": retrieval's figures only (IFIRCds, IFIRFire, IFIRNFCorpus).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from embeval.kinds.mteb_shared import lazy_statistic
 from embeval.kinds.retrieval import FAMILIES, FIGURES, ROUNDED, Retrieval, RetrievalParams
 from embeval.kinds.retrieval import read_params as read_retrieval_params
+from embeval.stats import Statistic
 from embeval.tasks.beir import RetrievalData
 from embeval.tasks.declaration import Declaration
 from embeval.tasks.figures import Column, Figure, lookup
@@ -37,6 +47,11 @@ from embeval.tasks.spec import TaskSpec
 INSTRUCTED = "instructed_query"
 SET_KIND = "followir"
 P_MRR = Figure("p-MRR", "p-MRR", False)
+FOLLOWIR, LEVELS, ROBUSTNESS, PLAIN = "followir", "levels", "robustness", "instructed"  # the protocols
+INSTRUCTED_GROUP = "instructed-retrieval"  # the report table of the protocols other than FollowIR's
+LEVELS_SET, GROUPS_SET = "instruction-levels", "query-groups"  # embeval.evaluate.instructed's prediction sets
+LEVEL_FIGURES = tuple(Figure(f"level_scores.level_{j}", f"nDCG@20 of level-{j} instructions", False) for j in (1, 2, 3))
+ROBUSTNESS_FIGURE = Figure("robustness_at_10", "robustness@10 (each query's lowest nDCG@10, mean)", False)
 RUNS = (("og", "original instructions"), ("changed", "changed instructions"))
 ORIGINAL, CHANGED = "-og", "-changed"
 
@@ -49,23 +64,58 @@ class InstructionData(RetrievalData):
     pairs: tuple[tuple[int, int, tuple[int, ...]], ...] = field(default=())
 
 
+def _statistic(factory: str, argument: Any) -> Statistic:
+    """A statistic of embeval.evaluate.instructed, the module imported on first use."""
+
+    def function(W: Any, arrays: Any) -> Any:
+        from embeval.evaluate import instructed
+
+        return getattr(instructed, factory)(argument)(W, arrays)
+
+    return Statistic(function, False)
+
+
+@dataclass(frozen=True)
+class InstructedData(RetrievalData):
+    """Retrieval's data of queries joined with their instructions (query_texts), and each evaluated
+    query's level of instruction (IFIR) and group (InstructIR), by embeval.evaluate.instructed."""
+
+    levels: Any = None
+    groups: Any = None
+
+
 class InstructionRetrieval(Retrieval):
     query_role = INSTRUCTED
     name = "instruction-retrieval"
-    summary = "queries with an original and a changed instruction (FollowIR); exact search, p-MRR and MTEB's figures"
-    statistics = {SET_KIND: {P_MRR.path: lazy_statistic("embeval.evaluate.followir", P_MRR.path, False)}}
+    summary = "queries with instructions: FollowIR's p-MRR, IFIR's levels, InstructIR's robustness; MTEB's figures"
+    protocols: ClassVar[tuple[str, ...]] = (FOLLOWIR, LEVELS, ROBUSTNESS, PLAIN)
+    statistics = {
+        SET_KIND: {P_MRR.path: lazy_statistic("embeval.evaluate.followir", P_MRR.path, False)},
+        LEVELS_SET: {f"level_{j}": _statistic("level_mean", j) for j in (1, 2, 3)},
+        GROUPS_SET: {name: _statistic("group_mean", name) for name in (ROBUSTNESS_FIGURE.path, *FIGURES)},
+    }
     groups = {
+        INSTRUCTED_GROUP: Group(
+            INSTRUCTED_GROUP,
+            "Instruction retrieval (MTEB: IFIR, InstructIR), x100",
+            "Retrieval of queries carrying instructions as MTEB scores IFIR's and InstructIR's tasks (mteb 2.26.24, "
+            "figures equal to its): each query joined with its instruction, the corpus searched exactly, each "
+            "task's headline figure (nDCG@20 for IFIR, robustness@10 for InstructIR: each query's lowest nDCG@10 "
+            "over its instructions, mean over the queries) x100",
+        ),
         "followir": Group(
             "followir",
             "Instruction following (MTEB, FollowIR), p-MRR x100",
             "Instruction retrieval and reranking as MTEB scores FollowIR (mteb 2.26.24's evaluate_p_mrr_change, "
             "figures equal to its): how the documents whose relevance a changed instruction alters move between "
             "the runs of the original and the changed instructions, p-MRR x100 (-100 to 100, 0: no change)",
-        )
+        ),
     }
     reranking = False
 
     def file_keys(self, protocol: str | None) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
+        if protocol not in (None, FOLLOWIR):
+            return ("corpus", "queries", "qrels", "instructions"), (), False
         extra = ("candidates",) if self.reranking else ()
         return ("corpus", "queries", "qrels", *extra, "instructions", "changed"), (), False
 
@@ -77,27 +127,65 @@ class InstructionRetrieval(Retrieval):
     def load(self, spec: TaskSpec, paths: Mapping[str, Path]) -> Any:
         import logging
 
-        data = load_instructed(spec, paths)
+        followir = spec.protocol in (None, FOLLOWIR)
+        data = load_instructed(spec, paths) if followir else load_queries_with_instructions(spec, paths)
         for note in data.notes:
             logging.getLogger("embeval").warning(f"{spec.name}: {note}")
         return data
 
     def sizes(self, spec: TaskSpec, data: Any) -> str:
-        return f"{super().sizes(spec, data)}, {len(data.pairs)} queries with changed judgments"
+        sizes = super().sizes(spec, data)
+        if spec.protocol == LEVELS:
+            return (
+                sizes
+                + ", queries of levels 1 | 2 | 3: "
+                + " | ".join(str(int((data.levels == j).sum())) for j in (1, 2, 3))
+            )
+        if spec.protocol == ROBUSTNESS:
+            return f"{sizes}, {int(data.groups.max()) + 1} query groups"
+        return sizes if spec.protocol == PLAIN else f"{sizes}, {len(data.pairs)} queries with changed judgments"
 
     def evaluate(self, ctx: Any) -> Any:
+        params = ctx.task.params
+        if ctx.task.protocol not in (None, FOLLOWIR):
+            from embeval.evaluate import instructed
+
+            main = ctx.task.headline.path
+            retrieval_main = main if main in FIGURES else "ndcg_at_10"
+            return instructed.evaluate(
+                ctx,
+                INSTRUCTED,
+                retrieval_main,
+                params.depth,
+                params.similarity,
+                params.ignore_identical_ids,
+                ctx.task.protocol,
+            )
         from embeval.evaluate import followir
 
-        params = ctx.task.params
         return followir.evaluate(ctx, INSTRUCTED, params.depth, params.similarity, self.reranking)
 
     def figures(self, spec: TaskSpec) -> tuple[Figure, ...]:
+        if spec.protocol == LEVELS:
+            return (*Retrieval.figures(self, spec), *LEVEL_FIGURES)
+        if spec.protocol == ROBUSTNESS:
+            return (ROBUSTNESS_FIGURE, *Retrieval.figures(self, spec))
+        if spec.protocol == PLAIN:
+            return Retrieval.figures(self, spec)
         runs = tuple(
             Figure(f"{run}.{f.path}", f"{f.label} ({words})", False) for run, words in RUNS for f in FIGURES.values()
         )
         return (P_MRR, *FIGURES.values(), *runs)
 
     def lines(self, spec: TaskSpec, results: Mapping[str, Any], ci: Mapping[str, Any] | None) -> list[Line]:
+        if spec.protocol not in (None, FOLLOWIR):
+            out = Retrieval.lines(self, spec, results, ci)
+            if spec.protocol == LEVELS:
+                levels = " | ".join(pct(lookup(results, f.path)) for f in LEVEL_FIGURES)
+                out.insert(1, Line("nDCG@20 of instruction levels 1 | 2 | 3 x100 (IFIR)", levels))
+            elif spec.protocol == ROBUSTNESS and spec.headline.path != ROBUSTNESS_FIGURE.path:
+                out.insert(1, Line("robustness@10 x100 (InstructIR)", pct(results.get(ROBUSTNESS_FIGURE.path))))
+            return out
         main = spec.headline
         out = [Line(f"{main.label} x100 (MTEB, FollowIR)", pct(lookup(results, main.path)) + ci_text(ci, main.path))]
         for family, words in FAMILIES[:2] + FAMILIES[4:5]:
@@ -115,6 +203,18 @@ class InstructionRetrieval(Retrieval):
         if not spec.report.show:
             return ()
         main = spec.headline
+        if spec.protocol not in (None, FOLLOWIR):
+            return (
+                Column(
+                    spec.report.group or INSTRUCTED_GROUP,
+                    main.path,
+                    f"{main.label} x100",
+                    scale=100.0,
+                    header=spec.report.header,
+                    order=spec.report.order,
+                    note=f"{main.label}, exact search of instructed queries",
+                ),
+            )
         return (
             Column(
                 spec.report.group or "followir",
@@ -128,6 +228,9 @@ class InstructionRetrieval(Retrieval):
         )
 
     def mteb_scores(self, spec: TaskSpec, results: Mapping[str, Any]) -> dict[str, Any] | None:
+        if spec.protocol not in (None, FOLLOWIR):
+            return instructed_scores(spec, results)
+
         def rounded(figures: Mapping[str, Any]) -> dict[str, Any] | None:
             out = {}
             for name in FIGURES:
@@ -144,6 +247,78 @@ class InstructionRetrieval(Retrieval):
         if scores is None or any(v is None for v in runs.values()) or not isinstance(main, (int, float)):
             return None
         return {**scores, "p-MRR": results["p-MRR"], **runs, "main_score": main}
+
+
+def instructed_scores(spec: TaskSpec, results: Mapping[str, Any]) -> dict[str, Any] | None:
+    """MTEB's score fields of IFIR's and InstructIR's protocols: retrieval's, and the task's own."""
+    own: dict[str, Any] = {}
+    if spec.protocol == LEVELS:
+        levels = results.get("level_scores")
+        if not isinstance(levels, Mapping):
+            return None
+        own["level_scores"] = {f"level_{j}": levels.get(f"level_{j}") for j in (1, 2, 3)}
+    elif spec.protocol == ROBUSTNESS:
+        own[ROBUSTNESS_FIGURE.path] = results.get(ROBUSTNESS_FIGURE.path)
+    scores = Retrieval.mteb_scores(KIND, replace(spec, protocol=PLAIN, figure=None), results)  # retrieval's fields
+    main = lookup(results, spec.headline.path)
+    if scores is None or not isinstance(main, (int, float)) or isinstance(main, bool):
+        return None
+    return {**scores, **own, "main_score": main}
+
+
+def load_queries_with_instructions(spec: TaskSpec, paths: Mapping[str, Path]) -> InstructedData:
+    """BEIR's files and an instruction for every query, the queries joined with their instructions as
+    mteb joins them; IFIR's levels (each needs a query) and InstructIR's groups."""
+    from embeval.errors import DataFileError
+    from embeval.evaluate import instructed
+    from embeval.tasks.beir import load_retrieval, read_jsonl
+
+    task = spec.name
+    base = load_retrieval(paths["corpus"], paths["queries"], paths["qrels"], task)
+    known = set(read_jsonl(paths["queries"], task, with_title=False)[0])
+    instructions: dict[str, str] = {}
+    for number, record in _jsonl(paths["instructions"], task, ("query-id", "instruction")):
+        query, text = record["query-id"], record["instruction"]
+        problem = (
+            f"query-id '{query}' is not in the queries file"
+            if query not in known
+            else f"a second instruction of query '{query}'"
+            if query in instructions
+            else "field 'instruction' must be a string"
+            if not isinstance(text, str)
+            else None
+        )
+        if problem:
+            raise DataFileError(problem, file=paths["instructions"], line=number, task=task)
+        instructions[query] = text
+    missing = [q for q in base.query_ids if q not in instructions]
+    if missing:
+        raise DataFileError(
+            f"{len(missing)} queries have no instruction (first: '{missing[0]}')",
+            file=paths["instructions"],
+            task=task,
+        )
+    texts = [_instructed(text, instructions[q]) for q, text in zip(base.query_ids, base.query_texts, strict=True)]
+    levels = instructed.levels(base.query_ids)
+    if spec.protocol == LEVELS:
+        empty = [j for j in (1, 2, 3) if not (levels == j).any()]
+        if empty:
+            raise DataFileError(
+                f"no evaluated query id holds 'v{empty[0]}': IFIR's level {empty[0]} has no query",
+                file=paths["queries"],
+                task=task,
+            )
+    return InstructedData(
+        base.doc_ids,
+        base.doc_texts,
+        base.query_ids,
+        texts,
+        base.qrels,
+        base.candidates,
+        base.notes,
+        levels=levels,
+        groups=instructed.groups(base.query_ids),
+    )
 
 
 def _jsonl(path: Path, task: str, keys: tuple[str, ...]) -> list[tuple[int, dict[str, Any]]]:

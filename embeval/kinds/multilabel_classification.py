@@ -24,12 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from embeval.kinds.mteb_experiments import Draws, fitting, inputs, read_integers
 from embeval.kinds.mteb_shared import figures_of, fractions_line, headline_column, lazy_statistic
 from embeval.kinds.mteb_shared import score_fields as mteb_fields
 from embeval.tasks.declaration import Declaration
 from embeval.tasks.figures import Column, Figure
 from embeval.tasks.groups import Group
-from embeval.tasks.kind import TEXT, Kind, Line
+from embeval.tasks.kind import Kind, Line
 from embeval.tasks.spec import TaskSpec
 
 SET_KIND = "mteb-multilabel"  # the prediction set's kind: test rows' label indicators, each experiment's
@@ -38,6 +39,7 @@ FIGURES = figures_of(
 )
 MTEB_KEYS = ("accuracy", "lrap", "f1", "hamming", "scores_per_experiment")
 GROUP = "mteb-multilabel"
+DRAWS = Draws(lambda data: data.labels["train"])  # the experiments' training sets, drawn from the label lists
 # mteb's task attributes (n_neighbors: its evaluator_model's) and the keys of a task file that take them.
 MTEB_ATTRIBUTES = {
     "samples_per_label": "samples_per_label",
@@ -102,39 +104,27 @@ class MultilabelClassification(Kind):
         return ("text", "labels")
 
     def read_params(self, decl: Declaration, protocol: str | None) -> MultilabelParams:
-        values = {}
-        for key, least in (
+        bounds = (
             ("samples_per_label", 1),
             ("n_experiments", 1),
             ("n_neighbors", 1),
             ("max_eval_samples", 0),
             ("seed", 0),
-        ):
-            values[key] = decl.integer(key, getattr(MultilabelParams, key), least)
-        return MultilabelParams(**values)
+        )
+        return MultilabelParams(**read_integers(decl, MultilabelParams, bounds))
 
     def load(self, spec: TaskSpec, paths: Mapping[str, Path]) -> MultilabelData:
         return read_multilabel(spec, paths)
 
     def sentences(self, spec: TaskSpec, data: Any) -> dict[str, list[str]]:
-        train = data.splits["train"]
-        return {TEXT: list(dict.fromkeys([train.a[i] for i in _drawn(spec, data)] + data.splits["test"].a))}
+        return DRAWS.sentences(spec, data)
 
     def rows(self, spec: TaskSpec, data: Any, row_of: Mapping[str, Mapping[str, int]]) -> dict[str, Any]:
-        import numpy as np
-
-        train, test = data.splits["train"], data.splits["test"]
-        train_rows = np.full(len(train), -1, dtype=np.int64)
-        for i in _drawn(spec, data):
-            train_rows[i] = row_of[TEXT][train.a[i]]
-        return {
-            "train": (train_rows, None),
-            "test": (np.array([row_of[TEXT][s] for s in test.a], dtype=np.int64), None),
-        }
+        return DRAWS.rows(spec, data, row_of)
 
     def sizes(self, spec: TaskSpec, data: Any) -> str:
         sizes = ", ".join(f"{name} {len(split)}" for name, split in data.splits.items())
-        return f"{sizes} ({len(_drawn(spec, data))} train sentences drawn{'; ' + data.cut if data.cut else ''})"
+        return f"{sizes} ({DRAWS.note(spec, data)}{'; ' + data.cut if data.cut else ''})"
 
     def figures(self, spec: TaskSpec) -> tuple[Figure, ...]:
         return FIGURES
@@ -143,24 +133,16 @@ class MultilabelClassification(Kind):
         return False
 
     def evaluate(self, ctx: Any) -> dict[str, Any]:
-        import warnings
-
-        from sklearn.exceptions import UndefinedMetricWarning
-        from threadpoolctl import threadpool_limits
-
         from embeval.evaluate import mteb_multilabel
         from embeval.formats.predictions import PredictionSet
-        from embeval.kinds.classification import RowsOf
 
         params = ctx.task.params
-        table = ctx.table.cpu().numpy()
-        # One thread (small fits); a label never predicted has F1 0 (scikit-learn's, mteb's), unsaid.
-        with threadpool_limits(1), warnings.catch_warnings():
-            warnings.simplefilter("ignore", UndefinedMetricWarning)
+        train_vectors, test_vectors = inputs(ctx)
+        with fitting():
             figures, arrays = mteb_multilabel.classify(
-                RowsOf(table, ctx.rows["train"][0]),
+                train_vectors,
                 ctx.data.labels["train"],
-                table[ctx.rows["test"][0]],
+                test_vectors,
                 ctx.data.labels["test"],
                 n_experiments=params.n_experiments,
                 samples_per_label=params.samples_per_label,
@@ -194,11 +176,6 @@ class MultilabelClassification(Kind):
 
     def mteb_scores(self, spec: TaskSpec, results: Mapping[str, Any]) -> dict[str, Any] | None:
         return mteb_fields(spec, results, MTEB_KEYS)
-
-
-def _drawn(spec: TaskSpec, data: MultilabelData) -> list[int]:
-    """The train rows some experiment draws, in file order."""
-    return sorted({int(i) for rows in spec.params.training_rows(data.labels["train"]) for i in rows})
 
 
 def _label_list(value: Any, column: str, path: Path, task: str, line: int) -> tuple[Any, ...]:

@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from embeval.kinds.mteb_experiments import Draws, fitting, inputs, read_integers
 from embeval.kinds.mteb_shared import fractions_line, lazy_statistic
 from embeval.kinds.mteb_shared import score_fields as mteb_fields
 from embeval.tasks.declaration import Declaration
 from embeval.tasks.figures import Column, Figure, lookup
 from embeval.tasks.groups import Group
-from embeval.tasks.kind import TEXT, Kind, Line, num
+from embeval.tasks.kind import Kind, Line, num
 from embeval.tasks.spec import TaskSpec
 
 SET_KIND = "mteb-regression"  # the prediction set's kind: the test values, each experiment's predictions
@@ -37,6 +38,7 @@ FIGURES = (
 )
 MTEB_KEYS = ("mae", "mse", "rmse", "r2", "kendalltau", "scores_per_experiment")
 GROUP = "mteb-regression"
+DRAWS = Draws()  # the experiments' training sets, drawn from the train split's values
 # mteb's task attributes and the keys of a task file that take them (for tasks made from mteb's metadata).
 MTEB_ATTRIBUTES = {"n_experiments": "n_experiments", "n_samples": "n_samples", "seed": "seed"}
 
@@ -80,10 +82,8 @@ class Regression(Kind):
         return ("text", "value")
 
     def read_params(self, decl: Declaration, protocol: str | None) -> RegressionParams:
-        values = {}
-        for key, least in (("n_experiments", 1), ("n_samples", 2), ("seed", 0)):
-            values[key] = decl.integer(key, getattr(RegressionParams, key), least)
-        return RegressionParams(**values)
+        bounds = (("n_experiments", 1), ("n_samples", 2), ("seed", 0))
+        return RegressionParams(**read_integers(decl, RegressionParams, bounds))
 
     def load(self, spec: TaskSpec, paths: Mapping[str, Path]) -> Any:
         from embeval.errors import DataFileError
@@ -91,30 +91,19 @@ class Regression(Kind):
 
         data = read_splits(spec, paths, ("train", "test"), ("text", "value"), "score")
         try:
-            _drawn(spec, data.splits["train"])
+            DRAWS.drawn(spec, data)
         except ValueError as err:
             raise DataFileError(f"{err}; with {spec.params.n_samples} samples", file=paths["train"], task=spec.name)
         return data
 
     def sentences(self, spec: TaskSpec, data: Any) -> dict[str, list[str]]:
-        train = data.splits["train"]
-        return {TEXT: list(dict.fromkeys([train.a[i] for i in _drawn(spec, train)] + data.splits["test"].a))}
+        return DRAWS.sentences(spec, data)
 
     def rows(self, spec: TaskSpec, data: Any, row_of: Mapping[str, Mapping[str, int]]) -> dict[str, Any]:
-        import numpy as np
-
-        train, test = data.splits["train"], data.splits["test"]
-        train_rows = np.full(len(train), -1, dtype=np.int64)
-        for i in _drawn(spec, train):
-            train_rows[i] = row_of[TEXT][train.a[i]]
-        return {
-            "train": (train_rows, None),
-            "test": (np.array([row_of[TEXT][s] for s in test.a], dtype=np.int64), None),
-        }
+        return DRAWS.rows(spec, data, row_of)
 
     def sizes(self, spec: TaskSpec, data: Any) -> str:
-        sizes = super().sizes(spec, data)
-        return f"{sizes} ({len(_drawn(spec, data.splits['train']))} train sentences drawn)"
+        return f"{super().sizes(spec, data)} ({DRAWS.note(spec, data)})"
 
     def figures(self, spec: TaskSpec) -> tuple[Figure, ...]:
         return FIGURES
@@ -123,20 +112,17 @@ class Regression(Kind):
         return False
 
     def evaluate(self, ctx: Any) -> dict[str, Any]:
-        from threadpoolctl import threadpool_limits
-
         from embeval.evaluate import mteb_regression
         from embeval.formats.predictions import PredictionSet
-        from embeval.kinds.classification import RowsOf
 
         params = ctx.task.params
-        table = ctx.table.cpu().numpy()
         train, test = ctx.data.splits["train"], ctx.data.splits["test"]
-        with threadpool_limits(1):  # small fits: a thread pool only slows them on a shared machine
+        train_vectors, test_vectors = inputs(ctx)
+        with fitting():
             figures, arrays = mteb_regression.regress(
-                RowsOf(table, ctx.rows["train"][0]),
+                train_vectors,
                 train.y,
-                table[ctx.rows["test"][0]],
+                test_vectors,
                 test.y,
                 n_experiments=params.n_experiments,
                 n_samples=params.n_samples,
@@ -183,11 +169,6 @@ class Regression(Kind):
 
     def mteb_scores(self, spec: TaskSpec, results: Mapping[str, Any]) -> dict[str, Any] | None:
         return mteb_fields(spec, results, MTEB_KEYS)
-
-
-def _drawn(spec: TaskSpec, train: Any) -> list[int]:
-    """The train rows some experiment draws, in file order."""
-    return sorted({int(i) for rows in spec.params.training_rows(train.y) for i in rows})
 
 
 KIND = Regression()

@@ -91,9 +91,12 @@ def task_result(parts, entries, source):
     spec = parts[0][0]
     scores = {}
     for one, fields in parts:
-        scores.setdefault(one.mteb.split, []).append(
-            dict(fields, hf_subset=one.mteb.subset, languages=list(one.mteb.languages))
-        )
+        subsets = fields.get("hf_subsets") or {one.mteb.subset: fields}  # a part of several subsets: each its entry
+        languages = dict(one.mteb.subset_languages)
+        for subset, entry in subsets.items():
+            scores.setdefault(one.mteb.split, []).append(
+                dict(entry, hf_subset=subset, languages=list(languages.get(subset, one.mteb.languages)))
+            )
     seconds = [e.get("seconds") for e in entries]
     return {
         "dataset_revision": spec.mteb.revision,

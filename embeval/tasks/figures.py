@@ -109,3 +109,5 @@ class Mteb:
     revision_mismatch: str = ""
     revision_unverified: str = ""
     parts: int = 0  # how many (subset, split) parts the mteb task has
+    # A part holding many of mteb's subsets (parallel subsets: each language pair), each with its languages.
+    subset_languages: tuple = ()

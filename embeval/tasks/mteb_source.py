@@ -43,7 +43,6 @@ class MtebError(EmbevalError):
 
 
 # mteb's task types: the kind of each, and the function that writes one (subset, split) as its files.
-# A type mapped to None is a text type embeval does not score yet.
 Writer = Callable[[Any, "Part", Path], dict[str, Any]]
 
 
@@ -405,8 +404,6 @@ def _label(value: Any) -> Any:
 def write_classification(task: Any, part: Part, folder: Path) -> dict[str, Any]:
     from sklearn.linear_model import LogisticRegression
 
-    if task.is_cross_validation:
-        raise MtebError("MTEB's cross-validated classification is not scored by name yet", task=part.name)
     model = task.evaluator_model
     max_iter = model.get_params().get("max_iter") if isinstance(model, LogisticRegression) else None
     reference = LogisticRegression(max_iter=max_iter).get_params() if max_iter is not None else None
@@ -415,16 +412,25 @@ def write_classification(task: Any, part: Part, folder: Path) -> dict[str, Any]:
         raise MtebError(f"the classifier {model!r} is not embeval's LogisticRegression", task=part.name)
     text, label = _column(task, "input_column_name", part), task.label_column_name
     subset = _subset(task, part)
+    keys = {"samples_per_label": int(task.samples_per_label), "max_iter": int(max_iter), "seed": int(task.seed)}
+    if task.is_cross_validation:  # k folds of the evaluation split, which must be the train split (as in mteb)
+        if task.train_split != part.split:
+            raise MtebError(
+                f"cross-validated classification of split {part.split} with another train split "
+                f"({task.train_split}): mteb refuses it too",
+                task=part.name,
+            )
+        _jsonl(folder / "all.jsonl", ({"text": r[text], "label": _label(r[label])} for r in subset[part.split]))
+        keys["n_splits"] = int(task.n_splits)
+        return {"kind": "classification", "protocol": "mteb-kfold", "files": {"all": "all.jsonl"}, **keys}
     for key, split in (("train", task.train_split), ("test", part.split)):
         _jsonl(folder / f"{key}.jsonl", ({"text": r[text], "label": _label(r[label])} for r in subset[split]))
+    keys["n_experiments"] = int(task.n_experiments)
     return {
         "kind": "classification",
         "protocol": "mteb",
         "files": {"train": "train.jsonl", "test": "test.jsonl"},
-        "samples_per_label": int(task.samples_per_label),
-        "n_experiments": int(task.n_experiments),
-        "max_iter": int(max_iter),
-        "seed": int(task.seed),
+        **keys,
     }
 
 
@@ -505,10 +511,36 @@ def write_summarization(task: Any, part: Part, folder: Path) -> dict[str, Any]:
 
 def write_bitext(task: Any, part: Part, folder: Path) -> dict[str, Any]:
     if task.parallel_subsets:
-        raise MtebError("bitext mining over parallel subsets is not scored by name yet", task=part.name)
+        return _write_parallel(task, part, folder)
     data = _subset(task, part)[part.split]
     _jsonl(folder / "pairs.jsonl", ({"sentence1": r["sentence1"], "sentence2": r["sentence2"]} for r in data))
     return {"kind": "bitext-mining", "files": {"test": "pairs.jsonl"}}
+
+
+def _write_parallel(task: Any, part: Part, folder: Path) -> dict[str, Any]:
+    """A split of parallel subsets: one row per sentence, a column per language its pairs match."""
+    data = task.dataset[part.split]
+    if "gold" in data.column_names:
+        raise MtebError("parallel subsets with gold pairs of their own are not supported", task=part.name)
+    pairs = [subset.split("-") for subset in task.hf_subsets]
+    languages = list(dict.fromkeys(language for pair in pairs for language in pair))
+    missing = [language for language in languages if language not in data.column_names]
+    if any(len(pair) != 2 for pair in pairs) or missing:
+        raise MtebError(
+            "parallel subsets must name two columns 'A-B' of the split"
+            + (f" (no column {missing[0]})" if missing else ""),
+            task=part.name,
+        )
+    columns = [list(data[language]) for language in languages]  # whole columns: far faster than rows
+    _jsonl(folder / "sentences.jsonl", (dict(zip(languages, row, strict=True)) for row in zip(*columns, strict=True)))
+    mapping = task.metadata.hf_subsets_to_langscripts
+    return {
+        "kind": "bitext-mining",
+        "protocol": "parallel",
+        "files": {"test": "sentences.jsonl"},
+        "pairs": list(task.hf_subsets),
+        "mteb": {"subset_languages": {subset: list(mapping.get(subset, [])) for subset in task.hf_subsets}},
+    }
 
 
 def _sklearn_model(task: Any, part: Part, model_class: Any, keep: tuple[str, ...] = ()) -> Any:
@@ -627,8 +659,72 @@ def write_instruction_reranking(task: Any, part: Part, folder: Path) -> dict[str
     return {"kind": "instruction-reranking", "files": files}
 
 
-# mteb's type -> the writer of its files (None: a text type embeval does not score).
-TYPES: dict[str, Writer | None] = {
+# What IFIR's and InstructIR's task_specific_scores give for made-up per-query figures (query id:
+# pytrec_eval's nDCG@20, nDCG@10): their protocols' figures of these, worked out by hand, name the protocol.
+PROBE = {"a_v1": (0.1, 0.5), "a_v2": (0.2, 0.6), "b_v3": (0.4, 0.7), "b_v1": (0.3, 0.05), "c_x": (0.9, 0.8)}
+PROBED = {
+    "instructed": {},
+    "levels": {"level_scores": {"level_1": 0.2, "level_2": 0.2, "level_3": 0.4}},  # nDCG@20 means per "vN"
+    "robustness": {"robustness_at_10": 0.45},  # groups a, b, c: lowest nDCG@10 0.5, 0.05, 0.8
+}
+
+
+def _instruction_protocol(task: Any, part: Part) -> str:
+    """The protocol of an InstructionRetrieval task's own scores, found by giving its
+    task_specific_scores the PROBE's figures (it reads nothing else of the data)."""
+    import math
+
+    scores = {q: {"ndcg_cut_20": a, "ndcg_cut_10": b} for q, (a, b) in PROBE.items()}
+    qrels = {q: {"d": 1} for q in PROBE}
+    try:
+        found = task.task_specific_scores(scores, qrels, {q: {"d": 1.0} for q in PROBE}, part.split, part.subset)
+    except Exception as err:  # a figure the probe does not give, or another shape: not a protocol embeval has
+        found = {"error": f"{type(err).__name__}: {err}"}
+
+    def same(a: Any, b: Any) -> bool:
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+        return isinstance(a, float) and isinstance(b, float) and math.isclose(a, b, abs_tol=1e-12)
+
+    for protocol, expected in PROBED.items():
+        if same(dict(found), expected):
+            return protocol
+    raise MtebError(
+        f"its task_specific_scores give {sorted(found)}: not IFIR's levels, InstructIR's robustness@10 or none",
+        task=part.name,
+    )
+
+
+def write_instruction_retrieval(task: Any, part: Part, folder: Path) -> dict[str, Any]:
+    """IFIR's and InstructIR's tasks: retrieval of queries joined with their instructions, and the
+    task's own figures (embeval's instruction-retrieval protocols levels, robustness, instructed)."""
+    protocol = _instruction_protocol(task, part)
+    data = _subset(task, part)[part.split]
+    if data.get("top_ranked") is not None or getattr(task, "skip_first_result", False):
+        raise MtebError("instruction retrieval with candidates or skip_first_result is not supported", task=part.name)
+    relevant = {str(q): docs for q, docs in data["relevant_docs"].items() if len(docs)}  # mteb drops the others
+    queries = data["queries"]
+    ids, texts = [str(q) for q in queries["id"]], list(queries["text"])
+    instructions = list(queries["instruction"]) if "instruction" in queries.column_names else [None] * len(ids)
+    kept = [i for i, query in enumerate(ids) if query in relevant]
+    if not all(isinstance(texts[i], str) and isinstance(instructions[i], str) for i in kept):  # mteb needs them too
+        raise MtebError("queries without an instruction, or not one text each, are not supported", task=part.name)
+    _write_corpus(data, folder)
+    _jsonl(folder / "queries.jsonl", ({"_id": ids[i], "text": texts[i]} for i in kept))
+    _jsonl(folder / "instructions.jsonl", ({"query-id": ids[i], "instruction": instructions[i]} for i in kept))
+    _write_qrels(relevant, part, folder)
+    files = {"corpus": "corpus.jsonl", "queries": "queries.jsonl", "qrels": "qrels.tsv"}
+    return {
+        "kind": "instruction-retrieval",
+        "protocol": protocol,
+        "files": {**files, "instructions": "instructions.jsonl"},
+        "depth": max(task.k_values),
+        "ignore_identical_ids": bool(task.ignore_identical_ids),
+    }
+
+
+# mteb's type -> the writer of its files (a type not here is one embeval does not score).
+TYPES: dict[str, Writer] = {
     "Retrieval": write_retrieval,
     "Reranking": write_retrieval,
     "STS": write_sts,
@@ -639,20 +735,12 @@ TYPES: dict[str, Writer | None] = {
     "BitextMining": write_bitext,
     "MultilabelClassification": write_multilabel,
     "Regression": write_regression,
-    "InstructionRetrieval": None,
+    "InstructionRetrieval": write_instruction_retrieval,
     "InstructionReranking": write_instruction_reranking,
-}
-# Why a type mapped to None is not scored (default: "not scored yet").
-NOT_SCORED = {
-    "InstructionRetrieval": "IFIR's and InstructIR's own figures (nDCG by instruction level, robustness@10), "
-    "not FollowIR's p-MRR protocol; not scored",
+    "Any2AnyRetrieval": write_retrieval,  # its text-only tasks (WebQAT2TRetrieval): retrieval
 }
 # Settings of a supported type that embeval does not follow yet: (attribute, what it means).
-LIMITS = (
-    ("is_cross_validation", "cross-validated classification"),
-    ("parallel_subsets", "bitext mining over parallel subsets"),
-    ("skip_first_result", "retrieval skipping each query's first result"),
-)
+LIMITS = (("skip_first_result", "retrieval skipping each query's first result"),)
 # mteb's main score -> the kind's figure, where their names differ.
 FIGURE_OF = {"sts": {"cosine_spearman": "all.spearman.pooled", "cosine_pearson": "all.pearson.pooled"}}
 
@@ -664,8 +752,6 @@ def unsupported(task: Any) -> str | None:
         return f"{meta.name} ({meta.type}, {'+'.join(meta.modalities)}): not text"
     if meta.type not in TYPES:
         return f"{meta.name} ({meta.type}): a type embeval does not score"
-    if TYPES[meta.type] is None:
-        return f"{meta.name} ({meta.type}): {NOT_SCORED.get(meta.type, 'not scored yet')}"
     if meta.type == "InstructionReranking" and meta.main_score != "p-MRR":
         return f"{meta.name} ({meta.type}): main score {meta.main_score}, not FollowIR's p-MRR; not scored"
     for attribute, what in LIMITS:
@@ -681,8 +767,13 @@ def safe_name(text: str) -> str:
     return name if name[:1].isalpha() and name.isascii() else f"mteb_{name}"
 
 
+PARALLEL = "parallel"  # the subset of a part holding every language pair of a task of parallel subsets
+
+
 def parts(task: Any) -> list[Part]:
-    subsets = list(task.hf_subsets) or ["default"]
+    """A task's (subset, split) parts; a task of parallel subsets (its language pairs are columns of
+    one split, mteb's parallel_subsets): one part per split, holding every pair."""
+    subsets = [PARALLEL] if getattr(task, "parallel_subsets", False) else list(task.hf_subsets) or ["default"]
     splits = list(task.eval_splits)
     base = safe_name(task.metadata.name)
     single = len(subsets) * len(splits) == 1
@@ -694,8 +785,9 @@ def parts(task: Any) -> list[Part]:
 
 
 def languages(task: Any, subset: str) -> list[str]:
+    """A subset's languages (a part of parallel subsets, or an unknown subset: every language, once)."""
     mapping = task.metadata.hf_subsets_to_langscripts
-    return list(mapping.get(subset) or [lang for langs in mapping.values() for lang in langs])
+    return list(mapping.get(subset) or dict.fromkeys(lang for langs in mapping.values() for lang in langs))
 
 
 def part_slot(part: Part, stamp: str | None) -> Slot:
@@ -780,14 +872,13 @@ def part_spec(
     revision = str(meta.dataset.get("revision") or "")
     if written is None:
         writer = TYPES[meta.type]
-        assert writer is not None
         written = part_slot(part, stamp).store(lambda folder: writer(task, part, folder))
     folder, declaration = written
     figure = FIGURE_OF.get(declaration["kind"], {}).get(meta.main_score, meta.main_score)
     table: dict[str, Any] = {
         "name": part.name,
         "short_name": part.name,
-        **declaration,
+        **{key: value for key, value in declaration.items() if key != "mteb"},
         "figure": figure,
         "description": f"mteb {meta.name}, subset {part.subset}, split {part.split}",
         "mteb": {
@@ -801,6 +892,7 @@ def part_spec(
             "main_score": meta.main_score,
             "benchmarks": list(benchmarks),
             "parts": len(parts(task)),
+            **declaration.get("mteb", {}),  # the writer's own facts (a parallel part's subsets' languages)
         },
     }
     if mismatch:
@@ -987,7 +1079,9 @@ def describe(text: str, data_dir: str | Path | None = None, allow_outside: bool 
         dataset, revision = meta.dataset["path"], meta.dataset.get("revision") or "main"
         shown = parts(r.task)
         subsets = list(dict.fromkeys(p.subset for p in shown))
-        if subsets == ["default"]:
+        if subsets == [PARALLEL]:
+            about = f"{len(r.task.hf_subsets)} language pairs of parallel subsets, "
+        elif subsets == ["default"]:
             about = ""
         elif len(subsets) <= 3:
             about = f"subset{'s' if len(subsets) > 1 else ''} {', '.join(subsets)}, "

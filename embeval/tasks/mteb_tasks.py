@@ -27,6 +27,7 @@ def part_score(spec: TaskSpec, results: Mapping[str, Any]) -> tuple[dict[str, An
     if fields is None:
         return None
     fields.pop("pairs", None)
+    fields.pop("hf_subsets", None)  # a part of many subsets: its main score is their mean
     main = fields.get(spec.mteb.main_score, fields.get("main_score"))
     if not isinstance(main, (int, float)) or isinstance(main, bool):
         return None

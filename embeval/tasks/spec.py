@@ -182,9 +182,18 @@ def _mteb(decl: Declaration) -> Mteb | None:
         revision_mismatch=table.take("revision_mismatch", default=""),
         revision_unverified=table.take("revision_unverified", default=""),
         parts=table.take("parts", (int,), 0),
+        subset_languages=_subset_languages(table),
     )
     table.finish()
     return mteb
+
+
+def _subset_languages(table: Declaration) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """[mteb] subset_languages: {subset: [languages]} of a part holding several of mteb's subsets."""
+    found = table.take("subset_languages", (dict,), {})
+    if not all(isinstance(v, list) and all(isinstance(x, str) for x in v) for v in found.values()):
+        raise table.error("must map each subset to a list of languages", "subset_languages")
+    return tuple((str(subset), tuple(values)) for subset, values in found.items())
 
 
 def _report(decl: Declaration) -> Report:
