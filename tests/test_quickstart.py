@@ -101,7 +101,7 @@ def test_installed_wheel_ships_the_exporters(tmp_path):
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         (source / name).write_bytes((REPO / name).read_bytes())
-    for folder in ("embeval", "exporters", "data"):  # every folder pyproject.toml installs
+    for folder in ("embeval", "exporters", "data", "docs"):  # every folder pyproject.toml installs
         if (REPO / folder).is_dir():
             shutil.copytree(REPO / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__", "cpp"))
     build = subprocess.run(
