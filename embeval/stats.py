@@ -49,7 +49,12 @@ def resample_counts(rng, n, size, groups=None):
 
 
 def strata_of(arrays, stratified):
-    return arrays.get("group") if stratified else None
+    """The strata of a stratified statistic's resamples; None (resample all items) when there are none,
+    or only one: then the resamples, and so the figure's interval and tests, are the pooled figure's."""
+    groups = arrays.get("group") if stratified else None
+    if groups is None or len(groups) == 0 or np.all(groups == groups[0]):
+        return None
+    return groups
 
 
 # Weighted statistics: W (b, n) counts, arrays of the prediction set -> (b,) values.
