@@ -306,8 +306,8 @@ def _caption(result):
         f"<= {1 / (result['resamples'] + 1):.1g}: no resample as extreme, the smallest p this many "
         f"resamples can show); p (Holm), Holm p: adjusted for the {tests} comparison{'s' if tests != 1 else ''} of "
         f"this table (each distinct test once: figures that are one test, such as the mean and pooled "
-        f"correlations of an STS task with one subset, are one row). Significant: p (Holm) < {result['alpha']:g}; no*: only "
-        f"p < {result['alpha']:g}, before the adjustment. Correlations x100, accuracies and recalls in %. "
+        f"correlations of an STS task with one subset, are one row). Significant: p (Holm) < {result['alpha']:g}; "
+        f"no*: only p < {result['alpha']:g}, before the adjustment. Correlations x100, accuracies and recalls in %. "
         "Intervals reflect test-set sampling only, not the randomness of classifier training."
         + (
             ""
