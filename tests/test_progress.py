@@ -94,6 +94,9 @@ def test_a_classification_run_names_each_classifier_and_normalization(tmp_path, 
     )
     config = build("prototype", classifiers="logreg,mlp", normalize="zscore", bootstrap=0)
     score(tmp_path / "v.h5", tmp_path, out=tmp_path / "r.json", registry=tasks, config=config)
+    assert "note: --classifiers logreg,mlp trains an MLP beside logistic regression on Reviews: expect" in (
+        capsys.readouterr().err
+    )
     lines = stream.getvalue().splitlines()
     stages = {}
     for line in lines:
@@ -160,3 +163,21 @@ def test_short_intervals_stay_quiet(monkeypatch, cells, calls):
     seen = []
     predictions.intervals("T", {"": pset}, 1111, 100, progress=lambda done, total: seen.append(done))
     assert len(seen) == calls
+
+
+def test_a_run_with_the_mlp_says_it_will_be_slow(cli):
+    """--classifiers logreg,mlp: the option's help warns, and a run names the tasks it slows down."""
+    from types import SimpleNamespace
+
+    from embeval.run.score import mlp_note
+    from embeval.settings import build
+    from embeval.tasks.registry import TASKS
+
+    flat = " ".join(cli("score", "--help").stdout.split())
+    assert "with mlp a classification task takes many times as long" in flat
+    units = [SimpleNamespace(task=name, spec=TASKS[name]) for name in ("STS16", "MR", "MRPC", "Tense")]
+    assert mlp_note(build("literature", classifiers="logreg"), units) is None
+    assert mlp_note(build("literature"), units) is None
+    note = mlp_note(build("literature", classifiers="logreg,mlp"), units)
+    assert note.startswith("note: --classifiers logreg,mlp trains an MLP beside logistic regression on MR, MRPC: ")
+    assert mlp_note(build("literature", classifiers="logreg,mlp"), units[:1]) is None
