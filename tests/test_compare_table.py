@@ -108,3 +108,37 @@ def test_one_stratum_resamples_as_the_pooled_figure():
     assert cis["wmean"] == pytest.approx(cis["pooled"], rel=1e-12)
     two = dict(arrays, group=np.arange(60) % 2)  # two strata: resampled within each
     assert stats.bootstrap_cis(named, two, 1111, "OnePair", resamples=300)["mean"] != cis["mean"]
+
+
+def test_the_geometry_figure_shows_its_scale_honestly():
+    """Two encoders 0.0003 apart in alignment: the axes reach 0 (a window fitted around 0.5843-0.5847 would
+    draw the gap as large), and the caption gives the spread."""
+    from embeval.reports.tables import geometry_scale
+
+    points = [{"alignment": 0.5843, "uniformity": -2.31}, {"alignment": 0.5846, "uniformity": -2.35}]
+    (x_low, x_high), (y_low, y_high), text = geometry_scale(points)
+    assert y_low == 0 and 0.5846 < y_high < 0.7 and x_low < -2.35 and 0 <= x_high < 0.2
+    assert (0.5846 - 0.5843) / (y_high - y_low) < 0.001  # the gap is under a thousandth of the axis
+    assert "alignment 0.5843 to 0.5846 (a spread of 0.0003)" in text
+    assert "uniformity -2.35 to -2.31 (a spread of 0.04)" in text
+    assert geometry_scale([{"alignment": 0.0, "uniformity": 0.0}])[:2] == ((-1.0, 0.05), (0.0, 1.0))
+
+
+def test_the_geometry_figure_caption_carries_the_spread(tmp_path):
+    pytest.importorskip("matplotlib")
+    from types import SimpleNamespace
+
+    from embeval.reports import tables
+
+    rows = [
+        SimpleNamespace(label=name, dim=8, tasks={"STSBenchmark": {"geometry": geo}})
+        for name, geo in (
+            ("a", {"alignment": 0.5843, "uniformity": -2.31, "singular_values": [3.0, 1.0]}),
+            ("b", {"alignment": 0.5846, "uniformity": -2.35, "singular_values": [2.0, 1.0]}),
+        )
+    ]
+    from embeval.tasks.registry import TASKS
+
+    found = tables.plots(rows, tmp_path, relative_to=tmp_path, specs=[TASKS["STSBenchmark"]])
+    caption, path = found["geometry"][0]
+    assert "a spread of 0.0003" in caption and (tmp_path / path).is_file()
