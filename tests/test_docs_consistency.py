@@ -389,6 +389,19 @@ def test_the_counts_of_tasks_are_the_registrys():
     assert f"| {', '.join(n for n, t in TASKS.items() if t.kind == 'probing')} | probing |" in readme
 
 
+def test_the_counts_of_the_worked_example_are_its_own():
+    """docs/example's figures the docs quote: its number of tasks and of comparisons."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    comparison = (REPO / "docs" / "comparison.md").read_text(encoding="utf-8")
+    record = json.loads((REPO / "docs" / "example" / "results-minilm.json").read_text())
+    words = {"nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13}
+    m = re.search(r"the (\w+) tasks of `docs/example`", re.sub(r"\s+", " ", readme))
+    assert m and words.get(m.group(1), m.group(1)) == len(record["tasks"])
+    compared = re.search(r"adjusted for the (\d+) comparisons", (REPO / "docs/example/compare.md").read_text())
+    m = re.search(r"Holm's adjustment over its (\d+) comparisons", re.sub(r"\s+", " ", comparison))
+    assert compared and m and m.group(1) == compared.group(1)
+
+
 def test_no_test_counts_that_go_stale():
     for doc in DOCS:
         text = doc.read_text(encoding="utf-8")
