@@ -41,8 +41,8 @@ def readme_text() -> str | None:
         meta = metadata("embeval-offline")
     except PackageNotFoundError:
         return None
-    body = meta.get_payload() if hasattr(meta, "get_payload") else None  # type: ignore[attr-defined]
-    return body or meta.get("Description") or None
+    body = meta.get_payload() if hasattr(meta, "get_payload") else None  # the long description (metadata 2.1+)
+    return body or next(iter(meta.get_all("Description") or []), None)
 
 
 def topics() -> dict[str, str]:

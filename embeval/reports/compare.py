@@ -218,7 +218,7 @@ def _same_outcome(r, s):
     )
 
 
-def distinct_tests(rows):
+def distinct_tests(rows: list[dict]) -> list[dict]:
     """The rows with each distinct test once: figures whose comparison has the same outcome on the same
     test items and resamples (the figures, the difference, its interval and p-value) are one test, e.g. the
     mean, weighted mean and pooled correlations of an STS task with one subset. The first row stays (the

@@ -151,7 +151,7 @@ def guide(record, results):
     from embeval.tasks.registry import TASKS, recorded_spec
 
     scored = list(record.get("tasks", {}))
-    heads: dict[tuple[str, bool], list[str]] = {}
+    heads = {}  # (headline label, MTEB's main score) -> tasks
     for name in scored:
         spec = recorded_spec(name, record["tasks"][name])
         head = spec.figures[0]
@@ -171,7 +171,7 @@ def guide(record, results):
         )
     if any(TASKS[name].kind == "sts" for name in scored if name in TASKS):
         lines += wrapped("mean and wmean: SentEval's mean and size-weighted mean of the correlations of each subset")
-    left: dict[str, list[str]] = {}
+    left = {}  # kind, in words -> the built-in tasks of it not scored
     for name, spec in TASKS.items():
         if name not in scored:
             left.setdefault(KIND_WORDS.get(spec.kind, spec.kind), []).append(name)
