@@ -135,16 +135,6 @@ def fetch_data(root, tasks, mirror, say):
         raise report.failed[0]
 
 
-KIND_WORDS = {
-    "classification": "classification",
-    "pair-classification": "pair classification",
-    "relatedness": "relatedness (cosine and SentEval's regressor)",
-    "sts": "cosine STS",
-    "caption-ranking": "COCO caption ranking",
-    "probing": "probing",
-}
-
-
 def guide(record, results):
     """The lines after quickstart's table: each task's headline figure (and whether it is MTEB's main
     score), what the interval after it is, the built-in tasks left out, and what to do next."""
@@ -169,12 +159,12 @@ def guide(record, results):
             + (" (MTEB's main score for these tasks)" if mteb else "")
             + "; the [low, high] after it is that figure's 95% bootstrap interval"
         )
-    if any(TASKS[name].kind == "sts" for name in scored if name in TASKS):
+    if any(recorded_spec(name, record["tasks"][name]).kind_module.aggregations for name in scored):
         lines += wrapped("mean and wmean: SentEval's mean and size-weighted mean of the correlations of each subset")
-    left = {}  # kind, in words -> the built-in tasks of it not scored
+    left = {}  # kind -> the built-in tasks of it not scored
     for name, spec in TASKS.items():
         if name not in scored:
-            left.setdefault(KIND_WORDS.get(spec.kind, spec.kind), []).append(name)
+            left.setdefault(spec.kind, []).append(name)
     if left:
         lines.append("Left out (add them with --tasks; what each costs: embeval docs quickstart):")
         for kind, names in left.items():

@@ -240,15 +240,12 @@ def _score(
     return record
 
 
-MLP_KINDS = ("classification", "pair-classification")  # the kinds whose SentEval protocols --classifiers runs
-
-
 def mlp_note(config, units):
     """A line for the start of a run that trains the MLP beside logistic regression (--classifiers with
     mlp): which tasks, and that they take many times longer. None when no such task is to be scored."""
     if "mlp" not in (config.classifiers or ()):
         return None
-    names = list(dict.fromkeys(u.task for u in units if u.spec.kind in MLP_KINDS and u.spec.protocol != "mteb"))
+    names = list(dict.fromkeys(u.task for u in units if u.spec.kind_module.runs_classifiers(u.spec)))
     if not names:
         return None
     shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
