@@ -181,3 +181,21 @@ def test_a_run_with_the_mlp_says_it_will_be_slow(cli):
     note = mlp_note(build("literature", classifiers="logreg,mlp"), units)
     assert note.startswith("note: --classifiers logreg,mlp trains an MLP beside logistic regression on MR, MRPC: ")
     assert mlp_note(build("literature", classifiers="logreg,mlp"), units[:1]) is None
+
+
+def test_a_large_file_says_its_checks_take_a_while(tmp_path, monkeypatch, capsys):
+    """Before the first task, a large vectors file is read once (values, fingerprints): a line says so
+    (here before the plan finds nothing to score)."""
+    import h5py
+
+    from embeval.errors import EmbevalError
+    from embeval.run import score as scoring
+
+    with h5py.File(tmp_path / "v.h5", "w") as f:
+        f["Unknown"] = np.zeros((2, 4), dtype=np.float32)
+    monkeypatch.setattr(scoring, "CHECK_NOTE_BYTES", 1)
+    with pytest.raises(EmbevalError):
+        scoring.score(tmp_path / "v.h5", tmp_path, config={"bootstrap": 0}, progress=False)
+    assert f"checking {tmp_path / 'v.h5'} (0.0 GiB: every vector it holds for the tasks is read once) ..." in (
+        capsys.readouterr().err
+    )

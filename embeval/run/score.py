@@ -209,6 +209,9 @@ def _score(
 
             shards = RayShards(None if ray == "local" else ray)
         workspace = Workspace(shards)  # the task data plan() loads and fingerprints is reused by execute()
+        size = Path(vectors).stat().st_size
+        if size >= CHECK_NOTE_BYTES:  # a large file's checks take a while before the first task: say so
+            log(f"checking {vectors} ({size / 2**30:.1f} GiB: every vector it holds for the tasks is read once) ...")
         work = plan(vectors, root, tasks, config, strict, cache=workspace.data_cache(str(root)), registry=registry)
         check_device_tables(device_tables(work.units), device)
         with run_threads.using(chosen):
@@ -238,6 +241,9 @@ def _score(
         if files:
             files.release()
     return record
+
+
+CHECK_NOTE_BYTES = 256 << 20  # a vectors file this large gets a line before its checks
 
 
 def mlp_note(config, units):
