@@ -29,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import _checkout  # noqa: F401  (this clone's embeval, from any folder)
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]

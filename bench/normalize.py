@@ -16,6 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import _checkout  # noqa: F401  (this clone's embeval, from any folder)
+
 HERE = Path(__file__).resolve().parent
 TASKS = ["MR", "CR", "SUBJ", "MPQA"]
 SOLVERS = ["senteval", "lbfgs"]

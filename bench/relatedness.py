@@ -31,12 +31,12 @@ from embeval.evaluate.context import Context  # noqa: E402
 from embeval.evaluate.relatedness import (  # noqa: E402
     SPLITS,
     evaluate_relatedness,
-    one_cpu_thread,
     split_features,
 )
 from embeval.formats.sentences import task_sentences  # noqa: E402
 from embeval.tasks.registry import TASKS  # noqa: E402
 from embeval.tasks.samples import split_rows  # noqa: E402
+from embeval.threads import one_thread  # noqa: E402
 
 TASK_NAMES = ("SICKRelatedness", "STSBenchmark")
 
@@ -81,7 +81,7 @@ def main():
         ours_seconds = time.perf_counter() - start
         (train_x, train_y, _), (dev_x, dev_y, _), (test_x, test_y, _) = (split_features(ctx, s) for s in SPLITS)
         start = time.perf_counter()
-        with one_cpu_thread(ctx.device):  # as embeval's regressor runs, and as SentEval's figures were recorded
+        with one_thread(ctx.device):  # as embeval's regressor runs, and as SentEval's figures were recorded
             dev, yhat, passes = senteval_style_fit(
                 train_x.numpy(), train_y, dev_x.numpy(), dev_y, test_x.numpy(), seed=ctx.seed
             )

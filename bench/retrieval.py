@@ -43,6 +43,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import _checkout  # noqa: F401  (this clone's embeval, from any folder)
 import numpy as np
 
 HERE = Path(__file__).resolve().parent

@@ -26,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import _checkout  # noqa: F401  (this clone's embeval, from any folder)
 import h5py
 from classifiers import TASKS, encoder
 

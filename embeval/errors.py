@@ -20,7 +20,7 @@ DATA_HINT = (
 # What to do when the download server cannot be reached while fetching data on the user's behalf.
 UNREACHABLE_HINT = (
     "check the network and run again, fetch from a reachable mirror with --mirror URL (or EMBEVAL_MIRROR; "
-    "see docs/data.md), or point --data / EMBEVAL_DATA at an existing SentEval data/ folder"
+    "see `embeval docs data`), or point --data / EMBEVAL_DATA at an existing SentEval data/ folder"
 )
 
 

@@ -49,7 +49,12 @@ def resample_counts(rng, n, size, groups=None):
 
 
 def strata_of(arrays, stratified):
-    return arrays.get("group") if stratified else None
+    """The strata of a stratified statistic's resamples; None (resample all items) when there are none,
+    or only one: then the resamples, and so the figure's interval and tests, are the pooled figure's."""
+    groups = arrays.get("group") if stratified else None
+    if groups is None or len(groups) == 0 or np.all(groups == groups[0]):
+        return None
+    return groups
 
 
 # Weighted statistics: W (b, n) counts, arrays of the prediction set -> (b,) values.
@@ -180,10 +185,11 @@ def observed(stat, arrays):
     return float(stat.function(np.ones((1, items(arrays))), arrays)[0])
 
 
-def _distribution(stat_list, arrays_list, counts_source, resamples, n):
+def _distribution(stat_list, arrays_list, counts_source, resamples, n, progress=None):
     """Bootstrap values of each statistic in stat_list for each prediction set in arrays_list, all on
     the same resamples (each chunk of counts drawn once): (statistics, sets, B). The chunks follow
-    the fair share of the CPU (statistics computed in torch take the CPUs other work leaves idle)."""
+    the fair share of the CPU (statistics computed in torch take the CPUs other work leaves idle).
+    progress(resamples): called after each chunk with the resamples it computed."""
     out = np.empty((len(stat_list), len(arrays_list), resamples))
     size = max(1, CHUNK_CELLS // max(n, 1))
     with threads.fair_share() as check:
@@ -193,6 +199,8 @@ def _distribution(stat_list, arrays_list, counts_source, resamples, n):
             for s, stat in enumerate(stat_list):
                 for i, arrays in enumerate(arrays_list):
                     out[s, i, start : start + len(W)] = stat.function(W, arrays)
+            if progress is not None:
+                progress(len(W))
     return out
 
 
@@ -220,6 +228,12 @@ def centred_interval(value, values, level=LEVEL):
     return float(value - high), float(value - low)
 
 
+def draws(named, arrays):
+    """How many times bootstrap_cis draws its resamples for these statistics: once per kind of
+    resampling (stratified, or over all items) among them."""
+    return len({strata_of(arrays, stat.stratified) is None for stat in named.values()})
+
+
 def resampled(stat, arrays_list, seed, task, resamples=RESAMPLES):
     """(k, B): the bootstrap values of `stat` for each of the k prediction sets of the same test items,
     on the task's own resamples (the ones its interval and its paired comparison use)."""
@@ -235,16 +249,18 @@ def bootstrap_ci(stat, arrays, seed, task, resamples=RESAMPLES, level=LEVEL):
     return bootstrap_cis({"figure": stat}, arrays, seed, task, resamples, level)["figure"]
 
 
-def bootstrap_cis(named, arrays, seed, task, resamples=RESAMPLES, level=LEVEL):
+def bootstrap_cis(named, arrays, seed, task, resamples=RESAMPLES, level=LEVEL, progress=None):
     """{name: bootstrap_ci(stat, ...)} for the Statistics `named` of one prediction set, each the same
-    as alone: the statistics resampled alike (stratified or not) share each chunk of resamples."""
+    as alone: the statistics resampled alike (stratified or not) share each chunk of resamples.
+    progress(resamples): after each chunk (once per kind of resampling: `draws(named, arrays)` of them)."""
     n = items(arrays)
     out = {}
     for stratified in sorted({stat.stratified for stat in named.values()}):
         names = [name for name, stat in named.items() if stat.stratified == stratified]
         groups = strata_of(arrays, stratified)
         rng = rng_for(seed, task, "strata" if groups is not None else "all")
-        values = _distribution([named[name] for name in names], [arrays], _counts_source(rng, n, groups), resamples, n)
+        source = _counts_source(rng, n, groups)
+        values = _distribution([named[name] for name in names], [arrays], source, resamples, n, progress)
         for name, draws in zip(names, values[:, 0]):
             stat, value = named[name], observed(named[name], arrays)
             centred = getattr(stat, "centred", False)

@@ -83,9 +83,12 @@ def resolve_device(name):
     return name
 
 
-def load_model(model, device, quiet=False):
-    if quiet:
+def load_model(model, device, quiet=False, bars=True):
+    """The SentenceTransformer; quiet: no messages; bars=False: no progress bars of the loaders (their
+    carriage returns would garble a log file)."""
+    if quiet or not bars:
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    if quiet:
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -93,10 +96,11 @@ def load_model(model, device, quiet=False):
     try:
         from sentence_transformers import SentenceTransformer
 
-        if quiet:
+        if quiet or not bars:
             from transformers.utils import logging as transformers_logging
 
             transformers_logging.disable_progress_bar()
+        if quiet:
             logging.getLogger("sentence_transformers").setLevel(logging.ERROR)
     except ImportError:
         raise _format.ExportError(
@@ -174,7 +178,8 @@ def main(argv=None):
         raise _format.ExportError(f"--prompt and --prompt-name both give the prompt of role {both[0]}")
     out = _format.check_output(args.out, args.overwrite)
     jobs = _format.read_export(args.export)
-    model = load_model(resolve_model(args.model), resolve_device(args.device), args.quiet)
+    bars = args.progress_every is None and sys.stderr.isatty()  # off a terminal: plain lines only
+    model = load_model(resolve_model(args.model), resolve_device(args.device), args.quiet, bars)
     _format.apply_prompts(jobs, model_prompts(model, prompts, names), PROG, args.quiet)
     note_unused_prompts(model, names, args.quiet)
     dimension = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension

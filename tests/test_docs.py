@@ -155,6 +155,9 @@ def h5_files(folder):
     return {path.relative_to(folder): path.read_bytes() for path in folder.rglob("*.h5")}
 
 
+# A program the docs tell the user to run names itself in its first line:
+# `# my_encoder.py, run as: python my_encoder.py sentences/ vectors.h5`.
+PROGRAM = re.compile(r"#\s*([\w-]+\.py)\b.*?\bpython3? \1 ([^\n]*)")
 RUN_PYTHON = [block for block in PYTHON if not block.not_run]  # the others' reasons are checked above
 
 
@@ -167,6 +170,9 @@ def test_python_block_runs(block, sandbox, tmp_path, monkeypatch):
     shutil.copytree(root, here)
     before = h5_files(here)
     monkeypatch.chdir(here)
+    program = PROGRAM.match(block.text)
+    if program:  # a program the docs run with arguments: run with those
+        monkeypatch.setattr("sys.argv", [program.group(1), *shlex.split(program.group(2))])
     exec(compile(block.text, block.where, "exec"), {"__name__": "__doc__", "encode": encode})
     for name, data in h5_files(here).items():
         if before.get(name) == data:
@@ -299,6 +305,9 @@ def test_inline_commands_name_real_commands_and_options():
     for where, mention in mentions:
         words = [w.strip("[]…") for w in mention.split()[1:]]
         try:
+            if words and words[0].startswith("-"):  # an option of `embeval` itself (--help, --version)
+                assert_listed([], options_in(words), f"{where}: `{mention}`")
+                continue
             _, path, args = command_of([w for w in words if w])
             assert_listed(path, options_in(args), f"{where}: `{mention}`")
         except AssertionError as err:
@@ -330,13 +339,15 @@ def test_inline_python_names_resolve():
 #
 # Every shell block runs with bash from a fresh folder outside the repository (a sandbox of the plain,
 # union or roles layout above), `embeval` on the PATH running this checkout, and EMBEVAL_DATA=data/.
-# The folder also holds what the docs tell the user to bring: `my_encoder.py DIR FILE` (embeds an
-# export with the hashing bag of words), a.h5 and b.h5 (two encoders' vectors of STS16), the task
+# The folder also holds what the docs tell the user to bring: `my_encoder.py DIR FILE` (the README's
+# program, which declares itself in its first line; else a stand-in embedding an export with the hashing
+# bag of words), a.h5 and b.h5 (two encoders' vectors of STS16), the task
 # files the docs show with their path in a first comment line (`# my-tasks/reviews.toml`) and the
 # data those name. The all-MiniLM-L6-v2 exporter is replaced by the bag of words (the same options;
 # seconds instead of minutes). A block that cannot run here (it installs packages, downloads, needs a
 # GPU, a compiler, a cluster or SentEval's full data) is preceded by `<!-- not run: REASON -->`; a block
-# that is program output, a diagram or a fragment is fenced as `text`.
+# that is program output, a diagram or a fragment is fenced as `text`. `python bench/SCRIPT.py` (written
+# from a clone's root) runs as `python CLONE/bench/SCRIPT.py`, from that other folder.
 
 SHELL_BLOCKS = [block for block in ALL_BLOCKS if block.lang in SHELL]
 TOML_PATH = re.compile(r"^#\s*([\w./-]+\.toml)\b")
@@ -347,12 +358,16 @@ sys.exit(subprocess.call([sys.executable, exporter, "--export", sys.argv[1], "--
 
 
 def declared_task_files():
-    """{path: text} of the TOML blocks that name their path in a first comment line."""
+    """{path: text} of the TOML blocks that name their path in a first comment line, and of the Python
+    programs that name themselves (PROGRAM)."""
     found = {}
     for block in ALL_BLOCKS:
         match = TOML_PATH.match(block.text) if block.lang == "toml" else None
         if match:
             found[match.group(1)] = block.text
+        program = PROGRAM.match(block.text) if block.lang == "python" and not block.not_run else None
+        if program:
+            found[program.group(1)] = block.text
     return found
 
 
@@ -383,7 +398,8 @@ def user_folder(tmp_path_factory, data_dir):
     for path, text in declared_task_files().items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(text, encoding="utf-8")
-    (root / "my_encoder.py").write_text(MY_ENCODER.format(exporter=str(REPO / "exporters" / "bow_numpy.py")))
+    if not (root / "my_encoder.py").is_file():  # the README's own program when it declares one
+        (root / "my_encoder.py").write_text(MY_ENCODER.format(exporter=str(REPO / "exporters" / "bow_numpy.py")))
     from embeval import export_sentences
 
     export_sentences(root / "data", root / "sts16", tasks=["STS16"])
@@ -401,6 +417,12 @@ def user_folder(tmp_path_factory, data_dir):
         HF_HUB_OFFLINE="1",
     )
     return root, env
+
+
+def test_the_programs_the_docs_run_are_the_docs_own():
+    """`python my_encoder.py sentences/ vectors.h5` runs the README's program, which reads its arguments."""
+    programs = declared_task_files()
+    assert "my_encoder.py" in programs and "sys.argv" in programs["my_encoder.py"]
 
 
 def test_every_shell_block_runs_or_says_why_not():
@@ -423,6 +445,7 @@ def test_shell_block_runs(block, user_folder, tmp_path):
     shutil.copytree(root, here)
     script = block.text.replace("embeval.exporters.sentence_transformers_export", "embeval.exporters.bow_numpy")
     script = script.replace("exporters/sentence_transformers_export.py", "exporters/bow_numpy.py")
+    script = re.sub(r"\bpython3? bench/", f"python {REPO}/bench/", script)  # a clone's script, run from elsewhere
     result = subprocess.run(
         ["bash", "-e", "-o", "pipefail", "-c", script], cwd=here, env=env, capture_output=True, text=True, timeout=300
     )

@@ -300,10 +300,10 @@ def test_progress_off_a_terminal_is_a_plain_line_at_most_every_30_seconds():
         progress.step(passes, f"{200 - passes} of 400 fits still training")
     lines = stream.getvalue().splitlines()
     assert len(lines) == 1 + int(150 // 30)
-    assert lines[0] == "MR: choosing the regularization pass 0 of at most 200; 0 s elapsed"
+    assert lines[0] == "MR, stage 1: choosing the regularization, pass 0 of at most 200; 0 s elapsed"
     assert lines[1] == (
-        "MR: choosing the regularization pass 20 of at most 200, 180 of 400 fits still training; "
-        "30 s elapsed, at most 4 min 30 s left in this stage"
+        "MR, stage 1: choosing the regularization, pass 20 of at most 200, 180 of 400 fits still training; "
+        "30 s elapsed, this stage ends within 4 min 30 s at the present pace"
     )
 
 
@@ -316,7 +316,7 @@ def test_progress_on_a_terminal_redraws_one_line_with_a_bar():
     progress.close()
     text = stream.getvalue()
     assert "\n" not in text and text.count("\r") == 4 and text.endswith("\r")
-    assert "[##########..........] epoch 11 of at most 22, dev score 300.00; 10 s elapsed" in text
+    assert "[##########..........], epoch 11 of at most 22, dev score 300.00; 10 s elapsed" in text
     assert duration(3725) == "1 h 02 min" and duration(65) == "1 min 05 s"
 
 
@@ -348,7 +348,10 @@ def test_progress_reaches_a_log_file(data_dir, tmp_path):
     assert done.returncode == 0
     text = (tmp_path / "log.txt").read_text()
     assert "scoring SICKEntailment (1 of 1) ..." in text
-    assert "SICKEntailment: training, selected on dev, 4 fits at once pass 0 of at most 200; 0 s elapsed" in text
+    assert (
+        "SICKEntailment, stage 1: logistic regression: training, selected on dev, 4 fits at once, pass 0 of at most "
+        "200; 0 s elapsed" in text
+    )
     assert "SICKEntailment done in" in text
 
 

@@ -558,7 +558,12 @@ def test_compare_two_encoders_on_pairs(cli, tmp_path):
     b, _, out_b = score(cli, tmp_path / "b", PAIRS_TASK, files, noisy, "MRPCPairs")
     result = compare.compare([out_a, out_b], resamples=300)
     by_figure = {row["figure"]: row for row in result["rows"]}
-    assert list(by_figure) == [f.path for f in PAIR_FIGURES] and by_figure["max_ap"]["headline"]
+    # The model's similarity is the cosine here: its figures and the cosine's are one test each, one row.
+    merged = {o["figure"]: row["figure"] for row in result["rows"] for o in row.get("same_test_as", [])}
+    assert merged == {f"cosine_{m}": f"similarity_{m}" for m in ("ap", "f1", "accuracy")}
+    assert list(by_figure) == [f.path for f in PAIR_FIGURES if f.path not in merged] and by_figure["max_ap"]["headline"]
+    for path, twin in merged.items():
+        assert a["results"][path] == a["results"][twin] and b["results"][path] == b["results"][twin]
     for path, row in by_figure.items():
         assert row["a"] == pytest.approx(a["results"][path], abs=1e-12)
         assert row["b"] == pytest.approx(b["results"][path], abs=1e-12)

@@ -143,7 +143,7 @@ def test_sts_statistics_come_from_stsb_train_and_are_reported_beside_raw(cli, da
         "score", vectors, "--data", data_dir, "--tasks", "STS16", "--out", out, "--normalize", "zscore", *OPTIONS
     )
     assert result.exit_code == 0, result.stderr
-    assert "zscore cosine Spearman x100 mean | wmean | pooled" in result.stdout
+    assert "zscore cosine Spearman x100 pooled | mean | wmean" in result.stdout
     r = json.loads(out.read_text())["tasks"]["STS16"]
     assert r["normalize"]["statistics"].startswith("STSBenchmark's train split")
     assert set(r["results"]["normalized"]) >= {"method", "statistics", "all", "headlines"}

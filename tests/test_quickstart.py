@@ -44,6 +44,22 @@ def test_bow_quickstart_end_to_end_and_reuse(tmp_path, data_dir, cli, monkeypatc
     record = json.loads(results.read_text())
     assert set(record["tasks"]) == {"STS15", "STS16"}
     assert record["tasks"]["STS16"]["vectors"]["source"] == "/ALL"
+    # The table says which figure is the headline one, that the interval is that figure's, what it left out and
+    # what to do next.
+    entry = record["tasks"]["STS16"]
+    line = re.search(r"STS16 +cosine Spearman x100 pooled \| mean \| wmean +(\S+) \[(\S+), (\S+)\] \| ", result.stdout)
+    ci = entry["ci"]["figures"]["all.spearman.pooled"]
+    assert line and [float(x) for x in line.groups()] == [
+        round(100 * v, 2) for v in (entry["results"]["all"]["spearman"]["pooled"], ci["low"], ci["high"])
+    ]
+    flat = " ".join(result.stdout.split())
+    assert "headline figure of STS15, STS16: cosine Spearman, all pairs pooled (MTEB's main score" in flat
+    assert "the [low, high] after it is that figure's 95% bootstrap interval" in flat
+    left_out = flat[flat.index("Left out") : flat.index("Next")]
+    assert all(name in left_out for name in ("STS12", "STSBenchmark", "MR", "SICKEntailment", "Tense"))
+    assert "STS16" not in left_out
+    assert "embeval export-sentences --tasks STS15,STS16 --out sentences/" in result.stdout
+    assert f"embeval compare {qs.DEFAULT_WORKDIR}/results-bow.json results.json" in result.stdout
     vectors = workdir / "vectors-bow.h5"
     stamp = vectors.stat().st_mtime_ns
     again = cli("quickstart", "--data", data_dir, "--encoder", "bow", "--tasks", FAST_TASKS)
@@ -101,7 +117,7 @@ def test_installed_wheel_ships_the_exporters(tmp_path):
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         (source / name).write_bytes((REPO / name).read_bytes())
-    for folder in ("embeval", "exporters", "data"):  # every folder pyproject.toml installs
+    for folder in ("embeval", "exporters", "data", "docs"):  # every folder pyproject.toml installs
         if (REPO / folder).is_dir():
             shutil.copytree(REPO / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__", "cpp"))
     build = subprocess.run(

@@ -95,7 +95,7 @@ _task_file = click.option(
     "task_files",
     multiple=True,
     metavar="PATH",
-    help="A task file (TOML) or a folder of task files declaring your own tasks (docs/tasks.md); repeatable. "
+    help="A task file (TOML) or a folder of task files declaring your own tasks (embeval docs tasks); repeatable. "
     "EMBEVAL_TASKS names more (files or folders, separated as in PATH).",
 )
 _allow_outside = click.option(
@@ -132,7 +132,7 @@ _MTEB_OPTIONS = (
         default=None,
         help="MTEB's tasks and benchmarks by name, comma-separated (commas inside parentheses belong to "
         'the name: --mteb "MTEB(eng, v2),STS12"); needs the [mteb] extra and the datasets on disk '
-        "(docs/mteb-by-name.md).",
+        "(embeval docs mteb-by-name).",
     ),
     click.option(
         "--mteb-data",

@@ -49,7 +49,7 @@ def data():
     envvar="EMBEVAL_MIRROR",
     default=None,
     help="Fetch every file from this base URL (http(s)://, file:// or a folder) instead of "
-    "the upstream hosts; it must hold the upstream file names (see docs/data.md). "
+    "the upstream hosts; it must hold the upstream file names (embeval docs data). "
     "Default: $EMBEVAL_MIRROR.",
 )
 @click.option("--force", is_flag=True, help="Replace data sets that are present but differ or are incomplete.")

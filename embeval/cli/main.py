@@ -20,6 +20,7 @@ from embeval.cli.common import (
     tasks_option,
 )
 from embeval.cli.data import data as data_commands
+from embeval.cli.docs import docs as docs_command
 from embeval.cli.options import (
     comparison_options,
     config_option,
@@ -45,19 +46,31 @@ def cli():
 
     \b
     1. embeval export-sentences --data DATA --out sentences/
-    2. embed every sentences/TASK.txt with any encoder, write vectors.h5
-       (one dataset per task, row i = line i; see README "The vectors file")
+    2. embed every list of sentences/manifest.json with any encoder, write vectors.h5 (below)
     3. embeval score vectors.h5 --data DATA
 
     New here? `embeval quickstart` runs all three with a ready-made encoder (fetching the data it needs).
 
+    \b
+    The vectors file: one HDF5 file (all of it: embeval docs formats)
+      /TASK        a dataset per task, shape (sentences, dimension), float16, float32 or float64;
+                   row i = the vector of line i of sentences/TASK.txt (lines split on \\n only)
+      sha256       an attribute of each dataset: its list's fingerprint in manifest.json
+      /TASK.ROLE   a task with roles (retrieval, reranking: query, document): a dataset per role,
+                   named by the role's "dataset" in manifest.json, each with its own sha256
+      /ALL         an export made with --union: one dataset for ALL.txt, attributes sha256 and
+                   tasks (the union's task names, comma-separated); role lists stay apart
+      model, step  optional root attributes: a name for tables, a checkpoint's training step
+    Check one without scoring: embeval vectors check vectors.h5 --export sentences/
+
     Your own tasks, and MTEB's task types (retrieval, reranking, STS, pair classification,
     classification, multilabel classification, regression, clustering, summarization, bitext
     mining, instruction retrieval and reranking): a TOML task file, given with --task-file to every
-    command (`embeval tasks --task-file FILE` checks it; README "Your own tasks"). MTEB's tasks and
-    benchmarks by name: --mteb NAMES (README "MTEB by name").
+    command (`embeval tasks --task-file FILE` checks it; embeval docs tasks, embeval docs mteb-kinds).
+    MTEB's tasks and benchmarks by name: --mteb NAMES (embeval docs mteb-by-name).
 
-    Bad input is reported as one line on stderr with exit code 2.
+    Every command's options: embeval COMMAND --help. The documentation, offline: embeval docs
+    (its topics), embeval docs TOPIC. Bad input is reported as one line on stderr with exit code 2.
     """
 
 
@@ -81,7 +94,7 @@ def export_sentences(data, out, tasks, task_files, allow_paths_outside, mteb, un
     sentence a line, each line ended by \\n, distinct sentences in order of first occurrence.
     Empty lines are real sentences (CR and MPQA have empty samples) and need a vector too.
     OUT/manifest.json records each file's sentence count and sha256, the task's fingerprint,
-    which the vectors file must carry.
+    which the vectors file must carry (the layout: `embeval --help`; all of it: embeval docs formats).
     """
     from embeval.formats.sentences import export_sentences as run
     from embeval.tasks.files import resolve_data_dir
@@ -106,7 +119,7 @@ def export_sentences(data, out, tasks, task_files, allow_paths_outside, mteb, un
 
 @cli.group()
 def vectors():
-    """Inspect and validate vectors files."""
+    """Inspect and validate vectors files (the format: `embeval --help`, embeval docs formats)."""
 
 
 @vectors.command("check")
@@ -436,6 +449,7 @@ def quickstart(
     click.echo(f"encoder: {qs.ENCODERS[used][1]}; vectors: {vectors}")
     click.echo(table(record, list(record["tasks"])))
     click.echo(f"results: {results}")
+    click.echo("\n".join(qs.guide(record, results)))
 
 
 @cli.command()
@@ -527,7 +541,7 @@ def compare(results, labels, tasks, task_files, allow_paths_outside, resamples, 
     default=None,
     help="Add published figures as rows (e.g. simcse-unsup-bert-base,sbert-nli-base, or a source: "
     "simcse, sbert, infersent); a figure computed differently from its column is marked. "
-    "See docs/reports.md.",
+    "See `embeval docs reports`.",
 )
 @task_file_option
 @fails_cleanly
@@ -629,7 +643,7 @@ def _sweep_of(results, fmt, labels, plots, published):
 def export_mteb(results, model, revision, out, task_files, allow_paths_outside):
     """Write MTEB result files (one JSON per task, and model_meta.json) for the tasks with an MTEB
     counterpart: of SentEval's, STS12-16, STSBenchmarkRaw and SICK-R; of yours, those whose task file
-    has an [mteb] table. MTEB's protocol only (see docs/reports.md).
+    has an [mteb] table. MTEB's protocol only (embeval docs reports).
 
     A task whose MTEB-protocol figure is not in the results is left out with a note.
     """
@@ -645,6 +659,7 @@ def export_mteb(results, model, revision, out, task_files, allow_paths_outside):
 
 
 cli.add_command(data_commands)
+cli.add_command(docs_command)
 cli.add_command(sweep_command)
 cli.add_command(tasks_command)
 

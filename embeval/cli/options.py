@@ -58,7 +58,7 @@ def options(*decorators: Decorator) -> Decorator:
 
 
 def comparison_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The options of a fair comparison (README "Fair comparison"), shared by score and quickstart."""
+    """The options of a fair comparison (docs/comparison.md), shared by score and quickstart."""
     return options(
         config_option("classifiers"),
         config_option("normalize"),

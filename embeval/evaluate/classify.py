@@ -199,6 +199,15 @@ def class_count(ctx):
     return len(ctx.data.classes or ctx.task.params.labels)
 
 
+def stage_label(ctx, classifier: ClassifierSettings, what: str) -> str:
+    """A fit stage as the progress line names it: the classifier, the normalization, what it fits."""
+    name = "logistic regression" if classifier.nhid == 0 else f"MLP ({classifier.nhid} hidden units)"
+    norm = "" if ctx.normalize in (None, "none") else f", {ctx.normalize}-normalized vectors"
+    if not norm and getattr(ctx.config, "normalize", "none") != "none":
+        norm = ", raw vectors"  # --normalize tune's trial without normalization
+    return f"{name}{norm}: {what}"
+
+
 def task_classifier(task, config: RunConfig, base: ClassifierSettings | None = None) -> ClassifierSettings:
     """The classifier a task trains: `base` (the configured one by default) with the task's own
     max_epoch and epoch_size, and nhid 0 where the task allows only logistic regression."""
@@ -273,7 +282,7 @@ def inner_kfold(ctx, classifier=None, prefix=""):
         classifier,
         seed,
         ctx.device,
-        f"choosing the regularization ({k} x {k} inner folds)",
+        stage_label(ctx, classifier, f"choosing the regularization ({k} x {k} inner folds)"),
     )
     chosen, dev_scores = [], []
     for o in range(k):
@@ -291,7 +300,7 @@ def inner_kfold(ctx, classifier=None, prefix=""):
         classifier,
         seed,
         ctx.device,
-        f"training the {k} outer folds",
+        stage_label(ctx, classifier, f"training the {k} outer folds"),
     )
     yhat, fold_of, test_scores = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64), []
     for o, (_, test, _) in enumerate(outer):
@@ -328,7 +337,7 @@ def kfold(ctx, classifier=None, prefix=""):
         classifier,
         seed,
         ctx.device,
-        f"choosing the regularization ({k} folds)",
+        stage_label(ctx, classifier, f"choosing the regularization ({k} folds)"),
     )
     scores = [percent(np.mean(stage1.selection_accuracy[:, r])) for r in range(len(regs))]
     reg, devacc = _select(scores, regs)
@@ -342,7 +351,7 @@ def kfold(ctx, classifier=None, prefix=""):
         classifier,
         seed,
         ctx.device,
-        "retraining on all of train",
+        stage_label(ctx, classifier, "retraining on all of train"),
     )
     test_idx, y_test = samples.idx("test"), samples.y("test")
     yhat = stage2.predict(0, test_idx)[:, 0]
@@ -381,7 +390,7 @@ def split(ctx, classifier=None, prefix=""):
         classifier,
         seed,
         ctx.device,
-        "training, selected on dev",
+        stage_label(ctx, classifier, "training, selected on dev"),
     )
     scores = [percent(a) for a in stage.selection_accuracy[0]]
     reg, devacc = _select(scores, regs)

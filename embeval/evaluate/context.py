@@ -21,8 +21,9 @@ class Progress:
         """A new stage: what it does, and its number of steps when known (an upper bound for early
         stopping)."""
 
-    def step(self, done, detail=""):
-        """`done` steps of the current stage are finished; detail: what is going on, in words."""
+    def step(self, done, detail="", total=None):
+        """`done` steps of the current stage are finished; detail: what is going on, in words; total: the
+        stage's number of steps, when it has become known or grown since the stage began."""
 
 
 QUIET = Progress()

@@ -34,6 +34,8 @@ def _mlp(ctx):
     candidates = []
     for nhid in MLP_GRID["nhid"]:
         classifier = replace(ctx.config.classifier, nhid=nhid)
+        what = f"the MLP grid at {nhid} hidden units, {len(columns)} fits at once (dropout x weight decay)"
+        ctx.progress.stage(classify.stage_label(ctx, classifier, what), total=classifier.max_epoch, unit="pass")
         trained = batched.train(
             samples.features,
             samples.labels,
@@ -44,6 +46,7 @@ def _mlp(ctx):
             ctx.seed,
             ctx.device,
             dropouts=dropouts,
+            progress=lambda passes, active, fits: ctx.progress.step(passes, f"{active} of {fits} fits still training"),
         )
         for r, (dropout, reg) in enumerate(zip(dropouts, columns)):
             candidates.append((classify.percent(trained.best_accuracy[0, r]), nhid, dropout, reg, trained, r))

@@ -38,14 +38,20 @@ def retrieve(ctx, depth, similarity, role="query"):
     searches it: streamed from the file, or over shards); the queries are the list of `role`."""
     queries = ctx.sources[role].gather(ctx.rows[role])
     documents = len(ctx.rows["document"])
-    ctx.progress.stage(f"exact search of {len(queries)} queries in {documents} documents", unit="document")
-    searched = [0]
+    ctx.progress.stage(f"exact search of {len(queries)} queries in {documents} documents", unit="rows scored")
+    searched, total = [0], [0]
+
+    def planned(rows):
+        total[0] += rows
 
     def step(rows):
         searched[0] += rows
-        ctx.progress.step(searched[0])
+        passes = total[0] // max(documents, 1)
+        done = min(searched[0] // max(documents, 1) + 1, passes)
+        detail = f"pass {done} of {passes} over the documents (a block of queries a pass)" if passes > 1 else ""
+        ctx.progress.step(searched[0], detail, total=total[0] or None)
 
-    return ctx.sources["document"].search(queries, ctx.rows["document"], depth, similarity, step)
+    return ctx.sources["document"].search(queries, ctx.rows["document"], depth, similarity, step, planned)
 
 
 def rerank(ctx, similarity, role="query"):

@@ -81,13 +81,29 @@ def figure_path(set_name, figure):
     return f"{set_name}.{figure}" if set_name else figure
 
 
-def intervals(task, sets, seed, resamples, level=stats.LEVEL):
+PROGRESS_CELLS = 1 << 26  # resamples x items x figures from which computing intervals reports progress
+
+
+def intervals(task, sets, seed, resamples, level=stats.LEVEL, progress=None):
     """{"method", "level", "resamples", "seed", "figures": {path: {value, low, high, n}}} for every figure
-    (a figure whose statistic is centred says so in its own "method")."""
+    (a figure whose statistic is centred says so in its own "method"). progress(done, total): resamples
+    computed so far, of all the sets' draws (when given, and only for work of PROGRESS_CELLS or more)."""
     figures = {}
+    named_sets = {name: {f: statistic(pset.kind, f) for f in pset.figures} for name, pset in sets.items()}
+    total = sum(resamples * stats.draws(named_sets[name], pset.arrays) for name, pset in sets.items())
+    cells = sum(resamples * pset.items * len(named_sets[name]) for name, pset in sets.items())
+    done = [0]
+
+    def advance(count):
+        done[0] += count
+        progress(done[0], total)
+
+    report = advance if progress is not None and cells >= PROGRESS_CELLS else None
+    if report is not None:
+        progress(0, total)
     for name, pset in sets.items():
-        named = {figure: statistic(pset.kind, figure) for figure in pset.figures}
-        for figure, ci in stats.bootstrap_cis(named, pset.arrays, seed, task, resamples, level).items():
+        named = named_sets[name]
+        for figure, ci in stats.bootstrap_cis(named, pset.arrays, seed, task, resamples, level, report).items():
             stat = named[figure]
             ci["n"] = pset.items
             if stat.centred:  # not the percentile interval: say which

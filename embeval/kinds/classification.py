@@ -124,6 +124,9 @@ class SentEvalClassifierKind(Kind):
     def selection(self, spec: TaskSpec) -> str | None:
         return "devacc"
 
+    def runs_classifiers(self, spec: TaskSpec) -> bool:
+        return spec.protocol != MTEB
+
     def evaluate(self, ctx: Any) -> Any:
         from embeval.evaluate import classify
 

@@ -59,6 +59,9 @@ class Probing(SentEvalClassifierKind):
     def figures(self, spec: TaskSpec) -> tuple[Figure, ...]:
         return (ACCURACY,)
 
+    def runs_classifiers(self, spec: TaskSpec) -> bool:
+        return False  # its classifiers are --probing-classifier's
+
     def evaluate(self, ctx: Any) -> Any:
         from embeval.evaluate import probing
 

@@ -33,14 +33,20 @@ AGGREGATIONS = (("mean", "mean"), ("wmean", "wmean"), ("pooled", 'pooled ("all")
 def correlation_lines(
     results: Mapping[str, Any], ci: Mapping[str, Any] | None, prefix: str = "", label: str = "cosine"
 ) -> list[Line]:
+    """The pooled correlation (the headline) with its interval, then SentEval's mean and weighted mean over
+    the subsets; a task with one subset has one figure (the three are equal)."""
+    subsets = [k for k, v in results.items() if k != "all" and isinstance(v, Mapping) and "nsamples" in v]
     lines = []
     for coef in ("spearman", "pearson"):
         a = (results.get("all") or {}).get(coef) or {}
+        pooled = pct(a.get("pooled")) + ci_text(ci, f"{prefix}all.{coef}.pooled")
+        if len(subsets) == 1:
+            lines.append(Line(f"{label} {coef.capitalize()} x100", pooled))
+            continue
         lines.append(
             Line(
-                f"{label} {coef.capitalize()} x100 mean | wmean | pooled",
-                f"{pct(a.get('mean'))} | {pct(a.get('wmean'))} | {pct(a.get('pooled'))}"
-                + ci_text(ci, f"{prefix}all.{coef}.pooled"),
+                f"{label} {coef.capitalize()} x100 pooled | mean | wmean",
+                f"{pooled} | {pct(a.get('mean'))} | {pct(a.get('wmean'))}",
             )
         )
     return lines

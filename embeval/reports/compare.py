@@ -182,13 +182,14 @@ def compare(
         not_compared.append({"task": task, "b": b, "why": why})
     pairs, skipped = benchmark_pairs(loaded, names, registry)  # the benchmark means, tested with the tasks
     not_compared += skipped
-    needed = resamples_for(len(specs) + len(MEANS) * len(pairs), alpha)
+    needed = resamples_for(_distinct_count(specs) + len(MEANS) * len(pairs), alpha)
     if wanted_resamples is None:
         resamples = max(resamples, needed)
     rows = []
     for a, b, figure, row in specs:
         test = stats.paired_test(statistic(a.kind, figure), a.arrays, b.arrays, seed, row["task"], resamples, level)
         rows.append(dict(test, **row))
+    rows = distinct_tests(rows)
     found, skipped = benchmark_rows(pairs, loaded, names, seed, resamples, level, registry)
     rows += found
     not_compared += skipped
@@ -206,6 +207,41 @@ def compare(
         "rows": rows,
         "not_compared": not_compared,
     }
+
+
+SAME = ("a", "b", "diff", "low", "high", "p")  # a test's outcome: equal outcomes on the same items, the same test
+
+
+def _same_outcome(r, s):
+    return (r["task"], r["b_label"], r["n"]) == (s["task"], s["b_label"], s["n"]) and all(
+        np.isclose(r[k], s[k], rtol=1e-9, atol=1e-12, equal_nan=True) for k in SAME
+    )
+
+
+def distinct_tests(rows: list[dict]) -> list[dict]:
+    """The rows with each distinct test once: figures whose comparison has the same outcome on the same
+    test items and resamples (the figures, the difference, its interval and p-value) are one test, e.g. the
+    mean, weighted mean and pooled correlations of an STS task with one subset. The first row stays (the
+    headline comes first) and names the others in `same_test_as`; Holm's adjustment counts it once."""
+    kept: list[dict] = []
+    for row in rows:
+        twin = next((k for k in kept if _same_outcome(k, row)), None)
+        if twin is None:
+            kept.append(row)
+        else:
+            twin.setdefault("same_test_as", []).append({"figure": row["figure"], "label": row["label"]})
+    return kept
+
+
+def _distinct_count(specs):
+    """How many distinct tests the specs make, as far as their observed figures tell before testing."""
+    seen: list[tuple] = []
+    for a, b, figure, row in specs:
+        stat = statistic(a.kind, figure)
+        key = (row["task"], row["b_label"], row["n"], stats.observed(stat, a.arrays), stats.observed(stat, b.arrays))
+        if not any(k[:3] == key[:3] and np.allclose(k[3:], key[3:], rtol=1e-9, atol=1e-12) for k in seen):
+            seen.append(key)
+    return len(seen)
 
 
 def _warn_same(paths, records):
@@ -251,18 +287,28 @@ def resamples_for(comparisons, alpha=ALPHA):
     return max(stats.RESAMPLES, int(np.ceil(2 * comparisons / alpha)) - 1)
 
 
-def table(result):
-    """The comparison as a report Table (figures in the units of the papers: x100 for correlations)."""
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+WIDTH = 100  # the terminal table's width: figure labels longer than LABEL_WIDTH get a line of their own
+LABEL_WIDTH = 36
+
+
+def _letters(result):
+    """{encoder label: its letter} (A: the first file, which every other is compared with)."""
+    return {e["label"]: LETTERS[i] if i < len(LETTERS) else f"#{i + 1}" for i, e in enumerate(result["encoders"])}
+
+
+def _caption(result):
     level = int(round(100 * result["level"]))
-    dims = ", ".join(f"{e['label']} {e['dim']}-d" for e in result["encoders"])
-    caption = (
-        f"Paired comparison with {result['encoders'][0]['label']} ({dims}). Delta = B - A on the same test "
-        f"items; [low, high]: its {level}% percentile bootstrap interval; p: two-sided paired bootstrap "
-        f"p-value ({result['resamples']} resamples of the test items, seed {result['seed']}; "
+    tests = len(result["rows"])
+    return (
+        f"Delta = B - A on the same test items; [low, high]: its {level}% percentile bootstrap interval; p: two-sided "
+        f"paired bootstrap p-value ({result['resamples']} resamples of the test items, seed {result['seed']}; "
         f"<= {1 / (result['resamples'] + 1):.1g}: no resample as extreme, the smallest p this many "
-        f"resamples can show); p (Holm): adjusted for the {len(result['rows'])} comparisons of this table. "
-        f"Significant: p < {result['alpha']:g}. Correlations x100, accuracies and recalls in %. Intervals "
-        "reflect test-set sampling only, not the randomness of classifier training."
+        f"resamples can show); p (Holm), Holm p: adjusted for the {tests} comparison{'s' if tests != 1 else ''} of "
+        f"this table (each distinct test once: figures that are one test, such as the mean and pooled "
+        f"correlations of an STS task with one subset, are one row). Significant: p (Holm) < {result['alpha']:g}; "
+        f"no*: only p < {result['alpha']:g}, before the adjustment. Correlations x100, accuracies and recalls in %. "
+        "Intervals reflect test-set sampling only, not the randomness of classifier training."
         + (
             ""
             if result["resamples"] >= result["resamples_needed"]
@@ -270,32 +316,52 @@ def table(result):
             f"use --resamples {result['resamples_needed']} or more."
         )
     )
-    t = Table(
-        "compare",
-        "Paired comparison",
-        caption,
-        ["task", "figure", "A", "B", "A value", "B value", "Delta", "p", "p (Holm)", "significant"],
-        metrics=["", "", "", "", "", "", "", "", ""],
+
+
+def _verdict(row):
+    return "yes" if row["significant_holm"] else ("no*" if row["significant"] else "no")
+
+
+def _notes(result):
+    notes = [
+        f"{r['task']}: {r['label']} is the same test as {'; '.join(o['label'] for o in r['same_test_as'])} "
+        "(equal figures on every resample): one row, counted once."
+        for r in result["rows"]
+        if r.get("same_test_as")
+    ]
+    return notes + [f"Not compared: {r['task']} ({r['b']}: {r['why']})." for r in result["not_compared"]]
+
+
+def table(result):
+    """The comparison as a report Table (figures in the units of the papers: x100 for correlations). The
+    encoders are named once: in the value columns' headers (two files), or by letter (more)."""
+    letters = _letters(result)
+    encoders = result["encoders"]
+    dims = ", ".join(f"{letters[e['label']]} = {e['label']} ({e['dim']}-d)" for e in encoders)
+    caption = f"Paired comparison with {encoders[0]['label']}: {dims}. " + _caption(result)
+    several = len(encoders) > 2
+    header = ["task", "figure"] + (
+        ["B", "A value", "B value"] if several else [encoders[0]["label"], encoders[1]["label"]]
     )
+    t = Table(
+        "compare", "Paired comparison", caption, header + ["Delta", "p", "p (Holm)", "significant"], metrics=[""] * 9
+    )
+    floor = 1 / (result["resamples"] + 1)
     for r in result["rows"]:
         scale = 1.0 if r["percent"] else 100.0
-        verdict = "yes" if r["significant_holm"] else ("yes (uncorrected)" if r["significant"] else "no")
-        floor = 1 / (result["resamples"] + 1)
         t.rows.append(
-            [
-                Cell(text=r["task"]),
-                Cell(text=r["label"]),
-                Cell(text=r["a_label"]),
-                Cell(text=r["b_label"]),
+            [Cell(text=r["task"]), Cell(text=r["label"])]
+            + ([Cell(text=letters.get(r["b_label"], r["b_label"]))] if several else [])
+            + [
                 Cell(scale * r["a"]),
                 Cell(scale * r["b"]),
                 Cell(scale * r["diff"], scale * r["low"], scale * r["high"]),
                 Cell(text=_p(r["p"], floor)),
                 Cell(text=_p(r["p_holm"])),
-                Cell(text=verdict),
+                Cell(text=_verdict(r)),
             ]
         )
-    t.notes += [f"Not compared: {r['task']} ({r['b']}: {r['why']})." for r in result["not_compared"]]
+    t.notes += _notes(result)
     return t
 
 
@@ -307,16 +373,55 @@ def _p(p, floor=None):
 
 
 def text(result):
-    """A plain-text table for the terminal."""
-    t = table(result)
-    cells = [[c.text if c.text is not None else _cell_text(c) for c in row] for row in t.rows]
-    widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(t.header)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(t.header, widths)), "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]
+    """A plain-text table for the terminal, within WIDTH columns: the encoders named once above it, each
+    task's figures under its name (a long figure label on a line of its own), the caption wrapped."""
+    import textwrap
+
+    letters = _letters(result)
+    several = len(result["encoders"]) > 2
+    lines = ["Paired comparison (each file against A):"]
+    lines += [f"  {letters[e['label']]}  {e['label']} ({e['dim']}-d, {e['file']})" for e in result["encoders"]]
+    header = ["A", "B" if not several else "other", "Delta [interval]", "p", "Holm p", "sig."]
+    floor = 1 / (result["resamples"] + 1)
+    body, task = [], None
+    for r in result["rows"]:
+        scale = 1.0 if r["percent"] else 100.0
+        if r["task"] != task:
+            task = r["task"]
+            body.append((task, None))
+        label = (f"{letters.get(r['b_label'], r['b_label'])}: " if several else "") + r["label"]
+        values = [
+            f"{scale * r['a']:.2f}",
+            f"{scale * r['b']:.2f}",
+            _cell_text(Cell(scale * r["diff"], scale * r["low"], scale * r["high"])),
+            _p(r["p"], floor),
+            _p(r["p_holm"]),
+            _verdict(r),
+        ]
+        body.append((label, values))
+    rows = [values for _, values in body if values]
+    widths = [max([len(h)] + [len(v[i]) for v in rows]) for i, h in enumerate(header)]
+    label_width = min(LABEL_WIDTH, max([len("task / figure")] + [len(label) + 2 for label, v in body if v]))
+
+    def numbers(values):
+        cells = [v.rjust(w) if i < 2 else v.ljust(w) for i, (v, w) in enumerate(zip(values, widths))]
+        return "  ".join(cells).rstrip()
+
+    head = "task / figure".ljust(label_width) + "  " + numbers(header)
+    lines += ["", head, "-" * len(head)]
+    for label, values in body:
+        if values is None:
+            lines.append(label)
+        elif len(label) + 2 > label_width:
+            lines += ["  " + label, " " * label_width + "  " + numbers(values)]
+        else:
+            lines.append(("  " + label).ljust(label_width) + "  " + numbers(values))
     for skipped in result["not_compared"]:
         lines.append(f"not compared: {skipped['task']} ({skipped['b']}: {skipped['why']})")
     lines.append("")
-    lines.append(t.caption)
+    for note in _notes(result)[: len(_notes(result)) - len(result["not_compared"])]:
+        lines += textwrap.wrap(note, WIDTH, subsequent_indent="  ")
+    lines += textwrap.wrap(_caption(result), WIDTH)
     return "\n".join(lines)
 
 

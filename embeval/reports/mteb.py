@@ -176,7 +176,7 @@ def export(results_path, model, out, revision=None, registry=None):
         ours = ", ".join(spec.label for spec in builtin().values() if spec.mteb and spec.mteb.figures)
         raise EmbevalError(
             f"no task with an MTEB-protocol figure to export: a task of your own is exported when its task "
-            f"file has an [mteb] table (MTEB's task name and revision, docs/mteb-kinds.md) and the vectors are "
+            f"file has an [mteb] table (MTEB's task name and revision: `embeval docs mteb-kinds`) and the vectors are "
             f"scored with that task file; SentEval's tasks that are: {ours}"
             + (f" ({'; '.join(notes)})" if notes else ""),
             file=results_path,

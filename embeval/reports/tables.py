@@ -602,7 +602,9 @@ def plots(rows, folder, relative_to=None, specs=()):
     for (enc, g), marker in zip(found, MARKERS * len(found)):
         ax.scatter([g["uniformity"]], [g["alignment"]], s=50, marker=marker, label=f"{enc.label} ({enc.dim}-d)")
     ax.xaxis.set_major_locator(MaxNLocator(4))
-    ax.margins(0.3)
+    (x_low, x_high), (y_low, y_high), spread = geometry_scale([g for _, g in found])
+    ax.set_xlim(x_low, x_high)
+    ax.set_ylim(y_low, y_high)
     ax.legend(fontsize=8)
     ax.set_xlabel("uniformity (lower is better)")
     ax.set_ylabel("alignment (lower is better)")
@@ -611,7 +613,7 @@ def plots(rows, folder, relative_to=None, specs=()):
     made.append(
         (
             f"Alignment ({host} pairs with gold >= 4) against uniformity (sample of {host} sentences); "
-            "lower is better on both axes.",
+            f"lower is better on both axes. {spread}",
             _save(fig, folder / "alignment_uniformity.png", plt),
         )
     )
@@ -639,6 +641,31 @@ def plots(rows, folder, relative_to=None, specs=()):
     )
     base = Path(relative_to) if relative_to else Path.cwd()
     return {"geometry": [(caption, Path(os.path.relpath(path, base)).as_posix()) for caption, path in made]}
+
+
+def geometry_scale(points):
+    """((x low, x high), (y low, y high), a sentence on the spread) of the alignment/uniformity figure: the
+    axes reach their natural origin, alignment's 0 (its best; it is a mean squared distance) and
+    uniformity's 0 (its worst: all vectors identical), so that the distance between encoders is seen at
+    the scale of the values, not magnified by a window fitted around them; the sentence gives the spread."""
+    alignment = [float(g["alignment"]) for g in points if g.get("alignment") is not None]
+    uniformity = [float(g["uniformity"]) for g in points if g.get("uniformity") is not None]
+    alignment = [v for v in alignment if math.isfinite(v)] or [0.0]
+    uniformity = [v for v in uniformity if math.isfinite(v)] or [0.0]
+    top = max(max(alignment), 0.0) * 1.15 or 1.0
+    left = min(min(uniformity), 0.0) * 1.15 or -1.0
+    text = (
+        "Both axes reach 0 (alignment is at least 0, uniformity at most 0), so the gaps between encoders "
+        f"are drawn at the scale of the values: alignment {_span(alignment)}, uniformity {_span(uniformity)}."
+    )
+    return (left, max(max(uniformity), 0.0) - 0.05 * left), (0.0, top), text
+
+
+def _span(values):
+    low, high = min(values), max(values)
+    if len(values) < 2:
+        return f"{low:.4g}"
+    return f"{low:.4g} to {high:.4g} (a spread of {high - low:.2g})"
 
 
 def _save(fig, path, plt):

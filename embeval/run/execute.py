@@ -131,12 +131,13 @@ class RoleSource:
             return truncate(self.vf.read_rows(self.found.dataset, self.task, rows), self.dims)
         return self.vf.read_rows(self.found.dataset, self.task, rows, out=buffer.take(len(rows), self.dim))
 
-    def search(self, queries, rows, depth, similarity, progress=None):
+    def search(self, queries, rows, depth, similarity, progress=None, planned=None):
         """The `depth` best of the list's rows `rows` for each query (exact search, streamed, over Ray
-        shards with --ray): (scores, indices into `rows`). progress(rows): after each block searched."""
+        shards with --ray): (scores, indices into `rows`). progress(rows): after each block searched;
+        planned(rows): the rows a round of passes will search (embeval.train.search.top_k)."""
         from embeval.run.shards import corpus_top_k
 
-        return corpus_top_k(self, rows, queries, depth, similarity, self.device, self.shards, progress)
+        return corpus_top_k(self, rows, queries, depth, similarity, self.device, self.shards, progress, planned)
 
 
 class ArraySource:
@@ -149,7 +150,7 @@ class ArraySource:
     def gather(self, rows):
         return self.table[np.asarray(rows, dtype=np.int64)]
 
-    def search(self, queries, rows, depth, similarity, progress=None):
+    def search(self, queries, rows, depth, similarity, progress=None, planned=None):
         from embeval.memory import search_budget
         from embeval.train import search
 
@@ -164,6 +165,7 @@ class ArraySource:
             self.device,
             progress=progress,
             read_rows=lambda chosen: documents[chosen],
+            planned=planned,
         )
 
 
@@ -270,7 +272,14 @@ def execute_steps(unit, device="cpu", workspace=None, progress=QUIET):
             if config.normalize == "tune":
                 entry["normalize"]["requested"] = "tune"
         if config.bootstrap:
-            entry["ci"] = predictions.intervals(unit.task, sets, config.seed, config.bootstrap)
+
+            def resampled(done, total):
+                if done == 0:
+                    what = f"bootstrap intervals, {config.bootstrap} resamples of the test items"
+                    progress.stage(what, total, "resample")
+                progress.step(done)
+
+            entry["ci"] = predictions.intervals(unit.task, sets, config.seed, config.bootstrap, progress=resampled)
         if ctx.task.geometry and ctx.table is not None:
             entry["geometry"] = geometry.diagnostics(ctx.table, ctx.data, ctx.rows, config.seed)
         vectors = dict(unit.vectors)

@@ -2,9 +2,12 @@
 when the stage's length is known), otherwise a plain line at most every `every` seconds, so that logs
 of nohup or CI runs show the run is alive without filling up.
 
-The time left is the steps left at the rate measured over the last RATE_WINDOW_S seconds (the
-whole stage while it is shorter), counted up to the present moment: when the machine gets busier
-or quieter the bound follows within that window, and a step that is taking long already counts."""
+Each stage is numbered and named (what it fits, with which classifier and normalization), so a count
+that starts again belongs visibly to a new stage. The time left is the steps left at the rate
+measured over the last RATE_WINDOW_S seconds (the whole stage while it is shorter), counted up to the
+present moment: a bound at the present pace, since the steps are at most the stage's total (early
+stopping ends sooner) and fewer fits train as they stop. Within a stage the bound shown only shrinks;
+it is raised only when the pace has slowed (or the stage grew) beyond it, and the line then says so."""
 
 import sys
 import time
@@ -14,6 +17,7 @@ from embeval.evaluate.context import Progress
 BAR = 20
 EVERY_S = 30.0  # off a terminal, at most one line this often
 RATE_WINDOW_S = 60.0  # the time left follows the progress rate of about this much recent time
+SLACK = 0.1  # a new estimate within this fraction (and 5 s) over the bound shown keeps the bound
 
 
 def duration(seconds):
@@ -41,15 +45,20 @@ class TaskProgress(Progress):
         self.label, self.total, self.unit, self.stages = "", None, "round", 0
         self.drawn = 0
         self.history = [(self.started, 0)]  # (time, steps done) of the current stage
+        self.deadline = None  # when the bound shown last says the stage ends
+        self.revised = False  # the last bound was raised: the pace slowed, or the stage grew
 
     def stage(self, label, total=None, unit="round"):
         self.stages += 1
         self.label, self.total, self.unit = label, total, unit
         self.stage_started = self.clock()
         self.history = [(self.stage_started, 0)]
+        self.deadline, self.revised = None, False
         self._show(0, "", force=True)
 
-    def step(self, done, detail=""):
+    def step(self, done, detail="", total=None):
+        if total is not None:
+            self.total = total
         now = self.clock()
         if done != self.history[-1][1]:
             self.history.append((now, done))
@@ -69,23 +78,41 @@ class TaskProgress(Progress):
             return None
         return (now - base_time) / (done - base_done) * max(self.total - done, 0)
 
+    def bound(self, now, done):
+        """The seconds left to show: the estimate at the present pace, but never above the bound shown
+        before in this stage unless the estimate exceeds it by more than the slack (self.revised)."""
+        left = self.seconds_left(now, done) if self.total and done else None
+        if left is None:
+            return None
+        kept = None if self.deadline is None else self.deadline - now
+        if kept is not None and kept > 0 and left <= kept + max(5.0, SLACK * kept):
+            self.revised = False
+            if left < kept:
+                self.deadline = now + left
+            return min(left, kept)
+        self.revised = kept is not None
+        self.deadline = now + left
+        return left
+
     def line(self, done, detail=""):
         """The progress line after `done` steps of the current stage."""
         now = self.clock()
-        text = f"{self.task}: {self.label}"
+        text = f"{self.task}, stage {self.stages}: {self.label}"
         if self.total:
             if self.tty:
                 filled = int(BAR * min(done, self.total) / self.total)
                 text += f" [{'#' * filled}{'.' * (BAR - filled)}]"
-            text += f" {self.unit} {done} of at most {self.total}"
+            text += f", {self.unit} {done} of at most {self.total}"
         elif done:
-            text += f" {self.unit} {done}"
+            text += f", {self.unit} {done}"
         if detail:
             text += f", {detail}"
         text += f"; {duration(now - self.started)} elapsed"
-        left = self.seconds_left(now, done) if self.total and done else None
+        left = self.bound(now, done)
         if left is not None:
-            text += f", at most {duration(left)} left in this stage"
+            text += f", this stage ends within {duration(left)} at the present pace"
+            if self.revised:
+                text += " (raised: the pace slowed, or the stage grew)"
         return text
 
     def _show(self, done, detail, force=False):

@@ -135,6 +135,50 @@ def fetch_data(root, tasks, mirror, say):
         raise report.failed[0]
 
 
+def guide(record, results):
+    """The lines after quickstart's table: each task's headline figure (and whether it is MTEB's main
+    score), what the interval after it is, the built-in tasks left out, and what to do next."""
+    from embeval.tasks.registry import TASKS, recorded_spec
+
+    scored = list(record.get("tasks", {}))
+    heads = {}  # (headline label, MTEB's main score) -> tasks
+    for name in scored:
+        spec = recorded_spec(name, record["tasks"][name])
+        head = spec.figures[0]
+        mteb = bool(spec.mteb and spec.mteb.figures and head.path == spec.mteb.figures.format(coef="spearman"))
+        heads.setdefault((head.label, mteb), []).append(name)
+    import textwrap
+
+    def wrapped(text):
+        return textwrap.wrap(text, 100, initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False)
+
+    lines = ["", "Reading the table:"]
+    for (label, mteb), names in heads.items():
+        lines += wrapped(
+            f"headline figure of {', '.join(names)}: {label}"
+            + (" (MTEB's main score for these tasks)" if mteb else "")
+            + "; the [low, high] after it is that figure's 95% bootstrap interval"
+        )
+    if any(recorded_spec(name, record["tasks"][name]).kind_module.aggregations for name in scored):
+        lines += wrapped("mean and wmean: SentEval's mean and size-weighted mean of the correlations of each subset")
+    left = {}  # kind -> the built-in tasks of it not scored
+    for name, spec in TASKS.items():
+        if name not in scored:
+            left.setdefault(spec.kind, []).append(name)
+    if left:
+        lines.append("Left out (add them with --tasks; what each costs: embeval docs quickstart):")
+        for kind, names in left.items():
+            lines += wrapped(f"{kind}: {', '.join(names)}")
+    lines += [
+        "Next, your own encoder on the same tasks (embeval docs readme, The workflow):",
+        f"  embeval export-sentences --tasks {','.join(scored)} --out sentences/",
+        "  python my_encoder.py sentences/ vectors.h5     # any program writing the vectors file: embeval --help",
+        "  embeval score vectors.h5 --out results.json",
+        f"  embeval compare {results} results.json    # paired test against this run",
+    ]
+    return lines
+
+
 def run(
     data_dir,
     workdir,

@@ -89,10 +89,10 @@ class RayShards:
             self.started = False
 
 
-def corpus_top_k(source, doc_rows, queries, depth, similarity, device, shards=None, progress=None):
+def corpus_top_k(source, doc_rows, queries, depth, similarity, device, shards=None, progress=None, planned=None):
     """The `depth` best documents of every query (document j: row doc_rows[j] of the source's list),
     searched here or over shards (a RayShards), under the run's memory budget (each shard's search
-    under it too). progress(rows): as embeval.train.search.top_k's (here only)."""
+    under it too). progress(rows), planned(rows): as embeval.train.search.top_k's (here only)."""
     file_rows = np.asarray(doc_rows, dtype=np.int64)
     if source.found.rows is not None:
         file_rows = np.asarray(source.found.rows)[file_rows]
@@ -107,7 +107,9 @@ def corpus_top_k(source, doc_rows, queries, depth, similarity, device, shards=No
             return source.gather_file_rows(file_rows[rows], buffer)
 
         budget = search_budget(device)
-        return search.top_k(queries, read, n, depth, similarity, budget, device, progress=progress, read_rows=read_rows)
+        return search.top_k(
+            queries, read, n, depth, similarity, budget, device, progress=progress, read_rows=read_rows, planned=planned
+        )
     bounds = np.linspace(0, n, max(1, min(shards.shards, n)) + 1).astype(np.int64)
     jobs = [
         (

@@ -122,6 +122,11 @@ class Kind:
         as given, and its results record no normalization)."""
         return True
 
+    def runs_classifiers(self, spec: TaskSpec) -> bool:
+        """Whether the run's --classifiers applies to the task (it trains SentEval's classifier under
+        its protocol, once per classifier)."""
+        return False
+
     def unit_bytes(self, spec: TaskSpec, count: int, dim: int, config: Any) -> int:
         """Memory one file's evaluation holds when it stacks with others in a sweep."""
         return 4 * count * dim

@@ -733,7 +733,7 @@ class _GatheredDots:
         return torch.sum(product, dim=1, out=self.dot[:n])
 
 
-def _exhaustive(raw, read_corpus, start, stop, k, similarity, plan):
+def _exhaustive(raw, read_corpus, start, stop, k, similarity, plan, progress=None):
     """The k best rows of the queries `raw` by exact scores, every row of the corpus scored exactly
     (integer matrix products in float64): (float32 scores, int64 rows) (qp, k) best first. For the
     queries whose cut-off lies among more near ties than a float32 pass keeps; pieces and blocks of
@@ -758,6 +758,8 @@ def _exhaustive(raw, read_corpus, start, stop, k, similarity, plan):
             exact = _exact_scores(qi[a:b] @ xi.T, qe[a:b, None], qn[a:b, None], xe[None], xn[None], bits, similarity)
             keys = encode(exact.to(torch.float32), rows.expand(b - a, p1 - p0))
             best[a:b] = torch.topk(torch.cat([best[a:b], keys], dim=1), k, dim=1).values
+        if progress is not None:
+            progress(p1 - p0)
     return decode(best)
 
 
@@ -810,6 +812,7 @@ def top_k(
     filtered: bool | None = None,
     progress=None,
     read_rows=None,
+    planned=None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The k best corpus rows of every query: (scores float32 (q, k'), rows int64 (q, k')), best first
     (equal scores: lowest row first), k' = min(k, rows searched). Scores are the exact scores
@@ -825,7 +828,10 @@ def top_k(
     has scored for a sweep of queries (no wait for the device). read_rows(rows) (optional): float32
     (len(rows), d), the corpus rows `rows` (an increasing int64 array within the shard), as
     read_corpus's; with it the exact re-scoring reads only its candidates'
-    rows when they are fewer than half the shard (few queries in a large corpus).
+    rows when they are fewer than half the shard (few queries in a large corpus). planned(rows): called
+    when a round of passes is planned, with the corpus rows it will score (the shard's rows times its
+    passes: one per block of queries the budget holds; a widened round for the queries left uncertain
+    adds more), so that progress can say how much is left.
     """
     if similarity not in SIMILARITIES:
         raise ValueError(f"similarity must be one of {SIMILARITIES}, not {similarity!r}")
@@ -857,11 +863,13 @@ def top_k(
             if width == min(n, k + margin(k, d)):
                 raise
             plan, width = plan_search(len(todo), d, k, n, budget_bytes, device, filtered, listed=listed), n
+        if planned is not None:
+            planned(n * -(-len(todo) // plan.query_pass))
         if width >= n:  # every row scored exactly
             for p0 in range(0, len(todo), plan.query_pass):
                 which = todo[p0 : p0 + plan.query_pass]
                 part = queries[p0 : p0 + len(which)] if whole else queries[torch.from_numpy(which)]
-                best, found = _exhaustive(part.to(device), read_corpus, start, stop, k, similarity, plan)
+                best, found = _exhaustive(part.to(device), read_corpus, start, stop, k, similarity, plan, progress)
                 scores[which], indices[which] = best.cpu().numpy(), found.cpu().numpy()
             break
         left = []
