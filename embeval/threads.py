@@ -14,7 +14,10 @@ beside other work, fewer, down to one whose regions wait for no one. Idle OpenMP
 briefly before they sleep (GOMP_SPINCOUNT, set before torch loads its OpenMP runtime unless the user
 chose a wait policy): long enough to catch the next of a step's back-to-back small operations, short
 enough not to hold a core through the gaps between steps. Products split their outputs between
-threads, never a sum, so the figures do not depend on the thread count (tests/test_threads.py)."""
+threads, never a sum, so the figures do not depend on the thread count (tests/test_threads.py): on
+CPUs where MKL would split a product's sums between threads (seen on an Intel Xeon with AVX-512 at
+two threads), its strict reproducible mode (MKL_CBWR=AUTO,STRICT, set unless the user set
+MKL_CBWR; MKL reads it at its first product) keeps every product's bits whatever the thread count."""
 
 from __future__ import annotations
 
@@ -32,6 +35,9 @@ from typing import Any
 # is set; PASSIVE is 0): a short spin, which keeps a step's small operations as fast as with the
 # default alone and lets the threads sleep between steps (bench/contention.py).
 SPIN = {"GOMP_SPINCOUNT": "20000"}
+# MKL's products give the same bits for any number of threads (strict conditional numerical
+# reproducibility; its fastest code path for the CPU otherwise).
+REPRODUCIBLE = {"MKL_CBWR": "AUTO,STRICT"}
 WAIT_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -39,11 +45,14 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 def prepare_environment(environ: MutableMapping[str, str] | None = None) -> bool:
     """Let idle OpenMP threads spin only briefly (SPIN), unless the user chose a wait policy or a
-    spin count. OpenMP reads these once, when torch loads it: this does nothing (returns False) once
-    torch is imported."""
+    spin count, and MKL's products keep their bits whatever the thread count (REPRODUCIBLE), unless
+    the user set MKL_CBWR. OpenMP reads its variables once, when torch loads it: they are not set
+    (returns False) once torch is imported; MKL reads its own at its first product."""
+    environ = os.environ if environ is None else environ
+    for name, value in REPRODUCIBLE.items():
+        environ.setdefault(name, value)
     if "torch" in sys.modules:
         return False
-    environ = os.environ if environ is None else environ
     if not any(name in environ for name in WAIT_VARIABLES):
         environ.update(SPIN)
     return True

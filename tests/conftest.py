@@ -13,6 +13,8 @@ import devbow as devbow_module
 import pytest
 from click.testing import CliRunner
 
+import embeval  # noqa: F401  (before any product: MKL's reproducible mode, embeval.threads.REPRODUCIBLE)
+
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = Path(__file__).resolve().parent / "reference"
 

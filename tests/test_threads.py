@@ -67,13 +67,29 @@ def test_the_steps_follow_a_fair_share_and_the_count_is_restored(monkeypatch):
 
 def test_the_spin_count_is_set_before_torch_only_and_never_over_the_users_choice():
     env = {}
-    assert threads.prepare_environment(env) is False and env == {}  # torch is loaded in this process
+    assert threads.prepare_environment(env) is False and env == threads.REPRODUCIBLE  # torch is loaded here
     code = "import os, embeval; print(os.environ.get('GOMP_SPINCOUNT'))"
     clean = {k: v for k, v in os.environ.items() if k not in threads.WAIT_VARIABLES}
     run = functools.partial(subprocess.run, [sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert run(env=clean).stdout.strip() == threads.SPIN["GOMP_SPINCOUNT"]
     assert run(env={**clean, "OMP_WAIT_POLICY": "PASSIVE"}).stdout.strip() == "None"
     assert run(env={**clean, "GOMP_SPINCOUNT": "7"}).stdout.strip() == "7"
+
+
+def test_mkl_keeps_its_products_bits_whatever_the_thread_count_unless_the_user_chose():
+    """Products whose sums MKL splits between threads by default on some CPUs (a one-row product
+    with 768 x 300, two threads, on an Intel Xeon with AVX-512): with embeval imported first, one
+    thread and two give the same bits; a user's own MKL_CBWR is kept."""
+    code = (
+        "import embeval, torch; g = torch.Generator().manual_seed(0); "
+        "a = torch.randn(1, 768, generator=g); b = torch.randn(768, 300, generator=g); "
+        "torch.set_num_threads(1); one = a @ b; torch.set_num_threads(2); "
+        "import os; print(torch.equal(one, a @ b), os.environ['MKL_CBWR'])"
+    )
+    clean = {k: v for k, v in os.environ.items() if k != "MKL_CBWR"}
+    run = functools.partial(subprocess.run, [sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run(env=clean).stdout.split() == ["True", threads.REPRODUCIBLE["MKL_CBWR"]]
+    assert run(env={**clean, "MKL_CBWR": "COMPATIBLE"}).stdout.split()[1] == "COMPATIBLE"
 
 
 def test_others_runnable_leaves_out_this_process_own_threads(tmp_path, monkeypatch):
