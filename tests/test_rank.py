@@ -226,11 +226,15 @@ def test_each_tasks_figure_and_interval_are_its_results_files_own(tmp_path):
         assert task["best"] == ["MiniLM"] and [r["rank"] for r in task["runs"]] == [2, 1]
 
 
+DOCS_DIMS = (16, 64, 256, 512, 1024)  # docs/ranking.md's example
+
+
 @pytest.fixture(scope="module")
 def toy_runs(tmp_path_factory):
-    """The ranking example's tasks (docs/example/rank) scored by the hashing bag of words at 16, 64 and
-    1024 dimensions; a run of 1024 dimensions that scored three of the four tasks; and one whose
-    ToySimilarity data differs (a score edited): 200 resamples."""
+    """docs/ranking.md's example: the tasks of docs/example/rank scored by the hashing bag of words at
+    16 to 1024 dimensions (bow-DIM.json); and two more runs: of 1024 dimensions on three of the four
+    tasks (three-tasks.json), and of 256 on a copy whose ToySimilarity data has one score edited
+    (other-data.json)."""
     from click.testing import CliRunner
     from embeval.exporters.bow_numpy import HashingBagOfWords
     from threadpoolctl import threadpool_limits
@@ -249,20 +253,20 @@ def toy_runs(tmp_path_factory):
     (other / "similarity.tsv").write_text("".join(lines))
     runner = CliRunner()
     paths = {}
-    for name, folder, dim, only in (
-        ("bow-16", root / "tasks", 16, None),
-        ("bow-64", root / "tasks", 64, None),
-        ("bow-1024", root / "tasks", 1024, None),
+    runs = [(f"bow-{dim}", root / "tasks", dim, None) for dim in DOCS_DIMS]
+    runs += [
         ("three-tasks", root / "tasks", 1024, "ToyDuplicates,ToyTopics,ToyRetrieval"),
         ("other-data", other, 256, None),
-    ):
-        sentences = root / f"sentences-{name}"
-        export_sentences(root / "none", sentences, tasks=None, task_files=[folder / "tasks.toml"])
+    ]
+    for name, folder, dim, only in runs:
+        sentences = root / f"sentences-{folder.name}"
+        if not sentences.exists():
+            export_sentences(root / "none", sentences, task_files=[folder / "tasks.toml"])
         vectors = root / f"{name}.h5"
         write(vectors, sentences, HashingBagOfWords(dim).encode, progress=False)
         out = root / f"{name}.json"
         args = ["score", vectors, "--task-file", folder / "tasks.toml", "--data", root / "none", "--out", out]
-        args += ["--bootstrap", "200", "--quiet"] + (["--tasks", only] if only else [])
+        args += ["--quiet"] + (["--tasks", only] if only else [])
         with threadpool_limits(1):
             result = runner.invoke(cli, [str(a) for a in args])
         assert result.exit_code == 0, result.output
@@ -270,12 +274,21 @@ def toy_runs(tmp_path_factory):
     return root, paths
 
 
+def test_the_docs_example_prints_the_leaderboard_the_docs_show(toy_runs, cli):
+    _, paths = toy_runs
+    docs = (REPO / "docs" / "ranking.md").read_text(encoding="utf-8")
+    shown = docs.split("The leaderboard it prints first", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    files = sorted(str(paths[f"bow-{dim}"]) for dim in DOCS_DIMS)  # as the shell's bow-*.json
+    printed = cli("rank", *files).stdout.splitlines()
+    assert printed[1 : 2 + len(DOCS_DIMS) + 1] == shown.splitlines()
+
+
 def test_benchmark_figures_equal_the_reports_and_reading_in_groups_changes_nothing(toy_runs):
     from embeval.reports import tables as rep
 
     _, paths = toy_runs
     files = [paths[n] for n in ("bow-16", "bow-64", "bow-1024", "three-tasks")]
-    result = rank.rank(files)
+    result = rank.rank(files, resamples=300)
     (benchmark,) = result["benchmarks"]
     assert benchmark["name"] == bm.IMPLICIT and benchmark["types"] == [
         "PairClassification",
@@ -284,6 +297,7 @@ def test_benchmark_figures_equal_the_reports_and_reading_in_groups_changes_nothi
         "Retrieval",
     ]
     by = {r["name"]: r for r in benchmark["rankings"]}
+    full = {r["name"]: r["runs"] for r in rank.rank(files[:3])["benchmarks"][0]["rankings"]}
     records = [json.loads(p.read_text()) for p in files]
     aggregates = bm.aggregate(bm.Benchmark(bm.IMPLICIT), [bm.task_scores(r["tasks"]) for r in records])
     for r, (record, aggregate) in enumerate(zip(records, aggregates)):
@@ -295,15 +309,18 @@ def test_benchmark_figures_equal_the_reports_and_reading_in_groups_changes_nothi
                 assert run is None, (name, r)
                 continue
             assert run["value"] == pytest.approx(value, abs=1e-12)
-            own = record["benchmarks"][bm.IMPLICIT]["ci"][name]  # the run's own interval: same resamples
-            assert (run["low"], run["high"]) == pytest.approx((own["low"], own["high"]), abs=1e-12), name
+            if r < 3:  # the run's own interval (1000 resamples): the same as ranked on those resamples
+                own = record["benchmarks"][bm.IMPLICIT]["ci"][name]
+                assert (full[name][r]["low"], full[name][r]["high"]) == pytest.approx(
+                    (own["low"], own["high"]), abs=1e-12
+                ), name
     assert by[bm.MEAN_TASK]["runs"][3] is None and benchmark["missing"] == {"three-tasks": ["ToySimilarity"]}
     assert by[rank.BORDA]["runs"][3] is not None  # Borda counts the tasks a run scored
     assert benchmark["order"][:1] == [2] and by[bm.MEAN_TASK]["best"] == ["bow-1024"]
     tables, _ = rep.build(files)
     (table,) = [t for t in tables if t.key == f"benchmark-{bm.IMPLICIT}"]
     assert [row[-1].text for row in table.rows] == [str(a.borda) for a in aggregates]
-    one_by_one = rank.rank(files, budget=1)  # every run's arrays read alone, on the same resamples
+    one_by_one = rank.rank(files, resamples=300, budget=1)  # every run's arrays read alone, on the same resamples
     assert json.dumps(one_by_one, sort_keys=True) == json.dumps(result, sort_keys=True)
 
 
@@ -338,7 +355,7 @@ def test_command_formats_json_and_report_section(toy_runs, cli, tmp_path):
     assert lines[0] == f"{bm.IMPLICIT}: leaderboard with rank intervals"
     assert lines[3].split()[:4] == ["large", "1024", "4", "of"]
     saved = json.loads((tmp_path / "r.json").read_text())
-    assert [r["label"] for r in saved["runs"]] == ["small", "medium", "large"] and saved["resamples"] == 200
+    assert [r["label"] for r in saved["runs"]] == ["small", "medium", "large"] and saved["resamples"] == 1000
     assert saved == json.loads(json.dumps(rank.rank(files, labels=["small", "medium", "large"])))
     markdown = cli("rank", *files, "--format", "markdown").stdout
     assert (

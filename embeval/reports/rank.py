@@ -429,7 +429,15 @@ def rank(
             run.sidecar.close()
 
 
-def _rank(runs, tasks, resamples, seed, level, registry, budget):
+def _rank(
+    runs: Sequence[Run],
+    tasks: Sequence[str] | None,
+    resamples: int | None,
+    seed: int | None,
+    level: float,
+    registry: Registry | None,
+    budget: int,
+) -> dict[str, Any]:
     records = [run.record for run in runs]
     paths = [str(run.path) for run in runs]
     labels = [run.label for run in runs]
@@ -449,7 +457,7 @@ def _rank(runs, tasks, resamples, seed, level, registry, budget):
     entries_of = [{t: e for t, e in record["tasks"].items() if t in wanted} for record in records]
     scores = [bm.task_scores(entries, registry) for entries in entries_of]
     benchmarks = _benchmarks(records, scores)
-    in_benchmarks = set()  # the entries whose MTEB main score a benchmark aggregates
+    in_benchmarks: set[str] = set()  # the entries whose MTEB main score a benchmark aggregates
     for benchmark in benchmarks:
         for t in bm.columns(benchmark, scores):
             for run_scores in scores:
@@ -475,10 +483,11 @@ def _rank(runs, tasks, resamples, seed, level, registry, budget):
         if 0 < np.isfinite(figure.observed).sum() < 2:
             ranking.notes.append(f"{task}: fewer than two runs scored it on the same test items: not ranked")
         task_rankings.append(ranking)
-    out_benchmarks = [
-        _benchmark(benchmark, scores, by_name, figures, left_out, labels, level, resamples) for benchmark in benchmarks
-    ]
-    out_benchmarks = [b for b in out_benchmarks if b is not None]
+    out_benchmarks = []
+    for benchmark in benchmarks:
+        found_benchmark = _benchmark(benchmark, scores, by_name, figures, left_out, labels, level, resamples, notes)
+        if found_benchmark is not None:
+            out_benchmarks.append(found_benchmark)
     summarized = [summarize(r, level, labels) for r in task_rankings]
     if not any(s["ranked"] >= 2 for s in summarized) and not out_benchmarks:
         raise EmbevalError(
@@ -523,7 +532,7 @@ def aggregate_rankings(
     return rankings
 
 
-def _benchmarks(records, scores):
+def _benchmarks(records: Sequence[Mapping[str, Any]], scores: Sequence[Mapping[str, Any]]) -> list[bm.Benchmark]:
     """The benchmarks the records declare that the runs have figures of (as `report` shows them)."""
     found: dict[str, bm.Benchmark] = {}
     for record in records:
@@ -532,7 +541,17 @@ def _benchmarks(records, scores):
     return [b for b in found.values() if any(bm.shown(b, s) for s in scores) and bm.columns(b, scores)]
 
 
-def _benchmark(benchmark, scores, by_name, figures, left_out, labels, level, resamples):
+def _benchmark(
+    benchmark: bm.Benchmark,
+    scores: Sequence[Mapping[str, bm.TaskScore]],
+    by_name: Mapping[str, Any],
+    figures: Mapping[str, Mapping[str, Figure]],
+    left_out: Mapping[str, set[int]],
+    labels: Sequence[str],
+    level: float,
+    resamples: int,
+    notes: list[str],
+) -> dict[str, Any] | None:
     """A benchmark's rankings: Borda's, Mean (Task), Mean (TaskType) and each type's mean."""
     count = len(scores)
     tasks = bm.columns(benchmark, scores)
@@ -558,6 +577,7 @@ def _benchmark(benchmark, scores, by_name, figures, left_out, labels, level, res
                     f"the others as {', '.join(reference)} (other resamples: not paired)"
                 )
                 logger.warning(line)
+                notes.append(line)
                 del usable[r][t]
     aggregates = bm.aggregate(benchmark, usable)
     if not aggregates or not aggregates[0].tasks:
@@ -618,14 +638,16 @@ def _figure_cell(run: Mapping[str, Any] | None, scale: float) -> Cell:
     )
 
 
-def _dims(result):
+def _dims(result: Mapping[str, Any]) -> list[str]:
     return [str(run["dim"]) if run["dim"] is not None else "–" for run in result["runs"]]
 
 
-def _caption(result, what):
+def _caption(result: Mapping[str, Any], what: str, intervals: bool = True) -> str:
     level = int(round(100 * result["level"]))
     return (
-        f"{what} [low, high]: {level}% percentile bootstrap interval; rank [best–worst]: {level}% rank interval, "
+        f"{what} "
+        + (f"[low, high]: {level}% percentile bootstrap interval; " if intervals else "")
+        + f"rank [best–worst]: {level}% rank interval, "
         f"simultaneous over the runs (every run's true rank lies in its interval together with {level}% "
         "confidence): a run ranks below another only where their paired difference is significant after the "
         f"step-down max-T adjustment over all pairs. {result['resamples']} resamples of each task's test items "
@@ -737,8 +759,8 @@ def tasks_table(result: Mapping[str, Any]) -> Table | None:
     labels = [run["label"] for run in result["runs"]]
     order = list(result["order"])
     caption = (
-        _caption(result, "Each task's headline figure (accuracies in %, correlations x100) and its rank;")
-        + " The figures' intervals are in each task's ranking (--json)."
+        _caption(result, "Each task's headline figure (accuracies in %, correlations x100) and its rank;", False)
+        + " The figures' intervals: --json."
     )
 
     def cell(t: Mapping[str, Any], r: int) -> Cell:
@@ -764,9 +786,9 @@ def tasks_table(result: Mapping[str, Any]) -> Table | None:
         dims = _dims(result)
         for r in order:
             table.rows.append([Cell(text=labels[r]), Cell(text=dims[r])] + [cell(t, r) for t in shown])
-    table.notes += [
-        f"{t['name']}: cannot be told apart from the best: {', '.join(t['best'])}." for t in shown if t["ranked"] >= 2
-    ]
+    best = [f"{t['name']}: {', '.join(t['best'])}" for t in shown if t["ranked"] >= 2]
+    if best:
+        table.notes.append("Cannot be told apart from the best (rank interval includes 1): " + "; ".join(best) + ".")
     return table
 
 
