@@ -21,6 +21,7 @@ intervals of the percentiles of each run's bootstrap rank (the marginal bootstra
 what embeval shows: for comparison).
 
   python bench/rank_coverage.py [--trials 500] [--resamples 1000] [--out bench/results/rank_coverage.json]
+  python bench/rank_coverage.py --scenarios 3 --borda-spread 1 --out bench/results/rank_coverage_borda_plain.json
   python bench/rank_coverage.py --markdown     # the table of docs/ranking.md, from the results file
 """
 
@@ -208,12 +209,19 @@ def main():
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "rank_coverage.json"))
     parser.add_argument("--scenarios", default=None, help="the scenarios to run, by number from 1 (default: all)")
+    parser.add_argument(
+        "--borda-spread",
+        type=float,
+        default=rank.BORDA_SPREAD,
+        help="the spread of Borda's resamples to measure (default: embeval's; 1: the plain bootstrap)",
+    )
     parser.add_argument("--markdown", action="store_true", help="print the table of the results file and stop")
     args = parser.parse_args()
     if args.markdown:
         print(table(json.loads(Path(args.out).read_text())["scenarios"]))
         return
     started = time.perf_counter()
+    rank.BORDA_SPREAD = args.borda_spread
     chosen = SCENARIOS if not args.scenarios else [SCENARIOS[int(k) - 1] for k in args.scenarios.split(",")]
     results = run(chosen, args.trials, args.resamples)
     record = {
@@ -221,6 +229,7 @@ def main():
         "trials": args.trials,
         "resamples": args.resamples,
         "rho": RHO,
+        "borda_spread": args.borda_spread,
         "tasks": [{"name": n, "kind": k, "items": i, "base": b} for n, k, i, b in TASKS],
         "scenarios": results,
         "seconds": round(time.perf_counter() - started, 1),

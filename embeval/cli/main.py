@@ -535,7 +535,13 @@ def rank(results, labels, tasks, task_files, resamples, seed, fmt, out, json_out
     registry = task_registry(task_files)
     names = registry.parse(tasks) if tasks is not None else None
     result = ranking.rank(
-        list(results), labels=list(labels) or None, tasks=names, resamples=resamples, seed=seed, registry=registry
+        list(results),
+        labels=list(labels) or None,
+        tasks=names,
+        resamples=resamples,
+        seed=seed,
+        registry=registry,
+        log=status,
     )
     if fmt == "html":
         from embeval.reports import html

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -277,6 +277,11 @@ def _open_runs(paths: Sequence[str | Path], labels: Sequence[str] | None) -> lis
         if not isinstance(saved, dict) or not isinstance(saved.get("file"), str):
             raise EmbevalError("has no saved predictions; score it again with --save-predictions to rank it", file=path)
     names = list(labels) if labels else default_labels(records, paths)
+    seen: dict[Path, int] = {}
+    for i, path in enumerate(paths):
+        first = seen.setdefault(Path(path).resolve(), i)
+        if first != i:
+            logger.warning(f"{path}: given twice ({paths[first]} is the same file): it ties with itself")
     runs: list[Run] = []
     try:
         for path, record, name in zip(paths, records, names):
@@ -418,12 +423,14 @@ def rank(
     level: float = stats.LEVEL,
     registry: Registry | None = None,
     budget: int = ARRAY_BUDGET,
+    log: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """The leaderboard of the results files as a dict (see the module's docstring): runs, benchmarks
-    (each with its aggregates' rankings), tasks (each task's ranking) and notes."""
+    (each with its aggregates' rankings), tasks (each task's ranking) and notes. log(line): told each
+    task as it is resampled."""
     runs = _open_runs(paths, labels)
     try:
-        return _rank(runs, tasks, resamples, seed, level, registry, budget)
+        return _rank(runs, tasks, resamples, seed, level, registry, budget, log or (lambda line: None))
     finally:
         for run in runs:
             run.sidecar.close()
@@ -437,6 +444,7 @@ def _rank(
     level: float,
     registry: Registry | None,
     budget: int,
+    log: Callable[[str], None],
 ) -> dict[str, Any]:
     records = [run.record for run in runs]
     paths = [str(run.path) for run in runs]
@@ -467,7 +475,8 @@ def _rank(
     figures: dict[str, dict[str, Figure]] = {}
     left_out: dict[str, set[int]] = {}
     task_rankings = []
-    for task in wanted:
+    for position, task in enumerate(wanted):
+        log(f"rank: {task} ({position + 1} of {len(wanted)} tasks, {len(runs)} runs, {resamples} resamples)")
         spec = by_name[task]
         headline = spec.figures[0]
         wanted_paths = [headline.path]
