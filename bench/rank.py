@@ -21,6 +21,9 @@ tests of every ranking).
 
   python bench/rank.py [--runs 20,100] [--scale 1.0] [--templates 3] [--resamples 1000]
                        [--workdir DIR] [--out bench/results/rank.json]
+  python bench/rank.py --markdown      # the table of docs/ranking.md, from the results file
+
+A --workdir keeps the runs: a second call with it ranks them again without making them.
 """
 
 from __future__ import annotations
@@ -130,6 +133,10 @@ def make_runs(tasks, count, scale, workdir, made):
     from embeval.formats import predictions
     from embeval.formats.results import write_json
 
+    folder = workdir / f"runs-{count}"
+    made_before = sorted(folder.glob("run*.json")) if folder.is_dir() else []
+    if len(made_before) == count:  # an earlier call with this --workdir made them
+        return made_before
     names = [task.metadata.name for task in tasks]
     rng = np.random.default_rng(46)
     draws = {}  # {task: (real count, {set: the template rows of the count's items})}
@@ -138,7 +145,6 @@ def make_runs(tasks, count, scale, workdir, made):
         n = real_items(task, scale)
         sets = made[0][name][1]["sets"]
         draws[name] = (n, {s: rng.integers(0, sets[s].items, n) for s in sets})
-    folder = workdir / f"runs-{count}"
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for r in range(count):
@@ -169,17 +175,18 @@ def measure(paths, resamples):
     from embeval import stats
     from embeval.reports import rank
 
-    spent = [0.0]
+    spent: dict[str, float] = {}
     original = stats.resampled
 
-    def timed(*args, **kwargs):
+    def timed(stat, arrays, seed, task, *args, **kwargs):
         start = time.perf_counter()
         try:
-            return original(*args, **kwargs)
+            return original(stat, arrays, seed, task, *args, **kwargs)
         finally:
-            spent[0] += time.perf_counter() - start
+            spent[task] = spent.get(task, 0.0) + time.perf_counter() - start
 
     stats.resampled = timed
+    load = os.getloadavg()[0]
     cpu = os.times()
     start = time.perf_counter()
     result = rank.rank(paths, resamples=resamples)
@@ -191,13 +198,31 @@ def measure(paths, resamples):
         "runs": len(paths),
         "seconds": round(seconds, 1),
         "cpu_seconds": round(after.user + after.system - cpu.user - cpu.system, 1),
-        "resampling_seconds": round(spent[0], 1),
+        "resampling_seconds": round(sum(spent.values()), 1),
+        "slowest_tasks": {t: round(v, 1) for t, v in sorted(spent.items(), key=lambda kv: -kv[1])[:5]},
+        "load": [round(load, 1), round(os.getloadavg()[0], 1)],  # the 1-minute load average, before and after
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
         "tasks_ranked": sum(1 for t in result["tasks"] if t["ranked"] >= 2),
         "benchmark_tasks": len(result["benchmarks"][0]["tasks"]),
         "best_set_mean_task": len(by["Mean (Task)"]["best"]),
         "text_lines": len(text.splitlines()),
     }
+
+
+def table(record):
+    lines = [
+        "| runs | test items | seconds | CPU seconds | of the seconds, resampling | peak memory | predictions read "
+        "| load |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    items = sum(record["items"].values())
+    for row in record["rows"]:
+        lines.append(
+            f"| {row['runs']} | {items:,} per run ({record['scale']:g} x real) | {row['seconds']:.0f} | "
+            f"{row['cpu_seconds']:.0f} | {row['resampling_seconds']:.0f} s | {row['peak_rss_mb']:,} MB | "
+            f"{row['predictions_mb']:,} MB | {row.get('load', ['?'])[0]} |"
+        )
+    return "\n".join(lines)
 
 
 def main():
@@ -210,7 +235,11 @@ def main():
     parser.add_argument("--workdir", default=None, help="where the runs are written (default: a temporary folder)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "rank.json"))
     parser.add_argument("--measure", nargs="+", help=argparse.SUPPRESS)
+    parser.add_argument("--markdown", action="store_true", help="print the table of the results file and stop")
     args = parser.parse_args()
+    if args.markdown:
+        print(table(json.loads(Path(args.out).read_text())))
+        return
     if args.measure:
         print(json.dumps(measure(args.measure, args.resamples)))
         return
@@ -221,7 +250,9 @@ def main():
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="embeval-rank-bench-"))
     try:
         started = time.perf_counter()
-        made = templates(tasks, args.templates, workdir)
+        runs = workdir / f"runs-{max(counts)}"
+        ready = runs.is_dir() and len(list(runs.glob("run*.json"))) == max(counts)
+        made = [] if ready else templates(tasks, args.templates, workdir)
         paths = make_runs(tasks, max(counts), args.scale, workdir, made)
         prepared = time.perf_counter() - started
         sizes = {mb.own_name(t.metadata.name): real_items(t, args.scale) for t in tasks}
