@@ -225,6 +225,7 @@ def test_each_tasks_figure_and_interval_are_its_results_files_own(tmp_path):
                 (own["value"], own["low"], own["high"]), abs=1e-12
             ), task["name"]
         assert task["best"] == ["MiniLM"] and [r["rank"] for r in task["runs"]] == [2, 1]
+    assert result["order"] == [1, 0]  # no benchmark: the runs by their mean rank over the tasks
 
 
 DOCS_DIMS = (16, 64, 256, 512, 1024)  # docs/ranking.md's example
@@ -273,6 +274,17 @@ def toy_runs(tmp_path_factory):
         assert result.exit_code == 0, result.output
         paths[name] = out
     return root, paths
+
+
+def test_the_example_data_is_what_its_script_writes(tmp_path):
+    spec = importlib.util.spec_from_file_location("make_data", RANK_EXAMPLE / "make_data.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main(tmp_path)
+    written = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    assert len(written) == 7
+    for path in written:
+        assert (tmp_path / path).read_bytes() == (RANK_EXAMPLE / path).read_bytes(), path
 
 
 def test_the_docs_example_prints_the_leaderboard_the_docs_show(toy_runs, cli):

@@ -315,8 +315,9 @@ RANK_PANELS = 12  # tasks drawn when the runs have no benchmark
 
 
 def rank_plot(result, plt):
-    """Each run's rank interval as a bar, best first, with a dot at its rank: a panel per headline ranking
-    (each benchmark's Borda, Mean (Task) and Mean (TaskType); without a benchmark, up to RANK_PANELS
+    """Each run's rank interval as a bar, with a dot at its rank: a panel per headline ranking (each
+    benchmark's Borda, Mean (Task) and Mean (TaskType); without a benchmark, up to RANK_PANELS tasks),
+    runs in the leaderboard's order, best first (without a benchmark: by their mean rank over the
     tasks). The runs whose interval includes 1 (the best set) in colour, the others grey."""
     from matplotlib.ticker import MaxNLocator
 
@@ -355,8 +356,10 @@ def rank_plot(result, plt):
         ax.axis("off")
     first = axes[0][0]
     first.set_yticks(range(len(order)))
-    first.set_yticklabels([labels[r] for r in order], fontsize=8)
+    first.set_yticklabels([labels[r] for r in order])
     first.set_ylim(len(order) - 0.5, -0.5)  # best first, at the top
+    for ax in axes[:, 0]:
+        ax.tick_params(axis="y", labelsize=8)
     return _png(fig, plt)
 
 

@@ -502,7 +502,7 @@ def _rank(
         raise EmbevalError(
             "no task was scored by two of the runs on the same test items: nothing to rank", file=paths[0]
         )
-    order = out_benchmarks[0]["order"] if out_benchmarks else list(range(len(runs)))
+    order = out_benchmarks[0]["order"] if out_benchmarks else _by_mean_rank(summarized, len(runs))
     return {
         "runs": [
             {"label": run.label, "file": str(run.path), "dim": (run.record.get("vectors") or {}).get("dim")}
@@ -539,6 +539,18 @@ def aggregate_rankings(
             Ranking(name, family, 100.0, np.asarray(means[name], float), np.asarray(resampled[name], float))
         )
     return rankings
+
+
+def _by_mean_rank(rankings: Sequence[Mapping[str, Any]], count: int) -> list[int]:
+    """The runs in the order of their mean rank over the tasks that rank them (then the files' order;
+    a run ranked on none last): the rows' order without a benchmark."""
+    ranks: list[list[int]] = [[] for _ in range(count)]
+    for ranking in rankings:
+        if ranking["ranked"] >= 2:
+            for r, run in enumerate(ranking["runs"]):
+                if run is not None:
+                    ranks[r].append(run["rank"])
+    return sorted(range(count), key=lambda r: (sum(ranks[r]) / len(ranks[r]) if ranks[r] else math.inf, r))
 
 
 def _benchmarks(records: Sequence[Mapping[str, Any]], scores: Sequence[Mapping[str, Any]]) -> list[bm.Benchmark]:

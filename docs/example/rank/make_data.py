@@ -58,7 +58,9 @@ def jsonl(path, rows):
     path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
 
 
-def main():
+def main(folder=HERE):
+    """Write the tasks' data files into folder."""
+    folder = Path(folder)
     rng = random.Random(46)
     topics = list(TOPICS)
     rows = []
@@ -67,26 +69,26 @@ def main():
         first = sentence(rng, topic)
         keep = 2 if i % 2 else 1  # a paraphrase keeps two of its topic words; another sentence, one
         rows.append((" ".join(first), " ".join(variant(rng, first, topic, keep)), i % 2))
-    tsv(HERE / "duplicates.tsv", ("sentence1", "sentence2", "label"), rows)
+    tsv(folder / "duplicates.tsv", ("sentence1", "sentence2", "label"), rows)
     rows = []
     for i in range(300):
         topic = topics[i % len(topics)]
         first, keep = sentence(rng, topic), i % 5
         second = variant(rng, first, topic, keep) if keep else sentence(rng, rng.choice(topics))
         rows.append((" ".join(first), " ".join(second), round(min(5.0, max(0.0, 1.25 * keep + rng.gauss(0, 0.4))), 2)))
-    tsv(HERE / "similarity.tsv", ("sentence1", "sentence2", "score"), rows)
+    tsv(folder / "similarity.tsv", ("sentence1", "sentence2", "score"), rows)
     for split, count in (("train", 240), ("test", 300)):
         rows = [(" ".join(sentence(rng, topics[i % 6], 3, 4)), topics[i % 6]) for i in range(count)]
-        tsv(HERE / "topics" / f"{split}.tsv", ("text", "label"), rows)
+        tsv(folder / "topics" / f"{split}.tsv", ("text", "label"), rows)
     documents = [(f"d{i}", sentence(rng, topics[i % 6], 6, 6)) for i in range(300)]
-    jsonl(HERE / "retrieval" / "corpus.jsonl", [{"_id": d, "text": " ".join(w)} for d, w in documents])
+    jsonl(folder / "retrieval" / "corpus.jsonl", [{"_id": d, "text": " ".join(w)} for d, w in documents])
     queries = []
     for q in range(120):
         doc, words = documents[rng.randrange(len(documents))]
         own = [w for w in words if w not in FILLERS]
         queries.append((f"q{q}", " ".join(rng.sample(own, 3)), doc))
-    jsonl(HERE / "retrieval" / "queries.jsonl", [{"_id": q, "text": text} for q, text, _ in queries])
-    tsv(HERE / "retrieval" / "qrels.tsv", ("query-id", "corpus-id", "score"), [(q, d, 1) for q, _, d in queries])
+    jsonl(folder / "retrieval" / "queries.jsonl", [{"_id": q, "text": text} for q, text, _ in queries])
+    tsv(folder / "retrieval" / "qrels.tsv", ("query-id", "corpus-id", "score"), [(q, d, 1) for q, _, d in queries])
 
 
 if __name__ == "__main__":
