@@ -15,7 +15,10 @@ differences, adjusted over all pairs by Holm's step-down with the thresholds of 
 distribution of the largest remaining statistic (Westfall and Young's max-T, Romano and Wolf's
 step-down). With the familywise error of the pairwise decisions at 5%, all runs' true ranks lie in
 their intervals together with 95% confidence (simultaneous intervals); the runs whose interval includes
-1 are those no run is significantly better than: they cannot be told apart from the best.
+1 are those no run is significantly better than: they cannot be told apart from the best. Borda's points
+are a step function of the task figures, whose plain bootstrap understates their spread at ties: its
+tests take each task figure's resampled deviation from the observed BORDA_SPREAD times (the rescaled
+bootstrap), on the same resamples.
 
 Memory: the runs' predictions are read task by task, a task's runs in groups that fit ARRAY_BUDGET
 (each group on the same seeded resamples), resamples in chunks (embeval.stats); what is kept is each
