@@ -9,6 +9,7 @@ The Python API mirrors the command line::
     record = embeval.score("vectors.h5", "data/", out="results.json")
     print(embeval.report(["results.json", "other.json"]))
     comparison = embeval.compare(["results.json", "other.json"])
+    leaderboard = embeval.rank(["results.json", "other.json", "third.json"])
 
 Bad input raises embeval.errors.EmbevalError, whose text is one line naming the file, the task and
 what is wrong. Modules are imported on first use, so `import embeval` is cheap.
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
     from embeval.settings import RunConfig
 
-__all__ = ["__version__", "export_sentences", "vectors", "score", "report", "compare"]
+__all__ = ["__version__", "export_sentences", "vectors", "score", "report", "compare", "rank"]
 
 
 def export_sentences(
@@ -76,11 +77,18 @@ def report(
     baselines: bool = True,
     ci: bool = True,
 ) -> str:
-    """The paper-ready tables of one or more results files, as text in fmt (markdown, latex, csv)."""
+    """The paper-ready tables of one or more results files, as text in fmt (markdown, latex, csv); in
+    markdown, for several files with saved predictions, their leaderboard with rank intervals too."""
     from embeval.reports import tables
 
-    built, _rows = tables.build([str(p) for p in results], labels=labels, baselines=baselines, ci=ci)
-    return tables.render(built, fmt, ci=ci)
+    paths = [str(p) for p in results]
+    built, _rows = tables.build(paths, labels=labels, baselines=baselines, ci=ci)
+    text = tables.render(built, fmt, ci=ci)
+    if fmt == "markdown":
+        from embeval.reports import rank as ranking
+
+        text += ranking.report_markdown(paths, labels)
+    return text
 
 
 def compare(
@@ -95,6 +103,23 @@ def compare(
     from embeval.reports import compare as run
 
     return run.compare([str(p) for p in results], labels=labels, tasks=tasks, resamples=resamples, seed=seed)
+
+
+def rank(
+    results: Iterable[str | Path],
+    labels: Sequence[str] | None = None,
+    tasks: Sequence[str] | None = None,
+    resamples: int | None = None,
+    seed: int | None = None,
+) -> dict[str, Any]:
+    """The leaderboard of 2 to 100 results files (scored with saved predictions) with rank intervals: per
+    benchmark aggregate and per task, each run's figure, its 95% interval, its rank and 95% rank interval
+    (simultaneous over the runs), the runs that cannot be told apart from the best, and the paired
+    differences of every pair with adjusted p-values (docs/ranking.md). embeval.reports.rank.formatted(
+    result, "text" | "markdown") and embeval.reports.html.render_rank(result) render it."""
+    from embeval.reports import rank as run
+
+    return run.rank([str(p) for p in results], labels=labels, tasks=tasks, resamples=resamples, seed=seed)
 
 
 def __getattr__(name: str) -> ModuleType:

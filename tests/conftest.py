@@ -89,6 +89,7 @@ SLOW_FIXTURES = {
         "test_trec_as_a_kfold_classification_task_file",
     },
     "test_predictions.py": {"runs"},
+    "test_rank.py": {"toy_runs"},
     "test_probing.py": {"probing_run"},
     "test_reproducibility.py": {"prototype_runs"},
 }

@@ -105,6 +105,8 @@ def error_cases(files):
         ("report: other JSON", ["report", f["other_json"]]),
         ("report: missing file", ["report", f["missing_json"]]),
         ("compare: other JSON", ["compare", f["other_json"], f["other_json"]]),
+        ("rank: other JSON", ["rank", f["other_json"], f["other_json"]]),
+        ("rank: one file", ["rank", f["other_json"]]),
         ("export-mteb: other JSON", ["export-mteb", f["other_json"], "--model", "a/b", "--out", f["folder"]]),
         ("tasks: missing task file", ["tasks", "--task-file", f["missing_json"]]),
         ("tasks: malformed TOML", ["tasks", "--task-file", f["bad_toml"]]),

@@ -339,7 +339,8 @@ def test_inline_python_names_resolve():
 #
 # Every shell block runs with bash from a fresh folder outside the repository (a sandbox of the plain,
 # union or roles layout above), `embeval` on the PATH running this checkout, and EMBEVAL_DATA=data/.
-# The folder also holds what the docs tell the user to bring: `my_encoder.py DIR FILE` (the README's
+# The folder also holds the parts of a clone the docs' commands read from its root (SHIPPED: the ranking
+# example's task files), and what the docs tell the user to bring: `my_encoder.py DIR FILE` (the README's
 # program, which declares itself in its first line; else a stand-in embedding an export with the hashing
 # bag of words), a.h5 and b.h5 (two encoders' vectors of STS16), the task
 # files the docs show with their path in a first comment line (`# my-tasks/reviews.toml`) and the
@@ -350,6 +351,7 @@ def test_inline_python_names_resolve():
 # from a clone's root) runs as `python CLONE/bench/SCRIPT.py`, from that other folder.
 
 SHELL_BLOCKS = [block for block in ALL_BLOCKS if block.lang in SHELL]
+SHIPPED = ("docs/example/rank",)
 TOML_PATH = re.compile(r"^#\s*([\w./-]+\.toml)\b")
 MY_ENCODER = """import subprocess, sys
 exporter = {exporter!r}
@@ -394,6 +396,8 @@ def user_folder(tmp_path_factory, data_dir):
 
     root = make_sandbox(tmp_path_factory.mktemp("user"), data_dir, "plain")
     write_retrieval_task(root)  # ret/: the data of the README's retrieval.toml
+    for shipped in SHIPPED:  # what a clone holds that the docs' commands read from its root
+        shutil.copytree(REPO / shipped, root / shipped)
     write_reviews(root / "my-tasks" / "reviews.tsv")
     for path, text in declared_task_files().items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)

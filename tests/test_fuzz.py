@@ -593,11 +593,12 @@ def test_fuzz_results_files(cli, data):
         out = folder / "a" / "b" / "out"
         out.parent.mkdir(parents=True)
         before = tree_state(folder, out)
-        command = data.draw(st.sampled_from(["report", "export-mteb", "compare"]), label="command")
+        command = data.draw(st.sampled_from(["report", "export-mteb", "compare", "rank"]), label="command")
         args = {
             "report": ("report", path, "--out", out / "report.md"),
             "export-mteb": ("export-mteb", path, "--model", "org/model", "--out", out),
             "compare": ("compare", path, path, "--out", out / "compare.md"),
+            "rank": ("rank", path, path, "--out", out / "rank.txt"),
         }[command]
         shared_outcome(cli(*args), folder, out, before)
 

@@ -61,6 +61,7 @@ def test_page_is_self_contained(page):
     for heading in (
         "Transfer tasks (logistic regression)",
         "Cosine STS: the three aggregations side by side",
+        "Leaderboard with rank intervals",
         "Paired comparison",
         "Geometry (STS-B)",
     ):
@@ -87,8 +88,10 @@ def test_page_renders_in_chromium(browser, page, tmp_path):
     ):
         assert tables[key]["rows"] == rows, key
     assert tables["table-compare"]["rows"] > 1
+    assert tables["table-rank-tasks"]["rows"] == 1 + 11  # the leaderboard: a row per task (more tasks than runs)
     assert all(t["width"] > 100 and t["height"] > 40 for t in seen["tables"])
-    assert len(seen["images"]) == text.count("<img ") == 8
+    assert len(seen["images"]) == text.count("<img ") == 9  # the rank intervals' picture among them
+    assert [i["alt"] for i in seen["images"]].count("rank intervals") == 1
     assert (tmp_path / "report.png").stat().st_size > 10_000
     for image in seen["images"]:
         assert image["complete"] and image["natural_width"] > 200 and image["natural_height"] > 100, image["alt"]
@@ -121,6 +124,7 @@ def test_comparison_needs_saved_predictions(tmp_path):
         copies.append(tmp_path / name)
     text = html.render(copies)
     assert "Not available: " in text and "has no saved predictions" in text and "table-compare" not in text
+    assert "rank intervals" not in text  # the leaderboard needs saved predictions: not shown without them
 
 
 def test_command_writes_the_page(cli, tmp_path):

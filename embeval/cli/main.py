@@ -32,7 +32,7 @@ from embeval.cli.options import (
 from embeval.cli.sweep import sweep as sweep_command
 from embeval.cli.tasks import tasks as tasks_command
 from embeval.errors import EmbevalError, install_hint
-from embeval.reports.cells import COMPARE_FORMATS, TABLE_FORMATS
+from embeval.reports.cells import COMPARE_FORMATS, RANK_FORMATS, TABLE_FORMATS
 from embeval.run.quickstart import DEFAULT_WORKDIR, ENCODERS
 
 ENCODER_NAMES = tuple(ENCODERS)
@@ -504,6 +504,77 @@ def compare(results, labels, tasks, task_files, allow_paths_outside, resamples, 
 
 
 @cli.command()
+@click.argument("results", nargs=-1, required=True, metavar="A.json B.json [...]")
+@click.option(
+    "--label",
+    "labels",
+    multiple=True,
+    metavar="NAME",
+    help="A name for each results file, in order (default: the vectors file's `model` attribute, else its name).",
+)
+@tasks_option
+@task_file_option
+@click.option(
+    "--resamples",
+    type=click.IntRange(min=100),
+    default=None,
+    metavar="N",
+    help="Bootstrap resamples of each task's test items (default: those of the first file's run, else 1000).",
+)
+@click.option("--seed", type=int, default=None, help="Seed of the resamples (default: the first file's run seed).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(RANK_FORMATS),
+    default="text",
+    show_default=True,
+    help="Output format. html: one self-contained page with each run's rank interval drawn (needs matplotlib).",
+)
+@click.option("--out", "out", metavar="PATH", default=None, help="Write the leaderboard there instead of stdout.")
+@click.option(
+    "--json", "json_out", metavar="PATH", default=None, help="Also write every figure, interval and test as JSON."
+)
+@fails_cleanly
+def rank(results, labels, tasks, task_files, resamples, seed, fmt, out, json_out):
+    """A leaderboard of 2 to 100 results files with rank intervals: which encoder is really better.
+
+    Needs results scored with saved predictions (the default). Per benchmark (MTEB's Mean (Task), Mean
+    (TaskType), type means and Borda's rank) and per task: each run's figure with its 95% interval and its
+    rank with a 95% rank interval, from the same bootstrap resamples of the test items for every run; the
+    runs that cannot be told apart from the best, and the matrix of paired differences with p-values
+    adjusted over every pair (docs/ranking.md).
+    """
+    from embeval.formats import atomic
+    from embeval.formats.results import dumps
+    from embeval.reports import rank as ranking
+
+    registry = task_registry(task_files)
+    names = registry.parse(tasks) if tasks is not None else None
+    result = ranking.rank(
+        list(results),
+        labels=list(labels) or None,
+        tasks=names,
+        resamples=resamples,
+        seed=seed,
+        registry=registry,
+        log=status,
+    )
+    if fmt == "html":
+        from embeval.reports import html
+
+        text = html.render_rank(result)
+    else:
+        text = ranking.formatted(result, fmt)
+    if out:
+        atomic.write_text(out, text if text.endswith("\n") else text + "\n")
+        click.echo(f"wrote {out}")
+    else:
+        click.echo(text.rstrip("\n"))
+    if json_out:
+        atomic.write_text(json_out, dumps(result))
+
+
+@cli.command()
 @click.argument("results", nargs=-1, required=True, metavar="RESULTS.json...")
 @click.option(
     "--format",
@@ -588,6 +659,10 @@ def report(results, fmt, labels, out, plots, no_ci, no_baseline, published, task
         specs, _ = rep.task_specs([row.record for row in rows], list(results), registry)
         figures = rep.plots(rows, plots, relative_to=Path(out).parent if out else None, specs=specs) if plots else None
         text = rep.render(tables, fmt, ci=not no_ci, figures=figures)
+        if fmt == "markdown":
+            from embeval.reports import rank as ranking
+
+            text += ranking.report_markdown(list(results), list(labels) or None, registry)
     if out:
         atomic.write_text(out, text if text.endswith("\n") else text + "\n")
         click.echo(f"wrote {out}")

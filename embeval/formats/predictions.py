@@ -18,6 +18,7 @@ import hashlib
 import io
 import json
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -125,11 +126,13 @@ def sidecar_path(out):
     return out.with_name(f"{stem}.predictions.npz")
 
 
-def read_beside(results, saved, own_names=None):
+def read_beside(results, saved, own_names=None, opener=None):
     """The predictions a results record names (`saved`: its "predictions" entry), from the folder of the
     results file `results`: first under the results file's own name (sidecar_path, or `own_names`), so that
     a results file renamed or moved together with its predictions still finds them, then under the name
-    stored in the record. Whichever is read must match the sha256 the record stores."""
+    stored in the record. Whichever is read must match the sha256 the record stores. opener(path, sha256):
+    how a file is read (default `read`: every array at once; `Sidecar`: task by task)."""
+    read = opener or globals()["read"]
     results = Path(results)
     stored = results.parent / Path(saved["file"]).name
     candidates = list(dict.fromkeys([*(own_names or [sidecar_path(results)]), stored]))
@@ -272,3 +275,128 @@ def read(path, sha256=None):
     except RecursionError:
         raise EmbevalError("not a valid embeval predictions file (nested too deeply)", file=path)
     return runs
+
+
+class Sidecar:
+    """A predictions file opened for reading task by task: its sha256 checked once, as it is opened, and
+    each array read from it only when a statistic asks for it (`entry`). The file stays open (a file
+    replaced meanwhile is not read); close() or a `with` block closes it."""
+
+    def __init__(self, path, sha256=None):
+        self.path = Path(path)
+        self._file = _open_regular(self.path)
+        digest = hashlib.sha256()
+        try:
+            while chunk := self._file.read(1 << 24):
+                digest.update(chunk)
+            self._file.seek(0)
+        except OSError as err:
+            self._file.close()
+            raise EmbevalError(f"cannot read: {err.strerror}", file=self.path)
+        if sha256 is not None and digest.hexdigest() != sha256:
+            self._file.close()
+            raise EmbevalError(
+                "predictions file does not match its results file (sha256 differs); it was "
+                "changed or belongs to another run",
+                file=self.path,
+            )
+        try:
+            self._npz = np.load(self._file, allow_pickle=False)
+            self.meta = json.loads(bytes(self._npz[META]).decode())
+            if not isinstance(self.meta, dict) or self.meta.get("format") != FORMAT:
+                raise ValueError("not an embeval predictions file")
+            if not isinstance(self.meta.get("runs"), dict):
+                raise ValueError("no runs")
+        except (ValueError, KeyError, TypeError, AttributeError, zipfile.BadZipFile, OSError) as err:
+            self.close()
+            raise EmbevalError(f"not a valid embeval predictions file ({err})", file=self.path)
+        except RecursionError:
+            self.close()
+            raise EmbevalError("not a valid embeval predictions file (nested too deeply)", file=self.path)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        npz = getattr(self, "_npz", None)
+        if npz is not None:
+            npz.close()
+        self._file.close()
+
+    def tasks(self, run="encoder"):
+        """The tasks whose predictions the file holds for `run`."""
+        found = self.meta["runs"].get(run)
+        return list(found) if isinstance(found, dict) else []
+
+    def entry(self, task, run="encoder"):
+        """{"data_sha256", "vectors_sha256", "sets": {name: PredictionSet}} of one task (None: not saved), the
+        sets' arrays read on first use."""
+        found = (self.meta["runs"].get(run) or {}).get(task)
+        if found is None:
+            return None
+        try:
+            sets = {
+                name: PredictionSet(
+                    str(s["kind"]),
+                    LazyArrays(self._npz, {str(f): str(key) for f, key in s["arrays"].items()}, self.path),
+                    tuple(s["figures"]),
+                    s.get("order", ""),
+                )
+                for name, s in found["sets"].items()
+            }
+            return {"data_sha256": found["data_sha256"], "vectors_sha256": found["vectors_sha256"], "sets": sets}
+        except (KeyError, TypeError, AttributeError) as err:
+            raise EmbevalError(f"not a valid embeval predictions file ({err!r})", file=self.path, task=task)
+
+    def items(self, task, set_name, run="encoder"):
+        """The number of items of a set, as the file records it (no array read)."""
+        return self.meta["runs"][run][task]["sets"][set_name]["items"]
+
+
+def _open_regular(path):
+    """A predictions file opened for reading: a regular file (opened without blocking, so that a FIFO
+    swapped in is refused, never waited on), each problem one line."""
+    import os
+    import stat as stat_module
+
+    missing = "predictions file not found (it is written beside the results by `embeval score --save-predictions`)"
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise EmbevalError(missing, file=path)
+    except OSError as err:
+        raise EmbevalError(f"cannot read: {err.strerror}", file=path)
+    if not stat_module.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise EmbevalError("not a regular file", file=path)
+    return os.fdopen(fd, "rb")
+
+
+class LazyArrays(Mapping):
+    """The arrays of one prediction set, each read from the file on first use and kept."""
+
+    def __init__(self, npz, keys, path):
+        self._npz, self._keys, self._path, self._read = npz, keys, path, {}
+
+    def __getitem__(self, name):
+        if name not in self._read:
+            if name not in self._keys:
+                raise KeyError(name)
+            try:
+                self._read[name] = self._npz[self._keys[name]]
+            except (ValueError, KeyError, OSError, zipfile.BadZipFile, EOFError) as err:
+                raise EmbevalError(f"not a valid embeval predictions file ({err})", file=self._path)
+        return self._read[name]
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __len__(self):
+        return len(self._keys)
+
+    def nbytes(self):
+        """Bytes of the arrays read so far."""
+        return sum(array.nbytes for array in self._read.values())

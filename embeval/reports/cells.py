@@ -4,6 +4,7 @@ from dataclasses import dataclass, field
 
 TABLE_FORMATS = ("markdown", "latex", "csv")  # embeval report's text formats
 COMPARE_FORMATS = ("text",) + TABLE_FORMATS  # embeval compare's
+RANK_FORMATS = ("text", "markdown", "html")  # embeval rank's
 
 
 @dataclass

@@ -307,6 +307,90 @@ def comparison_plot(result, plt):
     return _png(fig, plt)
 
 
+RANK_CAPTION = (
+    "Each run's 95% rank interval (bar: the ranks it may hold) and its rank (dot), runs best first; blue: the "
+    "runs whose interval includes 1 (no run is significantly better), grey: the others."
+)
+RANK_PANELS = 12  # tasks drawn when the runs have no benchmark
+
+
+def rank_plot(result, plt):
+    """Each run's rank interval as a bar, with a dot at its rank: a panel per headline ranking (each
+    benchmark's Borda, Mean (Task) and Mean (TaskType); without a benchmark, up to RANK_PANELS tasks),
+    runs in the leaderboard's order, best first (without a benchmark: by their mean rank over the
+    tasks). The runs whose interval includes 1 (the best set) in colour, the others grey."""
+    from matplotlib.ticker import MaxNLocator
+
+    from embeval.reports import rank
+
+    panels = []
+    for benchmark in result["benchmarks"]:
+        by = {r["name"]: r for r in benchmark["rankings"]}
+        wanted = [name for name in (rank.BORDA, *rank.bm.MEANS) if by.get(name, {}).get("ranked", 0) >= 2]
+        panels += [(f"{benchmark['name']}: {name}", by[name]) for name in wanted]
+    if not result["benchmarks"]:
+        panels = [(t["name"], t) for t in result["tasks"] if t["ranked"] >= 2][:RANK_PANELS]
+    if not panels:
+        return None
+    labels = [run["label"] for run in result["runs"]]
+    order = list(result["order"])
+    columns = min(3, len(panels))
+    rows = -(-len(panels) // columns)
+    height = max(2.2, 0.24 * len(order) + 1.0)
+    fig, axes = plt.subplots(rows, columns, figsize=(3.6 * columns + 1.6, height * rows), squeeze=False, sharey=True)
+    for ax, (title, ranking) in zip(axes.flat, panels):
+        for y, r in enumerate(order):
+            run = ranking["runs"][r]
+            if run is None:
+                continue
+            colour = PALETTE[0] if run["best"] else GREY
+            span = [run["rank_low"] - 0.3, run["rank_high"] + 0.3]  # the ranks low..high, each a unit wide
+            ax.plot(span, [y, y], color=colour, linewidth=6, alpha=0.4, solid_capstyle="butt")
+            ax.plot([run["rank"]], [y], "o", color=colour, markersize=5)
+        ax.set_xlim(0.4, ranking["ranked"] + 0.6)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("rank (1 = best)")
+        ax.set_title(title, fontsize=9)
+        ax.grid(axis="x", alpha=0.3)
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.axis("off")
+    first = axes[0][0]
+    first.set_yticks(range(len(order)))
+    first.set_yticklabels([labels[r] for r in order])
+    first.set_ylim(len(order) - 0.5, -0.5)  # best first, at the top
+    for ax in axes[:, 0]:
+        ax.tick_params(axis="y", labelsize=8)
+    return _png(fig, plt)
+
+
+def rank_section(result, plt):
+    """The leaderboard with rank intervals as parts of a page: the picture, then its tables."""
+    from embeval.reports import rank
+
+    parts = []
+    png = rank_plot(result, plt)
+    if png:
+        parts.append(_figure(png, RANK_CAPTION, "rank intervals"))
+    for t in rank.tables(result):
+        parts.append(f'<h3 id="{html.escape(t.key)}">{html.escape(t.title)}</h3>')
+        parts.append(f'<p class="caption">{html.escape(t.caption)}</p>')
+        parts.append(table_html(t))
+        parts += [f'<p class="note">{html.escape(note)}</p>' for note in t.notes]
+    return parts
+
+
+def render_rank(result):
+    """The HTML page of `embeval rank` (embeval.reports.rank.rank's result)."""
+    plt = _pyplot()
+    parts = _head(f"embeval rank: {len(result['runs'])} runs") + ["<h1>embeval rank</h1>", "<ul>"]
+    for run in result["runs"]:
+        parts.append(f"<li>{html.escape(run['label'])}: {html.escape(Path(run['file']).name)}</li>")
+    parts.append("</ul>")
+    parts += rank_section(result, plt)
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
 def _head(title, style=STYLE):
     return [
         "<!DOCTYPE html>",
@@ -418,7 +502,10 @@ def render_sweep(path, ci=True):
 def render(
     paths, labels=None, baselines=True, ci=True, published=None, compare_tasks=None, resamples=None, registry=None
 ):
-    """The HTML page of the report of these results files (and the paired comparison when there are several)."""
+    """The HTML page of the report of these results files (and, when there are several with saved predictions,
+    the leaderboard with rank intervals and the paired comparison)."""
+    from embeval.reports import rank
+
     plt = _pyplot()
     tables, rows = rep.build(
         list(paths), labels=labels, baselines=baselines, ci=ci, published=published, registry=registry
@@ -485,6 +572,13 @@ def render(
         parts.append(
             _figure(png, "Cosine Spearman x100 of each task under the three aggregations.", "STS aggregations")
         )
+    ranked = rank.for_report(list(paths), labels, registry)
+    if ranked is not None:
+        parts.append('<h2 id="rank">Leaderboard with rank intervals</h2>')
+        if isinstance(ranked, str):
+            parts.append(f'<p class="note">Not available: {html.escape(ranked)}.</p>')
+        else:
+            parts += rank_section(ranked, plt)
     if len(paths) >= 2:
         parts.append('<h2 id="compare">Paired comparison</h2>')
         try:

@@ -286,6 +286,12 @@ def resampled_values(
     return per_run
 
 
+def main_figure(spec: Any) -> tuple[str, float]:
+    """Where a task's MTEB main score sits in its results, and the factor from its statistic's units to
+    a fraction (what a benchmark aggregates)."""
+    return _main_path(spec), _scale(spec)
+
+
 def _main_path(spec: Any) -> str:
     """Where the MTEB main score sits in the task's results: its [mteb] figures (Spearman's for STS),
     else the headline figure."""
