@@ -535,7 +535,7 @@ def compare(results, labels, tasks, task_files, allow_paths_outside, resamples, 
     "--json", "json_out", metavar="PATH", default=None, help="Also write every figure, interval and test as JSON."
 )
 @fails_cleanly
-def rank(results, labels, tasks, task_files, resamples, seed, fmt, out, json_out):
+def rank(results, labels, tasks, task_files, allow_paths_outside, resamples, seed, fmt, out, json_out):
     """A leaderboard of 2 to 100 results files with rank intervals: which encoder is really better.
 
     Needs results scored with saved predictions (the default). Per benchmark (MTEB's Mean (Task), Mean
@@ -548,7 +548,7 @@ def rank(results, labels, tasks, task_files, resamples, seed, fmt, out, json_out
     from embeval.formats.results import dumps
     from embeval.reports import rank as ranking
 
-    registry = task_registry(task_files)
+    registry = task_registry(task_files, allow_paths_outside)
     names = registry.parse(tasks) if tasks is not None else None
     result = ranking.rank(
         list(results),
