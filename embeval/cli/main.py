@@ -468,23 +468,40 @@ def compare(results, labels, tasks, task_files, resamples, seed, fmt, out, json_
     B - A, its 95% bootstrap interval and a paired bootstrap p-value (the same resampled test items
     for both), with Holm's adjustment over the table, and which differences are significant.
     """
-    from embeval.formats import atomic
+    from embeval.formats import atomic, targets
     from embeval.formats.results import dumps
     from embeval.reports import compare as cmp
 
     registry = task_registry(task_files)
+    targets.check(
+        targets.tables([(out, "--out")]) + [targets.Target(Path(p), cmp.COMPARISON, "--json") for p in [json_out] if p],
+        _inputs(results, registry),
+    )
     names = registry.parse(tasks) if tasks is not None else None
     result = cmp.compare(
         list(results), labels=list(labels) or None, tasks=names, resamples=resamples, seed=seed, registry=registry
     )
     text = cmp.formatted(result, fmt)
     if out:
-        atomic.write_text(out, text if text.endswith("\n") else text + "\n")
+        atomic.write_text(out, _ended(targets.stamp(text, "compare", fmt)))
         click.echo(f"wrote {out}")
     else:
         click.echo(text)
     if json_out:
         atomic.write_text(json_out, dumps(result))
+
+
+def _ended(text):
+    return text if text.endswith("\n") else text + "\n"
+
+
+def _inputs(paths, registry):
+    """The files a command that reads results files takes in: each results file (or a sweep's summary)
+    and the predictions beside it, and the task files of the registry."""
+    from embeval.formats.predictions import sidecar_path
+    from embeval.run.sweep_report import SUMMARY
+
+    return [one for path in paths for one in (path, sidecar_path(path), Path(path) / SUMMARY)] + registry.sources()
 
 
 @cli.command()
@@ -535,11 +552,16 @@ def report(results, fmt, labels, out, plots, no_ci, no_baseline, published, task
     metric and the aggregation. With --format html, RESULTS may instead be one sweep (its --out-dir
     folder, or its sweep.json).
     """
-    from embeval.formats import atomic
+    from embeval.formats import atomic, targets
     from embeval.reports import tables as rep
 
     sweep = _sweep_of(results, fmt, labels, plots, published)
     registry = task_registry(task_files)
+    drawn = [(Path(plots) / name, "--plots") for name in rep.PLOT_FILES] if plots else []
+    targets.check(
+        targets.tables([(out, "--out")]) + targets.tables(drawn, targets.PLOT),
+        _inputs(results, registry) + ([sweep] if sweep else []),
+    )
     names = None
     if published is not None:
         from embeval.reports.baselines import resolve
@@ -573,7 +595,7 @@ def report(results, fmt, labels, out, plots, no_ci, no_baseline, published, task
         figures = rep.plots(rows, plots, relative_to=Path(out).parent if out else None, specs=specs) if plots else None
         text = rep.render(tables, fmt, ci=not no_ci, figures=figures)
     if out:
-        atomic.write_text(out, text if text.endswith("\n") else text + "\n")
+        atomic.write_text(out, _ended(targets.stamp(text, "report", fmt)))
         click.echo(f"wrote {out}")
     else:
         click.echo(text)

@@ -198,7 +198,8 @@ def _score(
     workspace = shards = None
     chosen = run_threads.choose(threads)
     try:
-        previous = files.check(resume, restart) if files else []
+        declared = registry.sources() if registry is not None else []
+        previous = files.check(resume, restart, inputs=[vectors, *task_files, *declared]) if files else []
         registry = registry if registry is not None else task_registry(task_files)
         from embeval.run.execute import Workspace, resolve_device
         from embeval.run.plan import plan

@@ -78,6 +78,10 @@ class Registry(Mapping[str, TaskSpec]):
     def declared(self) -> list[TaskSpec]:
         return [spec for spec in self._specs.values() if not spec.builtin]
 
+    def sources(self) -> list[str]:
+        """The task files the declared tasks come from (the inputs no command writes over)."""
+        return list(dict.fromkeys(spec.source for spec in self.declared()))
+
     def canonical_name(self, spelling: str) -> str | None:
         """The name of a task as people write it (any case, or an alias such as STS-B), or None."""
         return self._spellings.get(spelling.strip().lower())
