@@ -35,6 +35,7 @@ from embeval.reports.cells import COMPARE_FORMATS, TABLE_FORMATS
 from embeval.run.quickstart import DEFAULT_WORKDIR, ENCODERS
 
 ENCODER_NAMES = tuple(ENCODERS)
+MAX_COMPARE_RESAMPLES = 1_000_000  # compare's paired resamples (Holm over many comparisons may need more than 100,000)
 
 
 @click.group(cls=OneLineErrorsGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -411,8 +412,10 @@ def quickstart(
     )
     budget = None if memory_budget is None else parse_size(memory_budget)
     from embeval.formats.results import table
-    from embeval.memory import limited
+    from embeval.memory import check_budget, limited
     from embeval.run import quickstart as qs
+
+    check_budget(budget)
     from embeval.tasks.files import resolve_data_dir
     from embeval.tasks.registry import parse_task_list
 
@@ -449,12 +452,18 @@ def quickstart(
 @task_file_option
 @click.option(
     "--resamples",
-    type=click.IntRange(min=100),
+    type=click.IntRange(min=100, max=MAX_COMPARE_RESAMPLES),
     default=None,
     metavar="N",
-    help="Bootstrap resamples (default: those of the first file's run, else 1000).",
+    help="Bootstrap resamples (default: those of the first file's run, else 1000, or more when Holm's adjustment "
+    f"of many comparisons needs them; at most {MAX_COMPARE_RESAMPLES:,}).",
 )
-@click.option("--seed", type=int, default=None, help="Seed of the resamples (default: the first file's run seed).")
+@click.option(
+    "--seed",
+    type=click.IntRange(min=0, max=2**32 - 1),
+    default=None,
+    help="Seed of the resamples (default: the first file's run seed).",
+)
 @click.option(
     "--format", "fmt", type=click.Choice(COMPARE_FORMATS), default="text", show_default=True, help="Output format."
 )

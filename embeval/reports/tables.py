@@ -55,6 +55,7 @@ def load(path):
         MAX_RECORD_BYTES,
         missing="results file not found",
         invalid=lambda why: EmbevalError("not an embeval results file (not JSON)", file=path),
+        finite=True,
     )
     if not isinstance(record, dict) or record.get("format") != FORMAT or not isinstance(record.get("tasks"), dict):
         raise EmbevalError("not an embeval results file", file=path)

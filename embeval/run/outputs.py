@@ -28,7 +28,7 @@ def load_previous(out):
     not_results = EmbevalError(
         "exists and is not an embeval results file; refusing to overwrite it (choose another --out)", file=path
     )
-    record = read_json(path, MAX_RECORD_BYTES, invalid=lambda why: not_results)
+    record = read_json(path, MAX_RECORD_BYTES, invalid=lambda why: not_results, finite=True)
     if not isinstance(record, dict) or record.get("format") != FORMAT or not isinstance(record.get("tasks"), dict):
         raise not_results
     return record

@@ -309,13 +309,15 @@ def sweep(
         if runner is not None:
             runner.close()
         return sweep_report.summary([], left_out, out_dir, round(time.perf_counter() - started, 3))
-    from embeval.run.execute import Workspace, resolve_device
+    from embeval.run.execute import Workspace, check_budgets, resolve_device
 
     device = resolve_device(device)
     chosen = run_threads.choose(threads if runner is None else None)
     workspace = Workspace()
     try:
         sources, bad = plan_sources(paths, data_dir, tasks, config, dims, out_dir, workspace, known)
+        if runner is None:  # a Ray task plans its search under its worker's budget
+            check_budgets([unit for source in sources for unit in source.units], workspace, device)
     except BaseException:
         workspace.close()
         raise

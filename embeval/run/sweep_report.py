@@ -281,7 +281,7 @@ def find(path):
             )
         return path / "sweep.json"
     try:
-        record = read_json(path, MAX_RECORD_BYTES, warn=False)
+        record = read_json(path, MAX_RECORD_BYTES, warn=False, finite=True)
     except EmbevalError as err:
         if "not a regular file" in err.message or "larger than the limit" in err.message:
             raise
@@ -306,6 +306,7 @@ def load(path):
         MAX_RECORD_BYTES,
         missing="sweep summary not found",
         invalid=lambda why: EmbevalError("not a sweep summary (not JSON)", file=path),
+        finite=True,
     )
     if not isinstance(record, dict) or record.get("format") != SWEEP_FORMAT:
         raise EmbevalError("not an embeval sweep summary", file=path)
