@@ -543,10 +543,12 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet reads as
 
 def csv_cell(text):
     """A text cell of the CSV report that no spreadsheet runs as a formula: a text starting with one of
-    FORMULA_STARTS gets a leading apostrophe (OWASP's advice on CSV injection). Figures are numbers, left
-    as they are."""
+    FORMULA_STARTS gets a leading apostrophe (OWASP's advice on CSV injection). A carriage return inside
+    it becomes a line feed (which the writer quotes; a bare one would end the row). Figures are numbers,
+    left as they are."""
     text = "" if text is None else str(text)
-    return "'" + text if text.startswith(FORMULA_STARTS) else text
+    text = "'" + text if text.startswith(FORMULA_STARTS) else text
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def csv_text(tables, ci=True, figures=None):

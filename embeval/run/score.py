@@ -200,9 +200,9 @@ def _score(
     workspace = shards = None
     chosen = run_threads.choose(threads)
     try:
-        declared = registry.sources() if registry is not None else []
-        previous = files.check(resume, restart, inputs=[vectors, *task_files, *declared]) if files else []
         registry = registry if registry is not None else task_registry(task_files)
+        inputs = [vectors, *task_files, *registry.inputs(root, tasks)]
+        previous = files.check(resume, restart, inputs=inputs) if files else []
         from embeval.run.execute import Workspace, check_budgets, resolve_device
         from embeval.run.plan import plan
 

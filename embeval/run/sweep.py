@@ -298,7 +298,7 @@ def sweep(
             left_out.append(LeftOut(path, str(err)))
     try:
         known = registry if registry is not None else task_registry(task_files)
-        check_targets(paths, left_out, out_dir, dims, tasks or list(known), known)
+        check_targets(paths, left_out, out_dir, dims, tasks, known, data_dir)
     except BaseException:
         if runner is not None:
             runner.close()
@@ -355,14 +355,15 @@ def sweep(
     return summary
 
 
-def check_targets(paths, left_out, out_dir, dims, tasks, registry):
+def check_targets(paths, left_out, out_dir, dims, tasks, registry, data_dir):
     """Before any work, every file the sweep writes (embeval.formats.targets): sweep.json, sweep.log and
     the plots (an error), and each source's results files (a source whose files are refused is left out:
     removed from `paths`, added to `left_out`). None of them may be an input."""
     from embeval.run import sweep_report
 
-    inputs = [*paths, *registry.sources()]
-    targets.check(sweep_report.output_targets(out_dir, tasks), inputs)
+    inputs = [*paths, *registry.inputs(data_dir, tasks)]
+    names = [t if isinstance(t, str) else t.name for t in tasks] if tasks is not None else list(registry)
+    targets.check(sweep_report.output_targets(out_dir, names), inputs)
     for path in list(paths):
         try:
             for one in dims or [None]:
