@@ -542,6 +542,25 @@ def test_the_memory_check_says_what_the_address_space_limit_leaves(work, monkeyp
         vf.check_memory(1000, 1000, "Mine")
 
 
+def test_the_bootstrap_memory_check_counts_the_process_limits(work, monkeypatch):
+    """A resample count within its bound whose values do not fit what `ulimit -d` leaves: refused before
+    any data is read."""
+    import resource
+
+    data = next(
+        int(line.split()[1]) * 1024 for line in Path("/proc/self/status").read_text().splitlines() if "VmData" in line
+    )
+    real = resource.getrlimit
+    monkeypatch.setattr(
+        resource,
+        "getrlimit",
+        lambda which: (data + (1 << 20), data + (1 << 20)) if which == resource.RLIMIT_DATA else real(which),
+    )
+    before = state(work)
+    one_line(invoke(*SCORE, "--out", "r.json", "--bootstrap", 100_000), "--bootstrap: 100000 resamples need")
+    assert state(work) == before
+
+
 @pytest.mark.parametrize("integer", [np.int64, np.int32, np.uint64, np.int16])
 def test_top_k_takes_numpy_integers_as_ints(integer):
     from embeval.train.search import top_k

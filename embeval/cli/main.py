@@ -483,7 +483,7 @@ def compare(results, labels, tasks, task_files, resamples, seed, fmt, out, json_
 
     registry = task_registry(task_files)
     targets.check(
-        targets.tables([(out, "--out")]) + [targets.Target(Path(p), cmp.COMPARISON, "--json") for p in [json_out] if p],
+        targets.named([(out, "--out")]) + targets.named([(json_out, "--json")], cmp.COMPARISON),
         _inputs(results, registry),
     )
     names = registry.parse(tasks) if tasks is not None else None
@@ -568,7 +568,7 @@ def report(results, fmt, labels, out, plots, no_ci, no_baseline, published, task
     registry = task_registry(task_files)
     drawn = [(Path(plots) / name, "--plots") for name in rep.PLOT_FILES] if plots else []
     targets.check(
-        targets.tables([(out, "--out")]) + targets.tables(drawn, targets.PLOT),
+        targets.named([(out, "--out")]) + targets.named(drawn, targets.PLOT),
         _inputs(results, registry) + ([sweep] if sweep else []),
     )
     names = None

@@ -18,7 +18,6 @@ file as it was.
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 from collections.abc import Callable, Iterable, Sequence
@@ -156,9 +155,7 @@ def read_head(path: str | Path, size: int = HEAD_BYTES) -> bytes:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return b""
         return os.read(fd, size)
-    except OSError as err:
-        if err.errno in (errno.EAGAIN, errno.EISDIR):
-            return b""
+    except OSError:
         return b""
     finally:
         os.close(fd)
@@ -235,6 +232,6 @@ VECTORS = Output("a vectors file (HDF5)", is_hdf5)
 ANY = Output("any file", lambda path: True)  # what an explicit overwrite allows: anything but an input
 
 
-def tables(paths: Sequence[tuple[str | Path | None, str]], output: Output = TABLE) -> list[Target]:
-    """Targets of (path, option) pairs, those given (not None) only."""
+def named(paths: Sequence[tuple[str | Path | None, str]], output: Output = TABLE) -> list[Target]:
+    """The targets of (path, option) pairs written as `output`, those given (path not None) only."""
     return [Target(Path(path), output, option) for path, option in paths if path is not None]
