@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import operator
 import os
 import sys
 import time
@@ -116,6 +117,13 @@ def available(root: Path = CGROUP_ROOT) -> tuple[int, str]:
     return cpus, source
 
 
+def _index(value: Any) -> int | None:
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
 PER_CPU = 4  # --threads may ask for at most this many threads per CPU the process may use
 
 
@@ -134,8 +142,10 @@ def choose(
     environ = os.environ if environ is None else environ
     cpus, source = available(root)
     if requested is not None:
-        if isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
+        whole = None if isinstance(requested, bool) else _index(requested)  # numpy's integers too
+        if whole is None or whole < 1:
             raise EmbevalError(f"must be an integer >= 1, got {requested!r}", file="--threads")
+        requested = whole
         most = PER_CPU * cpus
         if capped and requested > most:
             raise EmbevalError(

@@ -179,9 +179,7 @@ DECLARATIONS = {
     "retrieval": 'kind = "retrieval"\n[files]\ncorpus = "c.jsonl"\nqueries = "q.jsonl"\nqrels = "q.tsv"\n',
 }
 INTEGERS = [
-    ("classification", key)
-    for key in ("samples_per_label", "n_experiments", "max_iter", "seed", "max_epoch", "epoch_size")
-] + [
+    *[("classification", key) for key in ("samples_per_label", "n_experiments", "max_iter", "seed")],
     ("split-classification", "max_epoch"),
     ("split-classification", "epoch_size"),
     *[("multilabel", k) for k in ("samples_per_label", "n_experiments", "n_neighbors", "max_eval_samples", "seed")],
