@@ -17,7 +17,14 @@ TABLE_SHARE = 4  # a task's table may take 1/TABLE_SHARE of the device's free me
 
 
 def available_memory():
-    """Bytes of memory available to this process (best effort), or None if unknown."""
+    """Bytes of memory available to this process (best effort), or None if unknown: the host's available
+    memory, lowered to what the process's own limits leave (`ulimit -v`, `ulimit -d`: limit_left)."""
+    found = [free for free in (host_available(), limit_left()) if free is not None]
+    return min(found) if found else None
+
+
+def host_available():
+    """The host's available memory (MemAvailable), or None if unknown."""
     try:
         with open("/proc/meminfo") as f:
             for line in f:
@@ -29,6 +36,37 @@ def available_memory():
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return None
+
+
+# The process's resource limits on memory, and the /proc/self/status field each is counted against.
+_LIMITS = (("RLIMIT_AS", "VmSize:"), ("RLIMIT_DATA", "VmData:"))
+
+
+def limit_left():
+    """Bytes the process may still map under its address-space and data limits (RLIMIT_AS, `ulimit -v`;
+    RLIMIT_DATA, `ulimit -d`), the least of them; None when neither is set (or unknown)."""
+    try:
+        import resource
+    except ImportError:  # not on Unix
+        return None
+    left = []
+    status = None
+    for name, field in _LIMITS:
+        limit = getattr(resource, name, None)
+        if limit is None:
+            continue
+        soft, _ = resource.getrlimit(limit)
+        if soft == resource.RLIM_INFINITY or soft < 0:
+            continue
+        if status is None:
+            try:
+                with open("/proc/self/status") as f:
+                    status = f.read()
+            except OSError:
+                status = ""
+        used = next((int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith(field)), 0)
+        left.append(max(0, soft - used))
+    return min(left) if left else None
 
 
 BOOTSTRAP_COPIES = 4  # float64 values per resample a figure's interval holds at once (values, copies)
@@ -43,6 +81,19 @@ def check_bootstrap(resamples, option="--bootstrap"):
         raise EmbevalError(
             f"{resamples} resamples need {need / 2**30:.1f} GiB of memory for each figure's interval, more than "
             f"half of the {free / 2**30:.1f} GiB available; use fewer (the default is 1000)",
+            file=option,
+        )
+
+
+def check_budget(budget, option="--memory-budget"):
+    """Refuse a memory budget (bytes; None: the defaults) larger than the memory available to this process:
+    scoring would plan allocations the machine cannot make."""
+    free = available_memory()
+    if budget is not None and free is not None and budget > free:
+        raise EmbevalError(
+            f"{budget / 2**30:.1f} GiB is more than the {free / 2**30:.1f} GiB of memory available to this process; "
+            f"give at most {free // 2**20}MiB, or leave it out (the default: half the memory available, on the CPU "
+            "at most 2GiB for matrices)",
             file=option,
         )
 

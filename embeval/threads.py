@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import operator
 import os
 import sys
 import time
@@ -125,16 +126,43 @@ def available(root: Path = CGROUP_ROOT) -> tuple[int, str]:
     return cpus, source
 
 
-def choose(requested: int | None = None, environ: Mapping[str, str] | None = None, root: Path = CGROUP_ROOT) -> Threads:
-    """The run's threads: `requested` (--threads), else OMP_NUM_THREADS or MKL_NUM_THREADS (a positive
-    integer; anything else is ignored, as OpenMP ignores it), else the CPUs the process may use."""
+def _index(value: Any) -> int | None:
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+PER_CPU = 4  # --threads may ask for at most this many threads per CPU the process may use
+
+
+def choose(
+    requested: int | None = None,
+    environ: Mapping[str, str] | None = None,
+    root: Path = CGROUP_ROOT,
+    capped: bool = True,
+) -> Threads:
+    """The run's threads: `requested` (--threads, at most PER_CPU per CPU the process may use), else
+    OMP_NUM_THREADS or MKL_NUM_THREADS (a positive integer; anything else is ignored, as OpenMP ignores
+    it), else the CPUs the process may use. capped=False: `requested` runs elsewhere (a Ray cluster's
+    nodes), not bounded by this machine's CPUs."""
     from embeval.errors import EmbevalError
 
     environ = os.environ if environ is None else environ
     cpus, source = available(root)
     if requested is not None:
-        if isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
+        whole = None if isinstance(requested, bool) else _index(requested)  # numpy's integers too
+        if whole is None or whole < 1:
             raise EmbevalError(f"must be an integer >= 1, got {requested!r}", file="--threads")
+        requested = whole
+        most = PER_CPU * cpus
+        if capped and requested > most:
+            raise EmbevalError(
+                f"{requested} threads on the {cpus} CPU{'s' if cpus > 1 else ''} this process may use ({source}): "
+                f"at most {most} ({PER_CPU} per CPU); threads beyond the CPUs wait for each other and only slow "
+                "the run",
+                file="--threads",
+            )
         return Threads(requested, "--threads", cpus)
     for name in THREAD_VARIABLES:
         value = environ.get(name, "").strip()

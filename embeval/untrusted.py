@@ -222,6 +222,33 @@ def _too_deep(kind: str) -> str:
     return f"not valid {kind}: nested deeper than {MAX_DEPTH} levels (the limit)"
 
 
+MAX_JSON_INT = 2**63 - 1  # the integers a results file holds (counts, seeds) are int64s
+
+
+class NumberError(ValueError):
+    """A JSON number embeval never writes: NaN, Infinity, a float beyond float64's range, an integer beyond
+    int64's. Its message says which."""
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise NumberError(f"the number {text[:24]} is beyond float64's range")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > 19 or abs(int(text)) > MAX_JSON_INT:
+        shown = text if len(text) <= 24 else f"{text[:12]}… ({digits} digits)"
+        raise NumberError(f"the integer {shown} is beyond the range embeval reads (at most {MAX_JSON_INT})")
+    return int(text)
+
+
+def _no_constant(name: str) -> Any:
+    raise NumberError(f"{name} is not a finite number (an undefined figure is recorded as null)")
+
+
 def loads_json(
     text: str | bytes,
     error: type[EmbevalError] = EmbevalError,
@@ -229,10 +256,12 @@ def loads_json(
     task: str | None = None,
     line: int | None = None,
     duplicates: list[tuple[int | None, str]] | None = None,
+    finite: bool = False,
 ) -> Any:
     """Parse JSON with nesting bounded by MAX_DEPTH; a duplicate key of an object is appended to
     `duplicates` as (line, key) (the last value is kept, as json does). A syntax error is raised as
-    json.JSONDecodeError (callers word it)."""
+    json.JSONDecodeError (callers word it). finite: every number must be finite in float64 (an integer
+    in int64), NaN and Infinity are refused (NumberError)."""
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
         result = dict(items)
@@ -244,7 +273,17 @@ def loads_json(
 
     try:
         with collector_paused():
-            value = json.loads(text, object_pairs_hook=pairs if duplicates is not None else None)
+            hook = pairs if duplicates is not None else None
+            if finite:
+                value = json.loads(
+                    text,
+                    object_pairs_hook=hook,
+                    parse_float=_finite_float,
+                    parse_int=_bounded_int,
+                    parse_constant=_no_constant,
+                )
+            else:
+                value = json.loads(text, object_pairs_hook=hook)
     except RecursionError:
         raise error(_too_deep("JSON"), file=file, task=task, line=line)
     opens = text.count("[") + text.count("{") if isinstance(text, str) else text.count(b"[") + text.count(b"{")
@@ -302,13 +341,18 @@ def read_json(
     missing: str = "file not found",
     invalid: Callable[[str], EmbevalError] | None = None,
     warn: bool = True,
+    finite: bool = False,
 ) -> Any:
     """A JSON file of at most limit bytes: regular, UTF-8, bounded nesting; duplicate keys warned about.
-    invalid(reason) builds the error for text that is not JSON (default: "not valid JSON (reason)")."""
+    invalid(reason) builds the error for text that is not JSON (default: "not valid JSON (reason)").
+    finite: a number that is not finite in float64 (NaN, Infinity, 1e400, an integer beyond int64) is
+    one line naming it."""
     data = read_bytes(path, limit, error, missing=missing)
     duplicates: list[tuple[int | None, str]] = []
     try:
-        value = loads_json(data.decode("utf-8"), error, file=path, duplicates=duplicates)
+        value = loads_json(data.decode("utf-8"), error, file=path, duplicates=duplicates, finite=finite)
+    except NumberError as err:
+        raise error(f"{err} (embeval never writes such a number: edited by hand?)", file=path)
     except UnicodeDecodeError as err:
         if invalid is not None:
             raise invalid(f"not UTF-8 text, byte {err.start}")

@@ -11,7 +11,9 @@ CI runs a small, fixed (derandomized) budget. By hand, a larger random one:
     EMBEVAL_FUZZ_EXAMPLES=2000 python -m pytest tests/test_fuzz.py
 """
 
+import contextlib
 import json
+import math
 import os
 import pickle
 import shutil
@@ -22,7 +24,20 @@ import h5py
 import numpy as np
 import pytest
 from coco_helpers import write_coco
-from hypothesis import HealthCheck, given, settings
+from hostile_helpers import (
+    INTEGERS,
+    NAMINGS,
+    ONTO,
+    RESCORE,
+    build,
+    copy_of,
+    declaration,
+    invoke,
+    one_line,
+    spelled,
+    state,
+)
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from reliability_helpers import (
     PREVIOUS,
@@ -632,3 +647,140 @@ def test_fuzz_manifests(cli, data):
         assert tree_state(folder, out) == before
         if (out / "v.h5").exists():
             shared_outcome(cli("vectors", "check", out / "v.h5", "--export", exported), folder, out, before)
+
+
+# Hostile inputs drawn at random (tests/test_hostile.py takes each class case by case): an output drawn
+# onto one of the command's inputs, a number at the edges of float64 drawn into a results file, an
+# integer setting of a task file drawn around its bound.
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    return build(tmp_path_factory.mktemp("hostile"))
+
+
+@contextlib.contextmanager
+def hostile_copy(hostile):
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = copy_of(hostile, Path(tmp) / "w")
+        with contextlib.chdir(folder):
+            yield folder
+
+
+@given(st.data())
+@FUZZ
+def test_fuzz_outputs_onto_inputs(hostile, data):
+    """Any writing command, any of its inputs, any spelling: refused in one line, nothing changed."""
+    command, source, target = data.draw(st.sampled_from(ONTO), label="command, input, output")
+    namings = NAMINGS if "OUT" in command else ("symlink", "hardlink")
+    naming = data.draw(st.sampled_from(namings), label="naming")
+    with hostile_copy(hostile) as folder:
+        out = spelled(folder, source, naming, target)
+        before = state(folder)
+        one_line(invoke(*(out if a == "OUT" else a for a in command)), "is an input of this command")
+        assert state(folder) == before
+
+
+EDGE_TEXTS = ["1e308", "-1e308", "5e-324", "-5e-324", "-0.0", "0", "Infinity", "-Infinity", "NaN", "1e400"]
+EDGE_TEXTS += ["1" + "0" * 400, "-" + "9" * 30, str(2**63), str(2**63 - 1)]
+EDGE_NUMBERS = st.one_of(
+    st.sampled_from(EDGE_TEXTS),
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+    st.integers(-(2**70), 2**70).map(str),
+)
+MARK = 123.456789012345
+
+
+def finite_json_number(text):
+    """Whether embeval may read this JSON number: finite in float64, an integer within int64."""
+    if text in ("Infinity", "-Infinity", "NaN"):
+        return False
+    if text.lstrip("-").isdigit():
+        return abs(int(text)) <= 2**63 - 1
+    return math.isfinite(float(text))
+
+
+def numbers_in(value, at=()):
+    """The paths of every number in a JSON document."""
+    if isinstance(value, dict):
+        return [p for key, child in value.items() for p in numbers_in(child, at + (key,))]
+    if isinstance(value, list):
+        return [p for i, child in enumerate(value) for p in numbers_in(child, at + (i,))]
+    return [at] if isinstance(value, (int, float)) and not isinstance(value, bool) else []
+
+
+@given(st.data())
+@FUZZ
+def test_fuzz_numbers_at_the_edges_in_a_results_file(hostile, data):
+    """Any number of a results file made an edge of float64, its entries' digests recomputed or not: each
+    reader succeeds cleanly or refuses in one line; a number embeval never writes is always refused;
+    --resume writes the vectors' figure, never the file's, unless the entry was signed anew."""
+    from embeval.formats.results import figures_digest
+
+    record = json.loads((hostile / "a.json").read_text())
+    at = data.draw(st.sampled_from(numbers_in(record)), label="where")
+    text = data.draw(EDGE_NUMBERS, label="number")
+    signed = data.draw(st.booleans(), label="digests recomputed")
+    command = data.draw(
+        st.sampled_from(
+            [
+                ("report", "a.json"),
+                ("export-mteb", "a.json", "--model", "o/m", "--out", "mt"),
+                ("compare", "b.json", "a.json", "--resamples", 100),
+                RESCORE + ("--out", "a.json", "--resume"),
+            ]
+        ),
+        label="reader",
+    )
+    truth = record["tasks"]["Mine"]["results"]["all"]["spearman"]["pooled"]
+    parent = record
+    for key in at[:-1]:
+        parent = parent[key]
+    parent[at[-1]] = MARK
+    written = json.dumps(record, indent=1).replace(repr(MARK), text)
+    if signed:
+        record = json.loads(written)
+        for entry in record.get("tasks", {}).values():
+            if isinstance(entry, dict):
+                entry["figures_sha256"] = figures_digest(entry)
+        written = json.dumps(record, indent=1)
+    with hostile_copy(hostile) as folder:
+        (folder / "a.json").write_text(written)
+        before = state(folder)
+        result = invoke(*command)
+        event(f"{command[0]}: exit code {result.exit_code}")
+        assert "Traceback" not in result.stdout + result.stderr, result.stderr
+        if not finite_json_number(text):
+            one_line(result, "a.json", "edited by hand?")
+        if result.exit_code != 0:
+            error_line(result)
+            assert state(folder) == before
+        elif command[0] == "score":
+            mean = json.loads((folder / "a.json").read_text())["tasks"]["Mine"]["results"]["all"]["spearman"]
+            assert signed or mean["pooled"] == truth
+        else:
+            assert {k: v for k, v in state(folder).items() if k in before} == before
+
+
+LEAST = {"seed": 0, "max_eval_samples": 0, "n_samples": 2, "depth": 10}
+
+
+@given(st.data())
+@FUZZ
+def test_fuzz_integer_settings_of_a_task_file(data):
+    """Any integer setting, any int64 value: accepted within its bounds, else one line naming it."""
+    from embeval.tasks.declaration import MOST
+
+    kind, key = data.draw(st.sampled_from(INTEGERS), label="setting")
+    most = MOST[key][0]
+    value = data.draw(
+        st.one_of(st.integers(most - 2, most + 2), st.integers(-2, 12), st.integers(-(2**63), 2**63 - 1)), label="value"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "b.toml"
+        path.write_text(declaration(kind, f"{key} = {value}"))
+        result = invoke("tasks", "--no-load", "--task-file", path)
+        if LEAST.get(key, 1) <= value <= most:
+            assert result.exit_code == 0, result.stderr
+        else:
+            one_line(result, "b.toml", key)

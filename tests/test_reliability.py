@@ -700,7 +700,8 @@ def test_output_is_not_a_results_file(cli, data_dir, tmp_path, target):
     if target == "other":
         out.write_text('{"my": "data"}')
     before = out.read_bytes()
-    refused(cli("score", path, "--data", data_dir, "--out", out), str(out), "not an embeval results file")
+    why = "is an input of this command" if target == "vectors" else "not an embeval results file"
+    refused(cli("score", path, "--data", data_dir, "--out", out), str(out), why)
     assert out.read_bytes() == before
 
 

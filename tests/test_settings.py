@@ -96,7 +96,7 @@ def test_a_config_is_frozen_and_valid_wherever_it_is_made():
     [
         ({"kfold": True}, "--kfold: must be an integer >= 2, got True"),
         ({"bootstrap": 50}, "--bootstrap: must be 0 or an integer >= 100, got 50"),
-        ({"seed": 1.5}, "--seed: must be an integer, got 1.5"),
+        ({"seed": 1.5}, "--seed: must be an integer >= 0, got 1.5"),
         ({"normalize": "minmax"}, "--normalize: unknown choice 'minmax'; use none, l2, zscore, zscore+l2, tune"),
         ({"solver": "newton"}, "--solver: unknown choice 'newton'; use senteval, lbfgs"),
         ({"preset": "fast"}, "--config: unknown configuration 'fast'; use literature or prototype"),

@@ -36,6 +36,7 @@ from embeval.reports.cells import COMPARE_FORMATS, RANK_FORMATS, TABLE_FORMATS
 from embeval.run.quickstart import DEFAULT_WORKDIR, ENCODERS
 
 ENCODER_NAMES = tuple(ENCODERS)
+MAX_COMPARE_RESAMPLES = 1_000_000  # compare's paired resamples (Holm over many comparisons may need more than 100,000)
 
 
 @click.group(cls=OneLineErrorsGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -426,8 +427,10 @@ def quickstart(
     )
     budget = None if memory_budget is None else parse_size(memory_budget)
     from embeval.formats.results import table
-    from embeval.memory import limited
+    from embeval.memory import check_budget, limited
     from embeval.run import quickstart as qs
+
+    check_budget(budget)
     from embeval.tasks.files import resolve_data_dir
     from embeval.tasks.registry import parse_task_list
 
@@ -465,12 +468,18 @@ def quickstart(
 @task_file_option
 @click.option(
     "--resamples",
-    type=click.IntRange(min=100),
+    type=click.IntRange(min=100, max=MAX_COMPARE_RESAMPLES),
     default=None,
     metavar="N",
-    help="Bootstrap resamples (default: those of the first file's run, else 1000).",
+    help="Bootstrap resamples (default: those of the first file's run, else 1000, or more when Holm's adjustment "
+    f"of many comparisons needs them; at most {MAX_COMPARE_RESAMPLES:,}).",
 )
-@click.option("--seed", type=int, default=None, help="Seed of the resamples (default: the first file's run seed).")
+@click.option(
+    "--seed",
+    type=click.IntRange(min=0, max=2**32 - 1),
+    default=None,
+    help="Seed of the resamples (default: the first file's run seed).",
+)
 @click.option(
     "--format", "fmt", type=click.Choice(COMPARE_FORMATS), default="text", show_default=True, help="Output format."
 )
@@ -484,23 +493,40 @@ def compare(results, labels, tasks, task_files, allow_paths_outside, resamples, 
     B - A, its 95% bootstrap interval and a paired bootstrap p-value (the same resampled test items
     for both), with Holm's adjustment over the table, and which differences are significant.
     """
-    from embeval.formats import atomic
+    from embeval.formats import atomic, targets
     from embeval.formats.results import dumps
     from embeval.reports import compare as cmp
 
     registry = task_registry(task_files, allow_paths_outside)
+    targets.check(
+        targets.named([(out, "--out")]) + targets.named([(json_out, "--json")], cmp.COMPARISON),
+        _inputs(results, registry),
+    )
     names = registry.parse(tasks) if tasks is not None else None
     result = cmp.compare(
         list(results), labels=list(labels) or None, tasks=names, resamples=resamples, seed=seed, registry=registry
     )
     text = cmp.formatted(result, fmt)
     if out:
-        atomic.write_text(out, text if text.endswith("\n") else text + "\n")
+        atomic.write_text(out, _ended(targets.stamp(text, "compare", fmt)))
         click.echo(f"wrote {out}")
     else:
         click.echo(text)
     if json_out:
         atomic.write_text(json_out, dumps(result))
+
+
+def _ended(text):
+    return text if text.endswith("\n") else text + "\n"
+
+
+def _inputs(paths, registry):
+    """The files a command that reads results files takes in: each results file (or a sweep's summary)
+    and the predictions beside it, and the task files of the registry."""
+    from embeval.formats.predictions import sidecar_path
+    from embeval.run.sweep_report import SUMMARY
+
+    return [one for path in paths for one in (path, sidecar_path(path), Path(path) / SUMMARY)] + registry.sources()
 
 
 @cli.command()
@@ -549,6 +575,10 @@ def rank(results, labels, tasks, task_files, allow_paths_outside, resamples, see
     from embeval.reports import rank as ranking
 
     registry = task_registry(task_files, allow_paths_outside)
+    targets.check(
+        targets.named([(out, "--out")]) + targets.named([(json_out, "--json")], ranking.RANKING),
+        _inputs(results, registry),
+    )
     names = registry.parse(tasks) if tasks is not None else None
     result = ranking.rank(
         list(results),
@@ -566,7 +596,7 @@ def rank(results, labels, tasks, task_files, allow_paths_outside, resamples, see
     else:
         text = ranking.formatted(result, fmt)
     if out:
-        atomic.write_text(out, text if text.endswith("\n") else text + "\n")
+        atomic.write_text(out, _ended(targets.stamp(text, "rank", fmt)))
         click.echo(f"wrote {out}")
     else:
         click.echo(text.rstrip("\n"))
@@ -622,11 +652,16 @@ def report(results, fmt, labels, out, plots, no_ci, no_baseline, published, task
     metric and the aggregation. With --format html, RESULTS may instead be one sweep (its --out-dir
     folder, or its sweep.json).
     """
-    from embeval.formats import atomic
+    from embeval.formats import atomic, targets
     from embeval.reports import tables as rep
 
     sweep = _sweep_of(results, fmt, labels, plots, published)
     registry = task_registry(task_files, allow_paths_outside)
+    drawn = [(Path(plots) / name, "--plots") for name in rep.PLOT_FILES] if plots else []
+    targets.check(
+        targets.named([(out, "--out")]) + targets.named(drawn, targets.PLOT),
+        _inputs(results, registry) + ([sweep] if sweep else []),
+    )
     names = None
     if published is not None:
         from embeval.reports.baselines import resolve
@@ -664,7 +699,7 @@ def report(results, fmt, labels, out, plots, no_ci, no_baseline, published, task
 
             text += ranking.report_markdown(list(results), list(labels) or None, registry)
     if out:
-        atomic.write_text(out, text if text.endswith("\n") else text + "\n")
+        atomic.write_text(out, _ended(targets.stamp(text, "report", fmt)))
         click.echo(f"wrote {out}")
     else:
         click.echo(text)

@@ -152,7 +152,10 @@ def sweep(
         from embeval.run.sweep_ray import RayRunner
 
         runner = RayRunner(None if ray == "local" else ray, device, budget=budget, threads=threads)
-    from embeval.memory import limited, small_pages
+    from embeval.memory import check_budget, limited, small_pages
+
+    if ray is None or ray == "local":  # a cluster's workers have memory of their own
+        check_budget(budget)
 
     with limited(budget), small_pages():
         summary = run(

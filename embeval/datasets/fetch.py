@@ -12,6 +12,8 @@ interrupted download is resumed by the next run.
 import os
 import shutil
 import tempfile
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 from embeval.datasets import files
@@ -40,6 +42,7 @@ def fetch(dest, task_names, mirror=None, force=False, keep_downloads=False, prog
     dest = Path(dest)
     report = FetchReport()
     downloads = dest / DOWNLOADS
+    check_mirror(mirror, dest, task_names)
     try:
         files.make_dirs(downloads)
     except OSError as err:
@@ -51,6 +54,27 @@ def fetch(dest, task_names, mirror=None, force=False, keep_downloads=False, prog
             downloads.rmdir()  # only when empty: a failed run keeps its partial downloads to resume from
         except OSError:
             pass
+
+
+def check_mirror(mirror, dest, task_names):
+    """Refuse a mirror folder that fetching would write over: the download folder (whose archives a
+    finished fetch removes) or a data set's folder (which a fetch replaces), or one inside them."""
+    if not mirror or ("://" in mirror and not mirror.startswith("file://")):
+        return
+    folder = Path(urllib.request.url2pathname(urllib.parse.urlsplit(mirror).path) if "://" in mirror else mirror)
+    try:
+        folder = folder.resolve()
+        written = [(dest / DOWNLOADS).resolve()] + [(dest / d.folder).resolve() for d in datasets_for(task_names)]
+    except (OSError, RuntimeError):
+        return  # the download names what is wrong with it
+    for place in written:
+        if folder == place or folder.is_relative_to(place):
+            what = "the download folder" if place == written[0] else "a data set's folder"
+            raise EmbevalError(
+                f"is {what} of {dest} or inside it, which fetching writes over (a finished fetch removes its "
+                "archives); give a mirror folder outside the data folder",
+                file=mirror,
+            )
 
 
 def _fetch_all(task_names, dest, downloads, report, force, keep_downloads, mirror, progress, log):

@@ -27,6 +27,7 @@ import numpy as np
 from embeval import stats
 from embeval.errors import EmbevalError
 from embeval.formats import atomic
+from embeval.formats.targets import Output
 from embeval.tasks.registry import statistic
 from embeval.untrusted import read_bytes
 
@@ -211,25 +212,18 @@ def write(path, runs, meta_extra=None):
     return hashlib.sha256(data).hexdigest()
 
 
-def check_replaceable(path):
-    """Refuse, in one line, to replace a file at `path` that is not an embeval predictions file."""
-    path = Path(path)
-    if not path.exists():
-        return
-    refused = EmbevalError(
-        "exists and is not an embeval predictions file; refusing to overwrite it (choose another --out, or "
-        "--no-save-predictions)",
-        file=path,
-    )
-    if not path.is_file():
-        raise refused
+def is_own(path):
+    """Whether the regular file at `path` is an embeval predictions file (what --save-predictions may
+    replace)."""
     try:
         with np.load(path, allow_pickle=False) as npz:
             meta = json.loads(bytes(npz[META]).decode())
     except (ValueError, KeyError, TypeError, zipfile.BadZipFile, OSError, UnicodeDecodeError, RecursionError):
-        raise refused
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise refused
+        return False
+    return isinstance(meta, dict) and meta.get("format") == FORMAT
+
+
+PREDICTIONS = Output("an embeval predictions file", is_own)
 
 
 def read(path, sha256=None):

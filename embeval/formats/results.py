@@ -4,11 +4,13 @@ import hashlib
 import json
 import logging
 import math
+import re
 
 import numpy as np
 
 from embeval.errors import EmbevalError
 from embeval.formats import atomic
+from embeval.formats.targets import Output, read_head
 from embeval.tasks import benchmarks
 from embeval.tasks.registry import recorded_spec
 
@@ -55,6 +57,19 @@ def without_timing(value):
 
 def dumps(record):
     return json.dumps(plain(record), indent=1, allow_nan=False) + "\n"
+
+
+_FORMAT_KEY = re.compile(rb'\A\s*\{\s*"format"\s*:\s*"' + FORMAT.encode() + rb'"')
+
+
+def is_results(path):
+    """Whether a file is an embeval results file (or its progress file): a JSON object whose first key is
+    `format`, "embeval-results", as every results file embeval writes begins. Its content is checked
+    when it is read (run.outputs.load_previous)."""
+    return _FORMAT_KEY.match(read_head(path)) is not None
+
+
+RESULTS = Output("an embeval results file", is_results)
 
 
 def write_json(path, record):

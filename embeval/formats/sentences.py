@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from embeval._version import __version__
 from embeval.errors import DATA_HINT, DataFileError, EmbevalError
-from embeval.formats import atomic
+from embeval.formats import atomic, targets
 from embeval.untrusted import FILE_STEM, MAX_DECLARATION_BYTES, check_name, confine, loads_json, read_bytes, read_json
 
 logger = logging.getLogger("embeval")
@@ -139,15 +139,15 @@ def _entry(dataset, sentences, role=TEXT):
     return entry
 
 
-def export(task_lists, out_dir, union=False, about=None):
+def export(task_lists, out_dir, union=False, about=None, inputs=()):
     """Write each task's lists (TASK.txt, TASK.ROLE.txt; or ALL.txt for the text lists of a union)
     and manifest.json into out_dir; return the manifest. task_lists: {task: {role: sentences}}, or
     loaded split data (TaskData, one list each); about: {task: {key: value}} added to its entry
-    (an MTEB task's origin)."""
+    (an MTEB task's origin); inputs: the files the lists were read from, never written over."""
     if not isinstance(task_lists, dict):
         task_lists = {data.name: {TEXT: task_sentences(data)} for data in task_lists}
     out_dir = Path(out_dir)
-    check_owned(out_dir, task_lists, union)
+    check_owned(out_dir, task_lists, union, inputs)
     earlier = _earlier_files(out_dir)
     tasks, text_lists = {}, []
     for name, lists in task_lists.items():
@@ -221,40 +221,41 @@ def _written_files(task_lists, union):
     return names + ["manifest.json"]
 
 
-def check_owned(out_dir, task_lists, union=False):
+def check_owned(out_dir, task_lists, union=False, inputs=()):
     """Refuse, before anything is written, an export into a folder holding a file of the same name that
-    an earlier export did not write: a manifest.json that is not an embeval manifest, or a list file
-    that the folder's manifest does not record with the same fingerprint (a file of the user's, or one
-    edited since)."""
+    an earlier export did not write (embeval.formats.targets): a manifest.json that is not an embeval
+    manifest, or a list file that the folder's manifest does not record with the same fingerprint (a
+    file of the user's, or one edited since); and any of them that is one of `inputs` (a task file,
+    a data file)."""
     out_dir = Path(out_dir)
-    targets = [out_dir / name for name in _written_files(task_lists, union)]
-    present = [path for path in targets if os.path.lexists(path)]
-    if not present:
-        return
-    if out_dir.is_symlink() or not out_dir.is_dir():
-        return  # writing fails with its own one-line error
-    manifest_path = out_dir / "manifest.json"
-    owned = {}
-    if os.path.lexists(manifest_path):
-        try:
-            manifest = load_manifest(out_dir)
-        except EmbevalError:
-            raise EmbevalError(
-                "exists and is not a manifest embeval wrote; refusing to overwrite it (choose another --out)",
-                file=manifest_path,
-            )
-        owned = {entry.file: entry.sha256 for entry in manifest_files(manifest) if entry.file}
-    for path in present:
-        if path == manifest_path:
-            continue
+    owned = None
+
+    def recorded(path):
+        nonlocal owned
+        if owned is None:
+            owned = _earlier_files(out_dir)
         sha = owned.get(path.name)
-        if sha is None or path.is_symlink() or not path.is_file() or _sha256_of(path) != sha:
-            why = "not written by an earlier export" if sha is None else "changed since embeval wrote it"
-            raise EmbevalError(
-                f"exists and was {why} (its manifest.json does not record it as is); refusing to overwrite it "
-                "(choose another --out, or move the file away); nothing was written",
-                file=path,
-            )
+        if sha is None:
+            return "was not written by an earlier export (its manifest.json does not record it)"
+        changed = "was changed since embeval wrote it (its manifest.json records another sha256)"
+        return sha == _sha256_of(path) or changed
+
+    def manifest_ok(path):
+        try:
+            load_manifest(out_dir)
+        except EmbevalError:
+            return False
+        return True
+
+    lists = targets.Output("a list file of an earlier export (recorded as is in its manifest.json)", recorded)
+    manifest = targets.Output("a manifest embeval wrote", manifest_ok)
+    targets.check(
+        [
+            targets.Target(out_dir / name, manifest if name == "manifest.json" else lists)
+            for name in _written_files(task_lists, union)
+        ],
+        inputs,
+    )
 
 
 def _sha256_of(path):
@@ -415,7 +416,8 @@ def export_sentences(
     about = {
         spec.name: {"mteb": mteb_origin(spec, lists[spec.name])} for spec in present if spec.mteb and spec.mteb.type
     }
-    return export(lists, out_dir, union=union, about=about), [s.name for s in missing]
+    inputs = [path for spec in present for path in [None if spec.builtin else spec.source, *spec.paths(root).values()]]
+    return export(lists, out_dir, union=union, about=about, inputs=inputs), [s.name for s in missing]
 
 
 PROMPT_TYPES = {"query": "query", "document": "document", "instructed_query": "query"}  # role -> mteb's prompt type

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from embeval.errors import EmbevalError, VectorsError
-from embeval.formats import atomic, h5guard
+from embeval.formats import atomic, h5guard, targets
 from embeval.formats.h5guard import check_file
 from embeval.formats.sentences import (
     TEXT,
@@ -738,7 +738,10 @@ def write(
     if np.dtype(dtype).kind != "f" or np.dtype(dtype).itemsize not in FLOAT_SIZES:
         raise VectorsError(f"dtype {dtype} is not float16, float32 or float64", file=path)
     manifest = load_manifest(export_dir)
-    jobs = [(entry, read_export_file(export_dir, entry)) for entry in manifest_files(manifest)]
+    entries = manifest_files(manifest)
+    inputs = [Path(export_dir) / "manifest.json"] + [Path(export_dir) / entry.file for entry in entries if entry.file]
+    targets.check([targets.Target(path, targets.ANY, "path")], inputs)  # overwrite=True: anything but an input
+    jobs = [(entry, read_export_file(export_dir, entry)) for entry in entries]
     total = sum(len(sentences) for _, sentences in jobs)
     tmp = atomic.temporary_sibling(path)
     try:

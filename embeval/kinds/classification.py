@@ -42,7 +42,7 @@ from typing import Any, ClassVar
 from embeval.kinds.mteb_experiments import Draws, fitting, inputs, read_integers
 from embeval.kinds.mteb_shared import figures_of, fractions_line, headline_column, lazy_statistic
 from embeval.kinds.mteb_shared import score_fields as mteb_fields
-from embeval.tasks.declaration import Declaration
+from embeval.tasks.declaration import MOST, MOST_SEEDS, Declaration
 from embeval.tasks.figures import Column, Figure
 from embeval.tasks.kind import Kind, Line, ci_text, num
 from embeval.tasks.spec import TaskSpec
@@ -81,12 +81,9 @@ def read_classifier_keys(decl: Declaration) -> dict[str, Any]:
         "labels": labels,
         "f1": decl.take("f1", (bool,), False),
         "regularization": decl.take("regularization", default="grid", choices=("grid", "none")),
-        "max_epoch": decl.take("max_epoch", (int,), None),
-        "epoch_size": decl.take("epoch_size", (int,), None),
+        "max_epoch": decl.integer("max_epoch", None, 1),
+        "epoch_size": decl.integer("epoch_size", None, 1),
     }
-    for key in ("max_epoch", "epoch_size"):
-        if keys[key] is not None and keys[key] < 1:
-            raise decl.error(f"must be an integer >= 1, got {keys[key]}", key)
     if labels is not None and len(labels) < 2:
         raise decl.error("a classification task needs two or more labels", "labels")
     if keys["f1"] and labels is not None and len(labels) != 2:
@@ -256,8 +253,13 @@ def read_mteb_keys(decl: Declaration) -> MtebClassifierParams:
         if decl.has("seed"):
             raise decl.error("give `seed` or `seeds`, not both", "seeds")
         seeds = decl.take("seeds", (list,), [])
-        if not seeds or any(not isinstance(v, int) or isinstance(v, bool) or v < 0 for v in seeds):
-            raise decl.error(f"must be a non-empty list of integers >= 0, got {seeds}", "seeds")
+        most = MOST["seed"][0]
+        bad = [v for v in seeds if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= most]
+        if not seeds or bad:
+            got = f"{bad[0]!r}"[:40] if bad else "[]"
+            raise decl.error(f"must be a non-empty list of integers in [0, {most}], got {got}", "seeds")
+        if len(seeds) > MOST_SEEDS:
+            raise decl.error(f"lists {len(seeds)} seeds, more than {MOST_SEEDS} (each scores the whole task)", "seeds")
         if len(set(seeds)) != len(seeds):
             raise decl.error(f"lists a seed twice: {seeds}", "seeds")
         values["seed"], values["more_seeds"] = seeds[0], tuple(seeds[1:])

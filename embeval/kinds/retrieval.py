@@ -67,7 +67,7 @@ class RetrievalParams:
 
 
 def read_params(decl: Declaration) -> RetrievalParams:
-    depth = decl.take("depth", (int,), 1000)
+    depth = decl.integer("depth", 1000)
     if depth < 10:
         raise decl.error(f"must be an integer >= 10 (nDCG@10 needs ten documents), got {depth}", "depth")
     return RetrievalParams(
@@ -125,6 +125,16 @@ class Retrieval(Kind):
 
     def tables(self, spec: TaskSpec) -> tuple[str, ...]:
         return ()
+
+    def least_budget(self, spec: TaskSpec, data: Any, dim: int, device: Any) -> tuple[int, str] | None:
+        if self.reranking:  # candidates scored in pieces of a fixed size, not a search
+            return None
+        from embeval.train.search import least_bytes
+
+        queries, documents = len(data.query_texts), len(data.doc_texts)
+        depth = min(spec.params.depth, documents)
+        what = f"its exact search of {queries} queries in {documents} documents of {dim} dimensions (top {depth})"
+        return least_bytes(queries, dim, depth, documents, device), what
 
     def sizes(self, spec: TaskSpec, data: Any) -> str:
         return f"{len(data.query_ids)} queries, {len(data.doc_ids)} documents, {len(data.qrels[0])} judgments"

@@ -19,6 +19,7 @@ import numpy as np
 from embeval import stats
 from embeval.errors import EmbevalError
 from embeval.formats import predictions
+from embeval.formats.targets import Output, json_format
 from embeval.memory import check_bootstrap
 from embeval.reports.benchmarks import compare_pairs as benchmark_pairs
 from embeval.reports.benchmarks import compare_rows as benchmark_rows
@@ -27,10 +28,13 @@ from embeval.reports.tables import Cell, Table, default_labels, load, recorded_c
 from embeval.tasks.benchmarks import MEANS
 from embeval.tasks.figures import variants
 from embeval.tasks.registry import Registry, statistic
+from embeval.untrusted import MAX_RECORD_BYTES
 
 logger = logging.getLogger("embeval")
 
 ALPHA = 0.05
+FORMAT = "embeval-comparison"  # the `format` of the --json file, which recognizes an earlier one
+COMPARISON = Output("a comparison that embeval wrote", lambda path: json_format(path, FORMAT, MAX_RECORD_BYTES))
 
 
 def load_run(path):
@@ -198,6 +202,7 @@ def compare(
         row["significant"] = bool(row["p"] < alpha)
         row["significant_holm"] = bool(adjusted < alpha)
     return {
+        "format": FORMAT,
         "encoders": encoders,
         "resamples": resamples,
         "resamples_needed": needed,

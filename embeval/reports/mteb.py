@@ -31,10 +31,10 @@ from pathlib import Path
 
 from embeval._version import __version__
 from embeval.errors import EmbevalError
-from embeval.formats import atomic
+from embeval.formats import atomic, targets
 from embeval.reports.tables import load, task_specs
 from embeval.tasks.registry import builtin
-from embeval.untrusted import FILE_STEM, check_name
+from embeval.untrusted import FILE_STEM, MAX_DECLARATION_BYTES, check_name, read_json
 
 logger = logging.getLogger("embeval")
 
@@ -112,7 +112,7 @@ def task_result(parts, entries, source):
             "task": spec.name,
             "figures": spec.mteb.figures.format(coef="<spearman|pearson>") if spec.mteb.figures else "",
             "protocol": spec.mteb.protocol,
-            "written_by": "embeval export-mteb, not by mteb.evaluate",
+            "written_by": WRITTEN_BY,
         },
     }
 
@@ -154,6 +154,36 @@ def model_meta(name, revision, dim):
     }
 
 
+WRITTEN_BY = "embeval export-mteb, not by mteb.evaluate"  # in every result file: what marks it as embeval's
+
+
+def _json_of(path):
+    try:
+        return read_json(path, MAX_DECLARATION_BYTES, warn=False)
+    except EmbevalError:
+        return None
+
+
+def _is_task_result(path):
+    """Whether an MTEB result file is one export-mteb wrote (its `embeval` object says so)."""
+    content = _json_of(path)
+    about = content.get("embeval") if isinstance(content, dict) else None
+    return isinstance(about, dict) and about.get("written_by") == WRITTEN_BY
+
+
+def _is_model_meta(path):
+    """Whether a model_meta.json is one export-mteb wrote: exactly model_meta() of its own name, revision
+    and dimension (MTEB's ModelMeta takes no field of embeval's, so the content is the mark)."""
+    content = _json_of(path)
+    if not isinstance(content, dict) or not isinstance(content.get("name"), str):
+        return False
+    return content == model_meta(content["name"], content.get("revision"), content.get("embed_dim"))
+
+
+TASK_RESULT = targets.Output("an MTEB result file that embeval export-mteb wrote", _is_task_result)
+MODEL_META = targets.Output("a model_meta.json that embeval export-mteb wrote", _is_model_meta)
+
+
 def model_folder(name):
     """MTEB's folder name for a model: '/' as '__', spaces as '_'."""
     return name.replace("/", "__").replace(" ", "_")
@@ -182,6 +212,15 @@ def export(results_path, model, out, revision=None, registry=None):
             file=results_path,
         )
     folder = Path(out) / "results" / model_folder(model) / revision
+    paths = {}
+    for name, parts in chosen.items():
+        stem = check_name(name, "MTEB task name", file=results_path, task=parts[0][0].name, pattern=FILE_STEM)
+        paths[name] = folder / f"{stem}.json"
+    meta_path = folder / "model_meta.json"
+    targets.check(
+        [targets.Target(path, TASK_RESULT) for path in paths.values()] + [targets.Target(meta_path, MODEL_META)],
+        [results_path, *registry.sources()] if registry is not None else [results_path],
+    )
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -194,13 +233,12 @@ def export(results_path, model, out, revision=None, registry=None):
     written = []
     for name, parts in chosen.items():
         spec = parts[0][0]
-        stem = check_name(name, "MTEB task name", file=results_path, task=spec.name, pattern=FILE_STEM)
-        path = folder / f"{stem}.json"
+        path = paths[name]
         entries = [record["tasks"][one.name] for one, _ in parts]
         content = task_result(parts, entries, Path(results_path).name)
         atomic.write_text(path, json.dumps(content, indent=2) + "\n")
         main = sum(fields["main_score"] for _, fields in parts) / len(parts)
         written.append((name, path, main, spec.mteb.protocol))
     meta = model_meta(model, revision, dims.pop() if len(dims) == 1 else None)
-    atomic.write_text(folder / "model_meta.json", json.dumps(meta, indent=2) + "\n")
+    atomic.write_text(meta_path, json.dumps(meta, indent=2) + "\n")
     return folder, written, notes

@@ -41,11 +41,13 @@ from embeval import stats
 from embeval.errors import EmbevalError
 from embeval.formats import predictions
 from embeval.memory import check_bootstrap
+from embeval.formats.targets import Output, json_format
 from embeval.reports.cells import RANK_FORMATS, Cell, Table
 from embeval.reports.compare import locate
 from embeval.reports.tables import default_labels, load, recorded_config, render, task_specs
 from embeval.tasks import benchmarks as bm
 from embeval.tasks.registry import Registry, statistic
+from embeval.untrusted import MAX_RECORD_BYTES
 
 logger = logging.getLogger("embeval")
 
@@ -55,6 +57,8 @@ PAIR_CHUNK = 256  # resamples of the pairwise statistics of every pair held at o
 BORDA = "Rank (Borda)"
 BORDA_SPREAD = 3.0  # Borda's resamples: each task figure's deviation from the observed, times this (docs/ranking.md)
 FORMATS = RANK_FORMATS
+FORMAT = "embeval-rank"  # the `format` of the --json file, which recognizes an earlier one
+RANKING = Output("a ranking that embeval wrote", lambda path: json_format(path, FORMAT, MAX_RECORD_BYTES))
 METHOD = (
     "percentile bootstrap over test items, the same resamples for every run; ranks from paired tests of all "
     "pairs, step-down max-T adjusted (simultaneous 95% rank intervals)"
@@ -507,6 +511,7 @@ def _rank(
         )
     order = out_benchmarks[0]["order"] if out_benchmarks else _by_mean_rank(summarized, len(runs))
     return {
+        "format": FORMAT,
         "runs": [
             {"label": run.label, "file": str(run.path), "dim": (run.record.get("vectors") or {}).get("dim")}
             for run in runs

@@ -24,6 +24,7 @@ from embeval.errors import EmbevalError, install_hint
 from embeval.formats import atomic
 from embeval.formats.results import FORMAT, FORMAT_VERSION, MISSING, UNDEFINED, UNDEFINED_NOTE, check_structure, find
 from embeval.formats.results import is_number as _is_number
+from embeval.formats.targets import PNG_SOFTWARE
 from embeval.reports.cells import TABLE_FORMATS, Cell, Table
 from embeval.settings import MLP_NHID, RunConfig
 from embeval.tasks.figures import CLASSIFIER_SETS, lookup
@@ -54,6 +55,7 @@ def load(path):
         MAX_RECORD_BYTES,
         missing="results file not found",
         invalid=lambda why: EmbevalError("not an embeval results file (not JSON)", file=path),
+        finite=True,
     )
     if not isinstance(record, dict) or record.get("format") != FORMAT or not isinstance(record.get("tasks"), dict):
         raise EmbevalError("not an embeval results file", file=path)
@@ -536,6 +538,19 @@ def latex(tables, ci=True, figures=None):
     return "\n".join(out)
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet reads as the start of a formula
+
+
+def csv_cell(text):
+    """A text cell of the CSV report that no spreadsheet runs as a formula: a text starting with one of
+    FORMULA_STARTS gets a leading apostrophe (OWASP's advice on CSV injection). A carriage return inside
+    it becomes a line feed (which the writer quotes; a bare one would end the row). Figures are numbers,
+    left as they are."""
+    text = "" if text is None else str(text)
+    text = "'" + text if text.startswith(FORMULA_STARTS) else text
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def csv_text(tables, ci=True, figures=None):
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -546,15 +561,15 @@ def csv_text(tables, ci=True, figures=None):
             for header, metric, c in zip(t.header[2:], t.metrics, row[2:]):
                 writer.writerow(
                     [
-                        t.key,
-                        row[0].text,
-                        row[1].text,
-                        header,
-                        metric,
+                        csv_cell(t.key),
+                        csv_cell(row[0].text),
+                        csv_cell(row[1].text),
+                        csv_cell(header),
+                        csv_cell(metric),
                         UNDEFINED if c.undefined else "" if c.value is None else repr(round(c.value, 6)),
                         "" if c.low is None else repr(round(c.low, 6)),
                         "" if c.high is None else repr(round(c.high, 6)),
-                        caption,
+                        csv_cell(caption),
                         "yes" if c.mark else "",
                     ]
                 )
@@ -573,6 +588,7 @@ def render(tables: Sequence[Table], fmt: str, ci: bool = True, figures: Mapping[
 # Plots.
 
 MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
+PLOT_FILES = ("alignment_uniformity.png", "spectrum.png")  # what --plots DIR holds
 SPECTRUM_FLOOR = 1e-4  # relative singular values below this are numerically zero for the reader
 
 
@@ -614,7 +630,7 @@ def plots(rows, folder, relative_to=None, specs=()):
         (
             f"Alignment ({host} pairs with gold >= 4) against uniformity (sample of {host} sentences); "
             f"lower is better on both axes. {spread}",
-            _save(fig, folder / "alignment_uniformity.png", plt),
+            _save(fig, folder / PLOT_FILES[0], plt),
         )
     )
     fig, ax = plt.subplots(figsize=(5, 4))
@@ -636,7 +652,7 @@ def plots(rows, folder, relative_to=None, specs=()):
             f"Singular values of the centred table of {host}'s distinct sentences, divided by the largest; "
             f"a flatter spectrum uses more directions (less anisotropy); the axis stops at {SPECTRUM_FLOOR:g} "
             "(a line that drops out of the figure: a direction the vectors do not use).",
-            _save(fig, folder / "spectrum.png", plt),
+            _save(fig, folder / PLOT_FILES[1], plt),
         )
     )
     base = Path(relative_to) if relative_to else Path.cwd()
@@ -672,7 +688,7 @@ def _save(fig, path, plt):
     fig.tight_layout()
     buffer = io.BytesIO()
     try:
-        fig.savefig(buffer, format="png", dpi=120, metadata={"Software": None})
+        fig.savefig(buffer, format="png", dpi=120, metadata={"Software": PNG_SOFTWARE})
     finally:
         plt.close(fig)
     atomic.write_bytes(path, buffer.getvalue())

@@ -40,6 +40,41 @@ def resolve_device(name):
         raise EmbevalError(f"unknown device {name!r} (use auto, cpu or cuda)", file="--device")
 
 
+def check_budgets(units, workspace, device):
+    """Refuse, before anything is scored, a memory budget below the least a unit's evaluation needs (its
+    kind's least_budget: an exact search, planned down to one query against one row): one line naming
+    the task, what needs the memory and the least --memory-budget that works."""
+    import math
+
+    from embeval.errors import EmbevalError
+    from embeval.memory import available_memory, memory_limit, search_budget
+    from embeval.untrusted import size_text
+
+    budget = search_budget(device)
+    for unit in units:
+        if unit.source.bow_dim is not None:
+            continue  # the baseline searches the same lists as the file's unit of the task
+        data = workspace.data_cache(unit.data_dir).get(unit.spec)
+        found = unit.spec.kind_module.least_budget(unit.spec, data, unit.vectors["dim"], device)
+        if found is None or found[0] <= budget:
+            continue
+        need, what = found
+        least = f"{math.ceil(need / 2**20)}MiB"
+        free = available_memory() if device.type == "cpu" else None
+        if free is not None and need > free:
+            raise EmbevalError(
+                f"{what} needs at least {size_text(need)}, more than the {size_text(free)} of memory available",
+                task=unit.task,
+            )
+        given = memory_limit()
+        shown = f"is {size_text(given)}" if given is not None else f"is by default {size_text(budget)}"
+        raise EmbevalError(
+            f"the memory budget {shown}, below what {unit.task} needs: {what} needs at least {size_text(need)}; "
+            f"give --memory-budget {least} or more",
+            file="--memory-budget",
+        )
+
+
 def describe_device(device):
     if device.type == "cuda":
         return f"{device} ({torch.cuda.get_device_name(device)})"

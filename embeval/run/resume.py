@@ -1,7 +1,9 @@
 """--resume: which units of a run can reuse an earlier record, and why the others are recomputed.
 
 A result is reused only when it was computed by the same code (the record's embeval version and
-code fingerprint, embeval._version.code_fingerprint), with the same configuration, vectors and data."""
+code fingerprint, embeval._version.code_fingerprint), with the same configuration, vectors and data,
+and its figures match their digest (`figures_sha256`, present and right: an entry without it is
+recomputed, never signed anew)."""
 
 import logging
 
@@ -42,6 +44,8 @@ def _reusable(previous, record, unit):
     problem = entry_problem(entry)  # as `embeval report` checks it: a hand-edited entry is never reused
     if problem:
         return None, f"the earlier result is not valid: {problem}"
+    if not isinstance(entry.get("figures_sha256"), str):  # what embeval writes always has it: never re-signed
+        return None, "the earlier result has no digest figures_sha256 of its figures (edited by hand?)"
     key = "vectors_sha256" if run == "encoder" else "sha256"
     if entry["vectors"].get(key) != unit.identity:
         return None, "vectors changed"

@@ -24,7 +24,7 @@ from embeval.errors import EmbevalError, Terminated
 from embeval.formats.h5guard import check_file
 from embeval.formats.results import FORMAT, FORMAT_VERSION
 from embeval.formats.vectors import VectorsFile  # noqa: F401  (tests patch reads through this module)
-from embeval.memory import check_device_tables, limited, memory_limit, small_pages
+from embeval.memory import check_budget, check_device_tables, limited, memory_limit, small_pages
 from embeval.run import baseline
 from embeval.run.outputs import ResultsFiles
 from embeval.run.resume import reusable_units
@@ -161,6 +161,8 @@ def score(
     log = log or (lambda msg: print(msg, file=sys.stderr))
     config = as_config(config)
     budget = memory_limit() if memory_budget is None else parse_size(memory_budget)
+    if memory_budget is not None:
+        check_budget(budget)
     with limited(budget), small_pages():
         return _score(
             vectors, data_dir, tasks, out, device, config, progress, log, strict, resume, save_predictions, restart,
@@ -198,9 +200,10 @@ def _score(
     workspace = shards = None
     chosen = run_threads.choose(threads)
     try:
-        previous = files.check(resume, restart) if files else []
         registry = registry if registry is not None else task_registry(task_files)
-        from embeval.run.execute import Workspace, resolve_device
+        inputs = [vectors, *task_files, *registry.inputs(root, tasks)]
+        previous = files.check(resume, restart, inputs=inputs) if files else []
+        from embeval.run.execute import Workspace, check_budgets, resolve_device
         from embeval.run.plan import plan
 
         device = resolve_device(device)
@@ -214,6 +217,7 @@ def _score(
             log(f"checking {vectors} ({size / 2**30:.1f} GiB: every vector it holds for the tasks is read once) ...")
         work = plan(vectors, root, tasks, config, strict, cache=workspace.data_cache(str(root)), registry=registry)
         check_device_tables(device_tables(work.units), device)
+        check_budgets(work.units, workspace, device)
         with run_threads.using(chosen):
             record = new_record(vectors, root, config, device, work.model)
             record["threads"] = chosen.to_record()

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from embeval import threads as run_threads
 from embeval.errors import EmbevalError
+from embeval.formats import targets
 from embeval.formats.h5guard import check_file
 from embeval.memory import available_memory, dense_budget, device_memory
 from embeval.run.outputs import ResultsFiles
@@ -295,20 +296,28 @@ def sweep(
         except EmbevalError as err:
             paths.remove(path)
             left_out.append(LeftOut(path, str(err)))
+    try:
+        known = registry if registry is not None else task_registry(task_files)
+        check_targets(paths, left_out, out_dir, dims, tasks, known, data_dir)
+    except BaseException:
+        if runner is not None:
+            runner.close()
+        raise
     if not paths:  # nothing to score: said without loading torch
         for item in left_out:
             logger.error(f"{item.error} (left out of the sweep)")
         if runner is not None:
             runner.close()
         return sweep_report.summary([], left_out, out_dir, round(time.perf_counter() - started, 3))
-    from embeval.run.execute import Workspace, resolve_device
+    from embeval.run.execute import Workspace, check_budgets, resolve_device
 
     device = resolve_device(device)
-    chosen = run_threads.choose(threads)
+    chosen = run_threads.choose(threads if runner is None else None)
     workspace = Workspace()
     try:
-        known = registry if registry is not None else task_registry(task_files)
         sources, bad = plan_sources(paths, data_dir, tasks, config, dims, out_dir, workspace, known)
+        if runner is None:  # a Ray task plans its search under its worker's budget
+            check_budgets([unit for source in sources for unit in source.units], workspace, device)
     except BaseException:
         workspace.close()
         raise
@@ -326,7 +335,7 @@ def sweep(
         ready = []
         for source in sources:
             try:
-                _open(source, data_dir, config, device, resume, restart)
+                _open(source, data_dir, config, device, resume, restart, [s.path for s in sources])
                 if local:
                     source.record["threads"] = chosen.to_record()
                 ready.append(source)
@@ -346,9 +355,28 @@ def sweep(
     return summary
 
 
-def _open(source, data_dir, config, device, resume, restart=False):
+def check_targets(paths, left_out, out_dir, dims, tasks, registry, data_dir):
+    """Before any work, every file the sweep writes (embeval.formats.targets): sweep.json, sweep.log and
+    the plots (an error), and each source's results files (a source whose files are refused is left out:
+    removed from `paths`, added to `left_out`). None of them may be an input."""
+    from embeval.run import sweep_report
+
+    inputs = [*paths, *registry.inputs(data_dir, tasks)]
+    names = [t if isinstance(t, str) else t.name for t in tasks] if tasks is not None else list(registry)
+    targets.check(sweep_report.output_targets(out_dir, names), inputs)
+    for path in list(paths):
+        try:
+            for one in dims or [None]:
+                out = Path(out_dir) / f"{output_name(path, one)}.results.json"
+                targets.check(ResultsFiles(out, save_predictions=True).targets("--out-dir"), inputs)
+        except EmbevalError as err:
+            paths.remove(path)
+            left_out.append(LeftOut(path, str(err)))
+
+
+def _open(source, data_dir, config, device, resume, restart=False, inputs=()):
     source.files = ResultsFiles(source.out, save_predictions=True)
-    previous = source.files.check(resume, restart)
+    previous = source.files.check(resume, restart, inputs)
     source.record = new_record(source.path, data_dir, config, device, source.model)
     source.record["skipped"] = source.skipped
     if source.dims:

@@ -76,7 +76,8 @@ class RayRunner:
         if threads is not None:
             from embeval.threads import choose
 
-            choose(threads)  # refused as the sweep's own --threads is
+            choose(threads, capped=False)  # refused as the sweep's own --threads is; the CPUs are checked
+            # below (a local Ray's: this machine's; a cluster's: its largest node's)
         self.ray = _import_ray()
         self.device = device
         self.wrap = wrap

@@ -1,10 +1,13 @@
 """What a sweep reports: sweep.json, the files x tasks table, the best file per task (chosen on the
 task's dev figure, never on test) and, when the files carry a `step`, a plot per task."""
 
+import io
 import math
+import re
 from pathlib import Path
 
 from embeval.errors import EmbevalError, install_hint
+from embeval.formats import atomic, targets
 from embeval.formats.results import UNDEFINED, UNDEFINED_NOTE, write_json
 from embeval.tasks.figures import lookup
 from embeval.tasks.registry import TASKS
@@ -12,6 +15,35 @@ from embeval.untrusted import MAX_RECORD_BYTES, read_json
 
 SWEEP_FORMAT = "embeval-sweep"
 SWEEP_FORMAT_VERSION = 1
+SUMMARY = "sweep.json"
+LOG = "sweep.log"
+PLOTS = "plots"
+_LOG_LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d ")  # each entry of sweep.log begins so
+
+
+def _is_log(path):
+    head = targets.read_head(path)
+    return not head or _LOG_LINE.match(head.decode("utf-8", "replace")) is not None
+
+
+SWEEP_SUMMARY = targets.Output(
+    "a sweep summary that embeval wrote", lambda path: targets.json_format(path, SWEEP_FORMAT, MAX_RECORD_BYTES)
+)
+SWEEP_LOG = targets.Output("a sweep's log that embeval wrote", _is_log)
+
+
+def output_targets(out_dir, tasks):
+    """The files of a sweep's folder besides the results files: sweep.json, sweep.log, and the plot of
+    each of `tasks` (the names a plot may have) that is there already."""
+    out_dir = Path(out_dir)
+    found = [
+        targets.Target(out_dir / SUMMARY, SWEEP_SUMMARY, "--out-dir"),
+        targets.Target(out_dir / LOG, SWEEP_LOG, "--out-dir"),
+    ]
+    plots = out_dir / PLOTS
+    if plots.is_dir():
+        found += [targets.Target(plots / f"{task}.png", targets.PLOT, "--out-dir") for task in tasks]
+    return found
 
 
 def _number(value):
@@ -221,16 +253,19 @@ def plot(summary, out_dir, log):
     except ImportError:
         log(f"embeval: warning: the plots against step need matplotlib: {install_hint('report')}")
         return []
-    folder = Path(out_dir) / "plots"
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = Path(out_dir) / PLOTS
     written = []
     for task in summary["tasks"]:
         fig = curve(summary, task, plt)
         if fig is None:
             continue
         path = folder / f"{task}.png"
-        fig.savefig(path, dpi=100, bbox_inches="tight")
-        plt.close(fig)
+        buffer = io.BytesIO()
+        try:
+            fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight", metadata={"Software": targets.PNG_SOFTWARE})
+        finally:
+            plt.close(fig)
+        atomic.write_bytes(path, buffer.getvalue())
         written.append(path)
     return written
 
@@ -246,7 +281,7 @@ def find(path):
             )
         return path / "sweep.json"
     try:
-        record = read_json(path, MAX_RECORD_BYTES, warn=False)
+        record = read_json(path, MAX_RECORD_BYTES, warn=False, finite=True)
     except EmbevalError as err:
         if "not a regular file" in err.message or "larger than the limit" in err.message:
             raise
@@ -271,6 +306,7 @@ def load(path):
         MAX_RECORD_BYTES,
         missing="sweep summary not found",
         invalid=lambda why: EmbevalError("not a sweep summary (not JSON)", file=path),
+        finite=True,
     )
     if not isinstance(record, dict) or record.get("format") != SWEEP_FORMAT:
         raise EmbevalError("not an embeval sweep summary", file=path)
@@ -334,4 +370,4 @@ def load(path):
 
 def write(summary, out_dir, log):
     summary["plots"] = [str(p.relative_to(out_dir)) for p in plot(summary, out_dir, log)]
-    write_json(Path(out_dir) / "sweep.json", summary)
+    write_json(Path(out_dir) / SUMMARY, summary)

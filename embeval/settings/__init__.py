@@ -35,8 +35,8 @@ class Setting:
 
     kind: int, float, str or bool (an int is never a bool; a float setting takes an int too).
     choices: the values allowed (str settings); low: the smallest value allowed; below: values must
-    be below it; also: values allowed outside the range (bootstrap's 0); a setting whose default is
-    None takes None.
+    be below it; high: the largest value allowed (a bound on the work a setting asks for); also: values
+    allowed outside the range (bootstrap's 0); a setting whose default is None takes None.
     check: a further check, value -> the problem in words or None. from_config: on the command line
     the option's default is None, the value then follows the other options (--config's preset,
     --classifiers). recorded_at_default: to_record() writes the field even at its default."""
@@ -48,6 +48,7 @@ class Setting:
     choices: tuple[str, ...] = ()
     low: float | None = None
     below: float | None = None
+    high: float | None = None
     also: tuple[Any, ...] = ()
     metavar: str | None = None
     check: Callable[[Any], str | None] | None = None
@@ -68,6 +69,9 @@ class Setting:
                 return None
             if (self.low is not None and value < self.low) or (self.below is not None and value >= self.below):
                 return f"{self._expected()}, got {value!r}"
+            if self.high is not None and value > self.high:
+                most = int(self.high) if self.kind is int else self.high
+                return f"must be at most {most}, got {value!r}"
             return None
         if not isinstance(value, str):
             return f"must be a string, got {value!r}"
@@ -84,6 +88,11 @@ class Setting:
         if self.also:
             return f"must be {' or '.join(map(str, self.also))} or {what}"
         return f"must be {what}"
+
+
+# The most bootstrap resamples of a run's intervals: the Monte Carlo error of a 95% percentile interval is
+# already a small fraction of its width at a few thousand; more is work without a use.
+MAX_RESAMPLES = 100_000
 
 
 def declare(default: Any, **declaration: Any) -> Any:
@@ -117,14 +126,14 @@ class ClassifierSettings:
     """The classifier of SentEval's PyTorch protocol (--classifier's keys); the defaults are the
     literature preset's."""
 
-    nhid: int = declare(0, low=0, help="hidden units (0 = logistic regression)")
+    nhid: int = declare(0, low=0, high=100_000, help="hidden units (0 = logistic regression)")
     optim: str = declare(
         "adam", kind=str, check=optimizers.problem, help="optimizer string: 'adam', 'rmsprop', 'sgd,lr=0.1', ..."
     )
-    batch_size: int = declare(64, low=1, help="samples per step")
-    tenacity: int = declare(5, low=0, help="early-stopping checks without improvement before stopping")
-    epoch_size: int = declare(4, low=1, help="passes over the training set between two checks")
-    max_epoch: int = declare(200, low=1, help="the most passes over the training set")
+    batch_size: int = declare(64, low=1, high=10_000_000, help="samples per step")
+    tenacity: int = declare(5, low=0, high=10_000, help="early-stopping checks without improvement before stopping")
+    epoch_size: int = declare(4, low=1, high=1_000, help="passes over the training set between two checks")
+    max_epoch: int = declare(200, low=1, high=100_000, help="the most passes over the training set")
     dropout: float = declare(0.0, kind=float, low=0, below=1, help="dropout rate of the MLP's hidden layer")
 
     def __post_init__(self) -> None:
@@ -194,6 +203,7 @@ class RunConfig:
         PRESETS[DEFAULT_PRESET].kfold,
         option="--kfold",
         low=2,
+        high=1_000,
         metavar="N",
         from_config=True,
         help="Folds for cross-validation (overrides --config).",
@@ -211,7 +221,11 @@ class RunConfig:
         "SentEval's grid (deterministic).",
     )
     seed: int = declare(
-        1111, option="--seed", help="Seed of every classifier and fold, and of the bootstrap resamples."
+        1111,
+        option="--seed",
+        low=0,
+        high=2**32 - 1,
+        help="Seed of every classifier and fold, and of the bootstrap resamples (0 to 2**32-1, numpy's range).",
     )
     probing_classifier: str = declare(
         "configured",
@@ -228,9 +242,11 @@ class RunConfig:
         1000,
         option="--bootstrap",
         low=100,
+        high=MAX_RESAMPLES,
         also=(0,),
         metavar="N",
-        help="Bootstrap resamples of the 95% confidence intervals of every figure (0: none).",
+        help=f"Bootstrap resamples of the 95% confidence intervals of every figure (0: none; at most "
+        f"{MAX_RESAMPLES:,}).",
     )
     classifiers: tuple[str, ...] | None = declare(
         None,

@@ -4,6 +4,7 @@ and the key."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,6 +12,29 @@ from typing import Any
 from embeval.errors import EmbevalError
 
 MISSING: Any = object()
+
+# The largest value of each integer setting of a task file, and why: beyond it the work a task asks for
+# (experiments x fits, samples drawn, iterations, neighbours, documents) has no use and no bound. Every
+# other integer a declaration holds is at most ANY_INTEGER in magnitude (take checks both).
+EXPERIMENTS = (1_000, "experiments repeat the whole fit; MTEB uses 10")
+MOST: dict[str, tuple[int, str]] = {
+    "n_experiments": EXPERIMENTS,
+    "samples_per_label": (1_000_000, "a training sample larger than any train split"),
+    "n_samples": (10_000_000, "a training sample larger than any train split"),
+    "max_iter": (100_000, "the solver's iterations; MTEB uses 100"),
+    "max_epoch": (100_000, "the classifier's epochs; SentEval stops at 200"),
+    "epoch_size": (1_000, "passes over the train split per epoch; SentEval uses 4"),
+    "n_neighbors": (10_000, "neighbours of each test item; MTEB uses 5"),
+    "max_eval_samples": (100_000_000, "test items"),
+    "documents_per_experiment": (100_000_000, "documents clustered at once"),
+    "max_documents": (1_000_000_000, "documents embedded"),
+    "batch_size": (1_000_000, "items of one k-means batch"),
+    "max_depth": (1_000, "levels of a hierarchy"),
+    "depth": (1_000_000, "documents ranked per query; MTEB uses 1000"),
+    "seed": (2**32 - 1, "numpy's seeds are 32-bit"),
+}
+MOST_SEEDS = 100  # entries of a `seeds` list (each a run of the whole task)
+ANY_INTEGER = 2**31 - 1
 
 
 class TaskFileError(EmbevalError):
@@ -58,16 +82,23 @@ class Declaration:
                 raise self.error("is required", key)
             return default
         value = self.table[key]
+        if isinstance(value, int) and not isinstance(value, bool):
+            most, why = MOST.get(key, (ANY_INTEGER, ""))
+            if abs(value) > most:
+                raise self.error(f"must be at most {most:,}, got {value:,}" + (f" ({why})" if why else ""), key)
         if float in types and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
             raise self.error(f"must be {_type_name(types)}, got {value!r}", key)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise self.error(f"must be a finite number, got {value}", key)
         if choices is not None and value not in choices:
             raise self.error(f"{value!r} is not one of {', '.join(map(str, choices))}", key)
         return value
 
     def integer(self, key: str, default: Any = MISSING, least: int | None = None) -> Any:
-        """An integer of at least `least` (`default`, which may be None, when absent)."""
+        """An integer of at least `least` (and, as every integer, at most its bound in MOST) (`default`,
+        which may be None, when absent)."""
         value = self.take(key, (int,), default)
         if least is not None and value is not None and value < least:
             raise self.error(f"must be an integer >= {least}, got {value}", key)

@@ -25,6 +25,33 @@ def join_byte_tokens(text: str) -> str:
     return b" ".join(_ASCII_WS.split(text.encode("utf-8").strip(b" \t\n\r\x0b\x0c"))).decode("utf-8")
 
 
+# The largest magnitude of a number read from a task's data (a gold score, a regression value): its
+# square, summed over any number of items, stays finite in float64 (1e100 squared is 1e200; float64
+# reaches 1.8e308), so every kind's arithmetic on it (means, variances, least squares) stays finite.
+MAX_MAGNITUDE = 1e100
+
+
+def finite_number(value: object) -> float:
+    """A number of a task's data (text, or a JSON number) as a float: finite and at most MAX_MAGNITUDE in
+    magnitude; ValueError saying why otherwise."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a number")
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except OverflowError:
+        raise ValueError(f"{str(value)[:24]}… is beyond float64's range")
+    except (TypeError, ValueError):
+        raise ValueError(f"{str(value)[:40]!r} is not a number")
+    if number != number or number in (float("inf"), float("-inf")):
+        raise ValueError(f"{str(value)[:40]!r} is not a finite number")
+    if abs(number) > MAX_MAGNITUDE:
+        raise ValueError(
+            f"{str(value)[:40]} is larger in magnitude than {MAX_MAGNITUDE:g} (the most a score or value may be, "
+            "so that its squares and sums stay within float64)"
+        )
+    return number
+
+
 def require(path: Path, task: str, hint: str = DATA_HINT) -> Path:
     """The path of one task file, which must exist (hint: what to do about a missing one)."""
     if not path.exists():

@@ -131,6 +131,12 @@ class Kind:
         """Memory one file's evaluation holds when it stacks with others in a sweep."""
         return 4 * count * dim
 
+    def least_budget(self, spec: TaskSpec, data: Any, dim: int, device: Any) -> tuple[int, str] | None:
+        """(bytes, what takes them): the least memory budget (--memory-budget) the evaluation can run
+        under on `device` (an exact search's, planned down to one query against one row), or None when
+        any budget will do (what it holds whole was checked against the memory available)."""
+        return None
+
     # Showing results.
 
     def lines(self, spec: TaskSpec, results: Mapping[str, Any], ci: Mapping[str, Any] | None) -> list[Line]:

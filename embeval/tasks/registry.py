@@ -78,6 +78,27 @@ class Registry(Mapping[str, TaskSpec]):
     def declared(self) -> list[TaskSpec]:
         return [spec for spec in self._specs.values() if not spec.builtin]
 
+    def sources(self) -> list[str]:
+        """The task files the declared tasks come from (the inputs no command writes over)."""
+        return list(dict.fromkeys(spec.source for spec in self.declared()))
+
+    def inputs(self, data_dir: str | Path | None, tasks: Sequence[str | TaskSpec] | None = None) -> list[str | Path]:
+        """The files scoring `tasks` (names or TaskSpecs; None: all) reads, the inputs no command writes
+        over: the task files and every task's data files (a path a task file may not name is left out:
+        reading it says why)."""
+        found: list[str | Path] = list(self.sources())
+        for task in self if tasks is None else tasks:
+            spec = self._specs.get(task) if isinstance(task, str) else task
+            if spec is None:
+                continue
+            if not spec.builtin:
+                found.append(spec.source)
+            try:
+                found += spec.paths(data_dir).values()
+            except EmbevalError:
+                continue
+        return found
+
     def canonical_name(self, spelling: str) -> str | None:
         """The name of a task as people write it (any case, or an alias such as STS-B), or None."""
         return self._spellings.get(spelling.strip().lower())

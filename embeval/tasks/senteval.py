@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from embeval.errors import DataFileError
-from embeval.tasks.files import iter_lines, join_byte_tokens, join_tokens, read_text, require
+from embeval.tasks.files import finite_number, iter_lines, join_byte_tokens, join_tokens, read_text, require
 from embeval.tasks.pickles import load_plain_pickle
 from embeval.tasks.samples import Split, TaskData
 
@@ -153,7 +153,7 @@ def load_sick(spec: TaskSpec, paths: Paths) -> TaskData:
     def parse(line: str) -> tuple[str, str, float | int]:
         fields = line.strip().split("\t")
         _expect(len(fields) >= 5, "expected 5 tab-separated columns")
-        score = float(fields[3])
+        score = finite_number(fields[3])
         _expect(fields[4] in judgments, f"unknown entailment judgment {fields[4]!r}")
         return join_tokens(fields[1]), join_tokens(fields[2]), ids[fields[4]] if labels else score
 
@@ -167,7 +167,7 @@ def load_stsb(spec: TaskSpec, paths: Paths) -> TaskData:
     def parse(line: str) -> tuple[str, str, float]:
         fields = line.strip().split("\t")
         _expect(len(fields) >= 7, "expected at least 7 tab-separated columns")
-        return join_tokens(fields[5]), join_tokens(fields[6]), float(fields[4])
+        return join_tokens(fields[5]), join_tokens(fields[6]), finite_number(fields[4])
 
     rows, files = _parse_lines(spec, paths, ("train", "dev", "test"), "utf-8", parse)
     return TaskData(spec.name, _pair_splits(rows, np.float64), None, files)
@@ -183,9 +183,9 @@ def load_stsb_raw(spec: TaskSpec, paths: Paths) -> TaskData:
         if len(fields) < 7:
             raise _malformed(path, spec.name, lineno, "malformed line (expected at least 7 tab-separated columns)")
         try:
-            score = float(fields[4])
-        except ValueError:
-            raise _malformed(path, spec.name, lineno, f"score {fields[4]!r} is not a number")
+            score = finite_number(fields[4])
+        except ValueError as err:
+            raise _malformed(path, spec.name, lineno, f"score {err}")
         rows.append((fields[5].strip(), fields[6].strip(), score))
     return TaskData(spec.name, _pair_splits({"test": rows}, np.float64), None, [path])
 
@@ -212,9 +212,9 @@ def load_sts(spec: TaskSpec, paths: Paths) -> TaskData:
             if score.strip() == "":
                 continue
             try:
-                y.append(float(score))
-            except ValueError:
-                raise _malformed(gold, spec.name, lineno, f"gold score {score!r} is not a number")
+                y.append(finite_number(score))
+            except ValueError as err:
+                raise _malformed(gold, spec.name, lineno, f"gold score {err}")
             a.append(join_tokens(fields[0]))
             b.append(join_tokens(fields[1]))
         splits[subset] = Split(subset, a, np.array(y, dtype=np.float64), b=b)

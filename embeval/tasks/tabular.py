@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from embeval.errors import DataFileError
+from embeval.tasks.files import finite_number
 from embeval.untrusted import check_data_file, loads_json, warn_duplicates
 
 Row = tuple[int, dict[str, Any]]  # (line number, {column: value})
@@ -137,16 +138,11 @@ def text_field(value: Any, column: str, path: Path, task: str, line: int) -> str
 
 
 def number_field(value: Any, column: str, path: Path, task: str, line: int) -> float:
-    """A number column's value: a finite number (text is parsed)."""
-    if isinstance(value, bool):
-        raise DataFileError(f"{column} {value!r} is not a number", file=path, task=task, line=line)
+    """A number column's value: a finite number of bounded magnitude (text is parsed; files.finite_number)."""
     try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise DataFileError(f"{column} {value!r} is not a number", file=path, task=task, line=line)
-    if number != number or number in (float("inf"), float("-inf")):
-        raise DataFileError(f"{column} {value!r} is not a finite number", file=path, task=task, line=line)
-    return number
+        return finite_number(value)
+    except ValueError as err:
+        raise DataFileError(f"{column} {err}", file=path, task=task, line=line)
 
 
 def label_field(value: Any, column: str, path: Path, task: str, line: int) -> str:

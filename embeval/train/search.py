@@ -46,6 +46,7 @@ several sweeps).
 """
 
 import math
+import operator
 import sys
 import warnings
 from dataclasses import dataclass
@@ -228,25 +229,16 @@ def _descending(n):
     return sizes
 
 
-def plan_search(
-    q: int, d: int, k: int, rows: int, budget_bytes: int, device="cpu", filtered=None, width=None, listed=False
-) -> Plan:
-    """The blocks whose allocations fit `budget_bytes`, by preference: all queries in one sweep, with
-    blocks of at least MIN_QUERY_BLOCK queries and MIN_CORPUS_BLOCK rows (or all there are); then
-    several sweeps with such blocks; then anything, down to one query against one row. Within each:
-    the largest sweep, then the largest score block (query block x corpus block), then the larger
-    corpus block (the CPU's filter then starts from a k-th score over more rows). filtered: as
-    top_k's (default: on the CPU). width: the candidates the float32 pass keeps per query (default
-    k + margin(k, d), at most rows); the exact re-scoring of them is planned too (listed: reading only
-    the candidates' rows, top_k's read_rows). EmbevalError when not even one query against one row
-    fits."""
+def _needs(q, d, k, rows, device, filtered, width, listed):
+    """(need(queries per sweep, query block, corpus block): the bytes a search so planned allocates at
+    once; pairs_of(query block, corpus block): the re-scoring's chunks and pieces; the candidates kept
+    per query; the pending slots), as plan_search plans with them."""
     device = torch.device(device)
     cuda = device.type == "cuda"
     k = min(k, rows)
     width = min(rows, k + margin(k, d)) if width is None else max(k, min(width, rows))
     host = device.type == "cpu" if filtered is None else filtered  # the CPU's paths (top_k's filtered)
     pending = max(width, MIN_PENDING) if host else 0
-
     sampled = host
 
     def pairs_of(qb, nb):  # the re-scoring's chunks and pieces, as small as the sweep's blocks
@@ -260,6 +252,30 @@ def plan_search(
         rescore = _rescore_bytes(qp, width, k, d, pieces, pairs, cuda, listed, sampled)
         return _pass_bytes(qp, q, width, pending, d, cuda) + max(sweep, _end_bytes(qp, width), rescore)
 
+    return need, pairs_of, width, pending
+
+
+def least_bytes(q: int, d: int, k: int, rows: int, device="cpu", filtered=None, width=None, listed=True) -> int:
+    """The least memory budget under which plan_search finds a plan (one query against one row at a
+    time): what a run's --memory-budget must be at least for this search."""
+    need, *_ = _needs(q, d, k, rows, device, filtered, width, listed)
+    return need(1, 1, 1)
+
+
+def plan_search(
+    q: int, d: int, k: int, rows: int, budget_bytes: int, device="cpu", filtered=None, width=None, listed=False
+) -> Plan:
+    """The blocks whose allocations fit `budget_bytes`, by preference: all queries in one sweep, with
+    blocks of at least MIN_QUERY_BLOCK queries and MIN_CORPUS_BLOCK rows (or all there are); then
+    several sweeps with such blocks; then anything, down to one query against one row. Within each:
+    the largest sweep, then the largest score block (query block x corpus block), then the larger
+    corpus block (the CPU's filter then starts from a k-th score over more rows). filtered: as
+    top_k's (default: on the CPU). width: the candidates the float32 pass keeps per query (default
+    k + margin(k, d), at most rows); the exact re-scoring of them is planned too (listed: reading only
+    the candidates' rows, top_k's read_rows). EmbevalError when not even one query against one row
+    fits."""
+    need, pairs_of, width, pending = _needs(q, d, k, rows, device, filtered, width, listed)
+    k = min(k, rows)
     rounds = [
         (1, min(q, MIN_QUERY_BLOCK), min(rows, MIN_CORPUS_BLOCK)),
         (q, min(q, MIN_QUERY_BLOCK), min(rows, MIN_CORPUS_BLOCK)),
@@ -800,6 +816,16 @@ def _search_pass(raw, read_corpus, start, stop, k, plan, similarity, filtered, p
     return scores, rows, outside < scores[:, -1]
 
 
+def _whole(value, name):
+    """An integer argument as a Python int (numpy's integers too); TypeError for anything else."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer, not a bool")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, not {type(value).__name__}") from None
+
+
 def top_k(
     queries,
     read_corpus,
@@ -835,9 +861,10 @@ def top_k(
     """
     if similarity not in SIMILARITIES:
         raise ValueError(f"similarity must be one of {SIMILARITIES}, not {similarity!r}")
+    corpus_size, k, budget_bytes = _whole(corpus_size, "corpus_size"), _whole(k, "k"), _whole(budget_bytes, "budget")
     if k < 1:
         raise ValueError(f"k must be at least 1, not {k}")
-    start, stop = (0, corpus_size) if rows is None else rows
+    start, stop = (0, corpus_size) if rows is None else (_whole(rows[0], "rows"), _whole(rows[1], "rows"))
     if not 0 <= start <= stop <= corpus_size:
         raise ValueError(f"rows {rows} are not a range of the corpus's {corpus_size} rows")
     if corpus_size > _MAX_ROWS:
