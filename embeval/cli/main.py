@@ -568,9 +568,9 @@ def rank(results, labels, tasks, task_files, allow_paths_outside, resamples, see
     (TaskType), type means and Borda's rank) and per task: each run's figure with its 95% interval and its
     rank with a 95% rank interval, from the same bootstrap resamples of the test items for every run; the
     runs that cannot be told apart from the best, and the matrix of paired differences with p-values
-    adjusted over every pair (docs/ranking.md).
+    adjusted over every pair (embeval docs ranking).
     """
-    from embeval.formats import atomic
+    from embeval.formats import atomic, targets
     from embeval.formats.results import dumps
     from embeval.reports import rank as ranking
 
