@@ -40,8 +40,8 @@ import numpy as np
 from embeval import stats
 from embeval.errors import EmbevalError
 from embeval.formats import predictions
-from embeval.memory import check_bootstrap
 from embeval.formats.targets import Output, json_format
+from embeval.memory import check_bootstrap
 from embeval.reports.cells import RANK_FORMATS, Cell, Table
 from embeval.reports.compare import locate
 from embeval.reports.tables import default_labels, load, recorded_config, render, task_specs
@@ -681,7 +681,7 @@ def _caption(result: Mapping[str, Any], what: str, intervals: bool = True) -> st
         "confidence): a run ranks below another only where their paired difference is significant after the "
         f"step-down max-T adjustment over all pairs. {result['resamples']} resamples of each task's test items "
         f"(seed {result['seed']}), the same for every run; ties share the best rank. Intervals reflect "
-        "test-set sampling only (not training randomness, nor the choice of tasks): docs/ranking.md."
+        "test-set sampling only (not training randomness, nor the choice of tasks): embeval docs ranking."
     )
 
 
@@ -743,7 +743,7 @@ def best_table(result: Mapping[str, Any], ranking: Mapping[str, Any], title: str
     if ranking["family"] == "borda":
         how = (
             "Delta = run - top in Borda's points and the p-value of their paired test adjusted over every pair "
-            f"of runs (step-down max-T; Borda's resamples spread {BORDA_SPREAD:g} times, docs/ranking.md)"
+            f"of runs (step-down max-T; Borda's resamples spread {BORDA_SPREAD:g} times, embeval docs ranking)"
         )
     else:
         how = (
