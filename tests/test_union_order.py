@@ -28,7 +28,7 @@ kind = "sts"
 [task.files]
 test = "b.tsv"
 """
-WORDS = "cat dog bird fish tree rock lake hill road city farm ship".split()
+WORDS = ["cat", "dog", "bird", "fish", "tree", "rock", "lake", "hill", "road", "city", "farm", "ship"]
 
 
 @pytest.fixture(scope="module")

@@ -24,12 +24,15 @@ RERANK_QUERIES = 1 << 16  # a reranking task's queries scored and evaluated at o
 # padded candidate lists, not of all of them: MindSmallReranking has 2.4 million queries)
 
 
-def query_set(values, main):
-    """The prediction set of per-query figures (their means are the figures; a bootstrap resamples queries)."""
+def query_set(values, main, ties=None, confidence_tied=None):
+    """The prediction set of per-query figures (their means are the figures; a bootstrap resamples
+    queries), and each query's tie exposure: `tie_order`, `tie_main` (ir_metrics.Ties) and
+    `tie_confidence` (its nAUC confidence equals another query's)."""
     names = tuple(dict.fromkeys((main, *KEPT)))
-    return predictions.PredictionSet(
-        SET_KIND, {name: np.asarray(values[name]) for name in names}, names, "evaluated queries in file order"
-    )
+    arrays = {name: np.asarray(values[name]) for name in names}
+    if ties is not None:
+        arrays.update(tie_order=ties.order.copy(), tie_main=ties.main.copy(), tie_confidence=confidence_tied)
+    return predictions.PredictionSet(SET_KIND, arrays, names, "evaluated queries in file order")
 
 
 def retrieve(ctx, depth, similarity, role="query"):
@@ -89,7 +92,49 @@ def _scored(ctx, similarity, role, which, rows, needed, table):
     return scores
 
 
-def _reranked(ctx, similarity, exclude, id_rank):
+def _beyond(rows, scores, depth, qrels):
+    """(queries,) whether a query's list of `depth` documents ends inside a tie group that continues
+    past it (the search's depth + 1 results `rows`, `scores`: the next document's score equals the
+    last kept one's) and swapping in the group's documents beyond could change a figure: a document of
+    the group that is kept is relevant, or a relevant document of the corpus is not kept (it may be
+    one of the group's documents beyond)."""
+    n = len(rows)
+    out = np.zeros(n, dtype=bool)
+    if rows.shape[1] <= depth:
+        return out
+    crossing = np.flatnonzero((rows[:, depth] >= 0) & (scores[:, depth] == scores[:, depth - 1]))
+    if not len(crossing):
+        return out
+    query, doc, grade = (np.asarray(a, dtype=np.int64) for a in qrels)
+    positive = grade >= 1
+    relevant = {}
+    for q, d in zip(query[positive].tolist(), doc[positive].tolist()):
+        relevant.setdefault(q, set()).add(d)
+    for q in crossing.tolist():
+        wanted = relevant.get(q, set())
+        kept = rows[q, :depth]
+        group = kept[scores[q, :depth] == scores[q, depth - 1]]
+        out[q] = bool(wanted - set(kept.tolist())) or any(d in wanted for d in group.tolist())
+    return out
+
+
+def _exposure(ties, confidence):
+    """The task's tie exposure: how many queries' figures the order of equally scored documents can
+    change (`order`; `main`: the main figure), and how many queries' nAUC confidence (max, std or diff1)
+    equals another query's (nAUC counts such a group at its mean; float32 rounding elsewhere may split it)."""
+    tied = np.zeros(len(ties.order), dtype=bool)
+    for values in confidence.values():
+        _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+        tied |= counts[inverse] > 1
+    return {
+        "queries": len(ties.order),
+        "order": int(ties.order.sum()),
+        "main": int(ties.main.sum()),
+        "confidence": int(tied.sum()),
+    }, tied
+
+
+def _reranked(ctx, similarity, exclude, id_rank, main):
     """A reranking task's per-query figures, confidences and depth (the longest candidate list),
     RERANK_QUERIES queries at a time: each query's values are those of one pass over all queries."""
     data = ctx.data
@@ -102,7 +147,11 @@ def _reranked(ctx, similarity, exclude, id_rank):
     judged, judged_doc, grade = (np.asarray(a, dtype=np.int64) for a in data.qrels)
     by_query = np.argsort(judged, kind="stable")
     judged_starts = np.searchsorted(judged, edges, sorter=by_query)
+    absent_query, absent_grade = (np.asarray(a, dtype=np.int64) for a in data.absent)
+    by_absent = np.argsort(absent_query, kind="stable")
+    absent_starts = np.searchsorted(absent_query, edges, sorter=by_absent)
     values, confidence, depth = [], [], 0
+    ties = ir_metrics.Ties(n, main)
     for part, a in enumerate(range(0, n, RERANK_QUERIES)):
         b = min(n, a + RERANK_QUERIES)
         picked = order[starts[part] : starts[part + 1]]
@@ -111,12 +160,16 @@ def _reranked(ctx, similarity, exclude, id_rank):
         scores = _scored(ctx, similarity, "query", slice(a, b), rows, needed, table)
         judgments = by_query[judged_starts[part] : judged_starts[part + 1]]
         qrels = (judged[judgments] - a, judged_doc[judgments], grade[judgments])
+        outside = by_absent[absent_starts[part] : absent_starts[part + 1]]
+        absent = (absent_query[outside] - a, absent_grade[outside])
         own = None if exclude is None else exclude[a:b]
-        values.append(ir_metrics.per_query(rows, scores, qrels, id_rank, exclude=own))
+        part_ties = ir_metrics.Ties(b - a, main)
+        values.append(ir_metrics.per_query(rows, scores, qrels, id_rank, exclude=own, absent=absent, ties=part_ties))
+        ties.order[a:b], ties.main[a:b] = part_ties.order, part_ties.main
         confidence.append(ir_metrics.confidences(rows, scores, own))
         depth = max(depth, rows.shape[1])
     joined = {name: np.concatenate([v[name] for v in values]) for name in values[0]}
-    return joined, {name: np.concatenate([c[name] for c in confidence]) for name in confidence[0]}, depth
+    return joined, {name: np.concatenate([c[name] for c in confidence]) for name in confidence[0]}, depth, ties
 
 
 def evaluate(ctx, main, depth, similarity, ignore_identical, reranking=False):
@@ -126,14 +179,21 @@ def evaluate(ctx, main, depth, similarity, ignore_identical, reranking=False):
     exclude = ir_metrics.identical_rows(data.query_ids, data.doc_ids) if ignore_identical else None
     id_rank = ir_metrics.id_ranks(data.doc_ids)
     if reranking:
-        values, confidence, depth = _reranked(ctx, similarity, exclude, id_rank)
+        values, confidence, depth, ties = _reranked(ctx, similarity, exclude, id_rank, main)
     else:
-        scores, rows = retrieve(ctx, depth, similarity)
-        values = ir_metrics.per_query(rows, scores, data.qrels, id_rank, exclude=exclude, distinct=True)
+        searched = depth + 1 if len(ctx.rows["document"]) > depth else depth  # one more: a tie at the limit
+        scores, rows = retrieve(ctx, searched, similarity)
+        ties = ir_metrics.Ties(len(rows), main, _beyond(rows, scores, depth, data.qrels))
+        scores, rows = scores[:, :depth], rows[:, :depth]
+        values = ir_metrics.per_query(
+            rows, scores, data.qrels, id_rank, exclude=exclude, distinct=True, absent=data.absent, ties=ties
+        )
         confidence, depth = ir_metrics.confidences(rows, scores, exclude), rows.shape[1]
         del scores, rows
-    ctx.keep("", query_set(values, main))
+    exposure, confidence_tied = _exposure(ties, confidence)
+    ctx.keep("", query_set(values, main, ties, confidence_tied))
     results = ir_metrics.means(values)
     results.update(ir_metrics.naucs(values, confidence))
     results.update(nqueries=len(data.query_ids), ndocs=len(data.doc_ids), depth=int(depth))
+    results["tie_exposure"] = exposure
     return results

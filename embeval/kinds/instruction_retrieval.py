@@ -177,7 +177,14 @@ def load_instructed(spec: TaskSpec, paths: Mapping[str, Path]) -> InstructionDat
     from embeval.tasks.beir import load_retrieval, read_jsonl
 
     task = spec.name
-    base = load_retrieval(paths["corpus"], paths["queries"], paths["qrels"], task, candidates=paths.get("candidates"))
+    base = load_retrieval(
+        paths["corpus"],
+        paths["queries"],
+        paths["qrels"],
+        task,
+        candidates=paths.get("candidates"),
+        missing_documents=spec.params.missing_documents,
+    )
     all_ids, _ = read_jsonl(paths["queries"], task, with_title=False)
     known = set(all_ids)
     for query in all_ids:
@@ -264,6 +271,7 @@ def load_instructed(spec: TaskSpec, paths: Mapping[str, Path]) -> InstructionDat
         base.qrels,
         base.candidates,
         tuple(notes),
+        base.absent,
         pairs=tuple(pair for _, pair in sorted(pairs, key=lambda item: item[0])),
     )
 

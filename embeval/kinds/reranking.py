@@ -5,15 +5,15 @@ similarity of the vectors, scored against graded relevance judgments with MTEB's
 Files: BEIR's three (`corpus`, `queries`, `qrels`; see embeval.kinds.retrieval) and `candidates`, a
 TSV with the header `query-id<TAB>corpus-id` and one line per candidate of a query (MTEB's
 "top_ranked"). A query without candidates is kept and scores 0, as in MTEB. Keys: `similarity`
-("cosine" or "dot"). Figures: those of retrieval; main figure MAP@1000 (MTEB's for most reranking
-tasks; a task may choose mrr_at_10 or ndcg_at_10 with `figure`).
+("cosine" or "dot"), `missing_documents` (as retrieval's). Figures: those of retrieval; main figure
+MAP@1000 (MTEB's for most reranking tasks; a task may choose mrr_at_10 or ndcg_at_10 with `figure`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from embeval.kinds.retrieval import Retrieval, RetrievalParams
+from embeval.kinds.retrieval import Retrieval, RetrievalParams, read_missing_documents
 from embeval.tasks.declaration import Declaration
 
 
@@ -29,7 +29,10 @@ class Reranking(Retrieval):
         return ("corpus", "queries", "qrels", "candidates"), (), False
 
     def read_params(self, decl: Declaration, protocol: str | None) -> Any:
-        return RetrievalParams(similarity=decl.take("similarity", default="cosine", choices=("cosine", "dot")))
+        return RetrievalParams(
+            similarity=decl.take("similarity", default="cosine", choices=("cosine", "dot")),
+            missing_documents=read_missing_documents(decl),
+        )
 
 
 KIND = Reranking()

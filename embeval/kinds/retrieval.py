@@ -7,7 +7,9 @@ documents are exported as two lists (roles "query" and "document": TASK.query an
 an encoder can embed them with different prompts; a document is embedded as MTEB embeds it, its
 title and text joined by a space. Keys: `similarity` ("cosine", the default, or "dot"), `depth`
 (documents retrieved per query: 1000, MTEB's largest cut-off), `ignore_identical_ids` (drop the
-document whose id equals the query's, as MTEB does for ArguAna, Quora and a few others).
+document whose id equals the query's, as MTEB does for ArguAna, Quora and a few others),
+`missing_documents` ("refuse", the default: a judgment naming a document that is not in the corpus is
+an error; "count": taken as MTEB takes it, a relevant document never retrieved).
 
 Figures: nDCG, MAP, Recall, Precision, MRR and HitRate at MTEB's cut-offs 1, 3, 5, 10, 20, 100, 1000,
 means over the queries (MTEB rounds its means to 5 decimals; embeval keeps them whole and rounds only
@@ -27,6 +29,7 @@ from embeval.stats import Statistic
 from embeval.tasks.declaration import Declaration
 from embeval.tasks.figures import Column, Figure, lookup
 from embeval.tasks.kind import Kind, Line, ci_text, pct
+from embeval.tasks.mteb_tasks import by_name
 from embeval.tasks.spec import TaskSpec
 
 CUTOFFS = (1, 3, 5, 10, 20, 100, 1000)
@@ -64,6 +67,13 @@ class RetrievalParams:
     similarity: str = "cosine"
     depth: int = 1000
     ignore_identical_ids: bool = False
+    missing_documents: str = "refuse"  # or "count" (embeval.tasks.beir.load_retrieval)
+
+
+def read_missing_documents(decl: Declaration) -> str:
+    from embeval.tasks.beir import MISSING_DOCUMENTS
+
+    return decl.take("missing_documents", default="refuse", choices=MISSING_DOCUMENTS)
 
 
 def read_params(decl: Declaration) -> RetrievalParams:
@@ -74,6 +84,7 @@ def read_params(decl: Declaration) -> RetrievalParams:
         similarity=decl.take("similarity", default="cosine", choices=("cosine", "dot")),
         depth=depth,
         ignore_identical_ids=decl.take("ignore_identical_ids", (bool,), False),
+        missing_documents=read_missing_documents(decl),
     )
 
 
@@ -100,10 +111,17 @@ class Retrieval(Kind):
         from embeval.tasks.beir import load_retrieval
 
         data = load_retrieval(
-            paths["corpus"], paths["queries"], paths["qrels"], spec.name, candidates=paths.get("candidates")
+            paths["corpus"],
+            paths["queries"],
+            paths["qrels"],
+            spec.name,
+            candidates=paths.get("candidates"),
+            missing_documents=spec.params.missing_documents,
+            quiet=by_name(spec),
         )
-        for note in data.notes:
-            logging.getLogger("embeval").warning(f"{spec.name}: {note}")
+        if not by_name(spec):  # a task scored by name: its source said them, naming the dataset's files
+            for note in data.notes:
+                logging.getLogger("embeval").warning(f"{spec.name}: {note}")
         return data
 
     def roles(self, spec: TaskSpec) -> tuple[str, ...]:
@@ -153,6 +171,14 @@ class Retrieval(Kind):
             values = " | ".join(pct(results.get(f"{family}_at_{k}")) for k in (1, 10, 100, 1000))
             out.append(Line(f"{words}@1 | @10 | @100 | @1000 x100", values))
         out.append(Line("queries | documents", f"{results.get('nqueries')} | {results.get('ndocs')}"))
+        ties = results.get("tie_exposure")
+        if isinstance(ties, Mapping):  # embeval.evaluate.ir_metrics.Ties; docs/mteb-by-name.md
+            out.append(
+                Line(
+                    "queries exposed to ties: any figure | main | nAUC confidence",
+                    f"{ties.get('order')} | {ties.get('main')} | {ties.get('confidence')} of {ties.get('queries')}",
+                )
+            )
         return out
 
     def columns(self, spec: TaskSpec) -> tuple[Column, ...]:

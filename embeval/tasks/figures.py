@@ -108,4 +108,6 @@ class Mteb:
     benchmarks: tuple = ()
     revision_mismatch: str = ""
     revision_unverified: str = ""
+    revision_scored: str = ""  # the revision of the copy scored, when it is not mteb's (a mismatch allowed)
     parts: int = 0  # how many (subset, split) parts the mteb task has
+    notes: tuple = ()  # what mteb does silently with the part's data (judgments outside the corpus, ...)

@@ -37,7 +37,9 @@ def part_score(spec: TaskSpec, results: Mapping[str, Any]) -> tuple[dict[str, An
 def summary(record: Mapping[str, Any]) -> dict[str, Any]:
     """{mteb task: {type, main_score, value, revision, benchmarks, parts}} of the record's tasks
     scored by name (value None until every part of the task is scored); each part's entry gets `mteb`, its row
-    (task, type, main_score, value, subset, split, benchmarks)."""
+    (task, type, main_score, value, subset, split, benchmarks). A part also lists the notes on its data
+    (what mteb does silently: judgments outside the corpus, ...) and, for retrieval and reranking, its
+    tie exposure (embeval.evaluate.ir_metrics.Ties), which the task sums over its parts."""
     from embeval.errors import EmbevalError
     from embeval.tasks.registry import recorded_spec
 
@@ -66,6 +68,8 @@ def summary(record: Mapping[str, Any]) -> dict[str, Any]:
         )
         if mteb.revision_mismatch:
             task["revision_mismatch"] = mteb.revision_mismatch
+            if mteb.revision_scored:
+                task["revision_scored"] = mteb.revision_scored
         if mteb.revision_unverified:
             task["revision_unverified"] = mteb.revision_unverified
         scored = part_score(spec, entry.get("results", {}))
@@ -79,12 +83,21 @@ def summary(record: Mapping[str, Any]) -> dict[str, Any]:
                 "split": mteb.split,
                 "benchmarks": list(mteb.benchmarks),
             }
-        task["parts"][name] = {
+        part: dict[str, Any] = {
             "subset": mteb.subset,
             "split": mteb.split,
             "languages": list(mteb.languages),
             "main_score": None if scored is None else scored[1],
         }
+        task["parts"][name] = part
+        if mteb.notes:
+            part["notes"] = list(mteb.notes)
+        exposure = entry.get("results", {}).get("tie_exposure") if isinstance(entry, dict) else None
+        if isinstance(exposure, dict):
+            part["tie_exposure"] = dict(exposure)
+            total = task.setdefault("tie_exposure", dict.fromkeys(exposure, 0))
+            for key, count in exposure.items():
+                total[key] = total.get(key, 0) + count
     for task in out.values():
         values = [p["main_score"] for p in task["parts"].values()]
         if len(values) < task.pop("expected"):
