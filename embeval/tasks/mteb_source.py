@@ -832,6 +832,7 @@ def part_folder(part: Part) -> Path:
 
 
 STAMP_FILE = "declaration.json"
+WRITTEN_AS = 2  # the writers' version: parts written by an earlier one are written again (2: data notes)
 
 
 def cached(part: Part, stamp: str | None) -> dict[str, Any] | None:
@@ -859,6 +860,7 @@ def copy_stamp(task: Any, located: Located | None) -> str | None:
         if p.is_file() and ".cache" not in p.relative_to(located.folder).parts
     )
     facts = [
+        WRITTEN_AS,
         importlib.metadata.version("mteb"),
         str(located.folder.resolve()),
         task.metadata.name,
