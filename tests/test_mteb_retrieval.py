@@ -685,3 +685,37 @@ def test_a_tie_at_the_depth_limit_counts_when_it_may_change_a_figure():
     ties = ir_metrics.Ties(4, "recall_at_3", beyond)
     ir_metrics.per_query(rows[:, :3], scores[:, :3], qrels, np.arange(10), ties=ties)
     assert ties.main.tolist() == [True, False, True, False] and ties.order.tolist() == [True, False, True, False]
+
+
+def test_queries_merged_with_their_subqueries_equal_mtebs_max_over_subqueries(client):
+    """Reranking with `subqueries = "max"`: each group of queries (ids alike but for their last
+    '_'-separated part, judged alike) scored as one, each document at its best score over the group:
+    the figures of mteb's max_over_subqueries (MindSmallReranking's main score) on the same runs."""
+    from mteb._evaluators.retrieval_metrics import max_over_subqueries
+
+    from embeval.evaluate.retrieval import _merged, subquery_groups
+
+    rng = np.random.default_rng(11)
+    ids = [f"d{i}" for i in range(50)]
+    query_ids = [f"u{g}_{k}" for g in range(12) for k in range(int(rng.integers(1, 4)))]
+    group, groups = subquery_groups(query_ids)
+    rows = np.full((len(query_ids), 10), -1)
+    scores = np.zeros(rows.shape, dtype=np.float32)
+    for q in range(len(query_ids)):
+        size = int(rng.integers(1, 11))
+        rows[q, :size] = rng.choice(50, size, replace=False)
+        scores[q, :size] = rng.integers(0, 6, size) / 5
+    judged = {g: {int(d): int(rng.integers(0, 3)) for d in rng.choice(50, 4, replace=False)} for g in range(groups)}
+    qrels = {q: {ids[d]: grade for d, grade in judged[group[i]].items()} for i, q in enumerate(query_ids)}
+    run = {q: {ids[r]: float(s) for r, s in zip(rows[i], scores[i]) if r >= 0} for i, q in enumerate(query_ids)}
+    theirs = max_over_subqueries(qrels, run, list(ir_metrics.CUTOFFS))
+    merged_rows, merged_scores = _merged(rows, scores, group)
+    group_qrels = tuple(np.array(c) for c in zip(*[(g, d, v) for g, docs in judged.items() for d, v in docs.items()]))
+    values = ir_metrics.per_query(merged_rows, merged_scores, group_qrels, ir_metrics.id_ranks(ids))
+    mine = ir_metrics.mteb_scores(values)
+    mine.update(ir_metrics.naucs(values, ir_metrics.confidences(merged_rows, merged_scores)))
+    for name, value in mine.items():
+        if name == "main_score":
+            continue
+        other = theirs[f"max_over_subqueries_{name}"]
+        assert value == pytest.approx(other, abs=TOL, nan_ok=True), name

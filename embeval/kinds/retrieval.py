@@ -43,6 +43,7 @@ FAMILIES = (
 )
 ROUNDED = ("ndcg", "map", "recall", "precision", "hit_rate")  # mteb rounds these means to 5 decimals
 QUERY, DOCUMENT = "query", "document"
+SUBQUERIES = "max_over_subqueries"  # embeval.evaluate.retrieval.SUBQUERIES: the figures' prefix
 SET_KIND = "query_means"
 
 
@@ -68,6 +69,7 @@ class RetrievalParams:
     depth: int = 1000
     ignore_identical_ids: bool = False
     missing_documents: str = "refuse"  # or "count" (embeval.tasks.beir.load_retrieval)
+    subqueries: str | None = None  # reranking: "max", also scored merged with subqueries (SUBQUERIES)
 
 
 def read_missing_documents(decl: Declaration) -> str:
@@ -86,6 +88,21 @@ def read_params(decl: Declaration) -> RetrievalParams:
         ignore_identical_ids=decl.take("ignore_identical_ids", (bool,), False),
         missing_documents=read_missing_documents(decl),
     )
+
+
+def _mteb_figures(results: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The figures as mteb's make_score_dict names and rounds them (None: the results lack one)."""
+    scores = {}
+    for name in FIGURES:
+        value = results.get(name)
+        if not isinstance(value, (int, float)):
+            return None
+        scores[name] = round(value, 5) if name.split("_at_")[0] in ROUNDED else value
+    scores["accuracy"] = scores["recall_at_1"]  # mteb's, for its multiple-choice tasks
+    for name, value in results.items():
+        if name.startswith("nauc_"):  # mteb's abstention figures, unrounded (NaN kept)
+            scores[name] = float("nan") if value is None else value
+    return scores
 
 
 class Retrieval(Kind):
@@ -158,6 +175,7 @@ class Retrieval(Kind):
             params.similarity,
             params.ignore_identical_ids,
             reranking=self.reranking,
+            subqueries=params.subqueries == "max",
         )
 
     def figures(self, spec: TaskSpec) -> tuple[Figure, ...]:
@@ -200,17 +218,16 @@ class Retrieval(Kind):
         )
 
     def mteb_scores(self, spec: TaskSpec, results: Mapping[str, Any]) -> dict[str, Any] | None:
-        scores = {}
-        for name in FIGURES:
-            value = results.get(name)
-            if not isinstance(value, (int, float)):
+        scores = _mteb_figures(results)
+        if scores is None:
+            return None
+        merged = results.get(SUBQUERIES)
+        if spec.params.subqueries == "max":  # mteb's max_over_subqueries_* figures
+            found = _mteb_figures(merged) if isinstance(merged, Mapping) else None
+            if found is None:
                 return None
-            scores[name] = round(value, 5) if name.split("_at_")[0] in ROUNDED else value
-        scores["accuracy"] = scores["recall_at_1"]  # mteb's, for its multiple-choice tasks
-        for name, value in results.items():
-            if name.startswith("nauc_"):  # mteb's abstention figures, unrounded (NaN kept)
-                scores[name] = float("nan") if value is None else value
-        scores["main_score"] = scores[spec.headline.path]
+            scores.update({f"{SUBQUERIES}_{name}": value for name, value in found.items()})
+        scores["main_score"] = scores[spec.headline.path.replace(".", "_")]
         return scores
 
     def unit_bytes(self, spec: TaskSpec, count: int, dim: int, config: Any) -> int:

@@ -33,6 +33,7 @@ from embeval._version import __version__
 from embeval.errors import EmbevalError
 from embeval.formats import atomic
 from embeval.reports.tables import load, task_specs
+from embeval.tasks.mteb_tasks import tie_exposure
 from embeval.tasks.registry import builtin
 from embeval.untrusted import FILE_STEM, check_name
 
@@ -99,9 +100,9 @@ def part_notes(spec, entry):
         notes["revision_unverified"] = spec.mteb.revision_unverified
     if spec.mteb.notes:
         notes["data"] = list(spec.mteb.notes)
-    ties = (entry.get("results") or {}).get("tie_exposure")
-    if isinstance(ties, dict):
-        notes["tie_exposure"] = dict(ties)
+    ties = tie_exposure(spec, entry.get("results") or {})
+    if ties is not None:
+        notes["tie_exposure"] = ties
     return notes
 
 

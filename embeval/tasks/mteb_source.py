@@ -450,6 +450,23 @@ def _retrieval_notes(
     return notes, bool(outside)
 
 
+def _check_subqueries(task: Any, part: Part, relevant: Mapping[str, Mapping[str, int]]) -> None:
+    """mteb's max_over_subqueries judges a group of subqueries (ids alike but for their last
+    '_'-separated part) by one of them, as their judgments are alike: refused when they are not."""
+    judged: dict[str, Mapping[str, int]] = {}
+    for query, docs in relevant.items():
+        group = "_".join(query.split("_")[:-1])
+        if judged.setdefault(group, docs) != docs:
+            raise MtebError(
+                f"the subqueries of {group!r} are judged differently (mteb's {SUBQUERIES} figures would "
+                "depend on which of them its dictionary lists last)",
+                file=data_file(task, part, "qrels"),
+                task=part.name,
+            )
+        if task.ignore_identical_ids:
+            raise MtebError("ignore_identical_ids with subqueries is not supported", task=part.name)
+
+
 def write_retrieval(task: Any, part: Part, folder: Path) -> dict[str, Any]:
     data = _subset(task, part)[part.split]
     judged = {str(q): {str(d): int(g) for d, g in docs.items()} for q, docs in data["relevant_docs"].items()}
@@ -494,6 +511,9 @@ def write_retrieval(task: Any, part: Part, folder: Path) -> dict[str, Any]:
     extra: dict[str, Any] = {"mteb_notes": notes}
     if outside:
         extra["missing_documents"] = "count"
+    if str(task.metadata.main_score).startswith(SUBQUERIES + "_"):
+        _check_subqueries(task, part, relevant)
+        extra["subqueries"] = "max"
     if top_ranked is None:
         extra.update(depth=max(task.k_values), ignore_identical_ids=bool(task.ignore_identical_ids))
     elif task.ignore_identical_ids:
@@ -769,6 +789,14 @@ LIMITS = (
 )
 # mteb's main score -> the kind's figure, where their names differ.
 FIGURE_OF = {"sts": {"cosine_spearman": "all.spearman.pooled", "cosine_pearson": "all.pearson.pooled"}}
+SUBQUERIES = "max_over_subqueries"  # mteb's prefix of the figures of queries merged with their subqueries
+
+
+def figure_of(kind: str, main_score: str) -> str:
+    """The kind's figure of mteb's main score (max_over_subqueries_NAME: max_over_subqueries.NAME)."""
+    if main_score.startswith(SUBQUERIES + "_"):
+        return f"{SUBQUERIES}.{main_score.removeprefix(SUBQUERIES + '_')}"
+    return FIGURE_OF.get(kind, {}).get(main_score, main_score)
 
 
 def unsupported(task: Any) -> str | None:
@@ -894,7 +922,7 @@ def part_spec(
         declaration = writer(task, part, folder)
         if stamp is not None:
             _write(folder / STAMP_FILE, json.dumps({"stamp": stamp, "declaration": declaration}))
-    figure = FIGURE_OF.get(declaration["kind"], {}).get(meta.main_score, meta.main_score)
+    figure = figure_of(declaration["kind"], meta.main_score)
     notes = list(declaration.get("mteb_notes", ()))  # what mteb does silently with the data, said once a run
     table: dict[str, Any] = {
         "name": part.name,

@@ -34,6 +34,15 @@ def part_score(spec: TaskSpec, results: Mapping[str, Any]) -> tuple[dict[str, An
     return fields, float(main)
 
 
+def tie_exposure(spec: TaskSpec, results: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The tie exposure (embeval.evaluate.ir_metrics.Ties) of the items of a part's main figure: its
+    queries, or its queries merged with their subqueries (None: not a retrieval figure)."""
+    parent = spec.headline.path.rpartition(".")[0]
+    holder = results.get(parent) if parent else results
+    found = holder.get("tie_exposure") if isinstance(holder, Mapping) else None
+    return dict(found) if isinstance(found, Mapping) else None
+
+
 def summary(record: Mapping[str, Any]) -> dict[str, Any]:
     """{mteb task: {type, main_score, value, revision, benchmarks, parts}} of the record's tasks
     scored by name (value None until every part of the task is scored); each part's entry gets `mteb`, its row
@@ -92,8 +101,8 @@ def summary(record: Mapping[str, Any]) -> dict[str, Any]:
         task["parts"][name] = part
         if mteb.notes:
             part["notes"] = list(mteb.notes)
-        exposure = entry.get("results", {}).get("tie_exposure") if isinstance(entry, dict) else None
-        if isinstance(exposure, dict):
+        exposure = tie_exposure(spec, entry.get("results", {})) if isinstance(entry, dict) else None
+        if exposure is not None:
             part["tie_exposure"] = dict(exposure)
             total = task.setdefault("tie_exposure", dict.fromkeys(exposure, 0))
             for key, count in exposure.items():
