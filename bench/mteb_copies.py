@@ -99,13 +99,13 @@ def shape(task: Any, scale: float = 1.0, least: int = 1) -> dict[str, Any]:
 
 
 def write_snapshot(root: Path, dataset: str, revision: str | None, configs: dict, form: str = "parquet") -> Path:
-    """DIR/ORG/NAME with configs {config: {split: [rows]}} in one form, a README.md naming them, and
+    """DIR/ORG/NAME with configs {config: {split: rows or a pyarrow table}} in one form, a README.md naming them, and
     the revision as `hf download --local-dir` records it (none when `revision` is None)."""
     folder = Path(root) / dataset
     lines = ["---", "configs:"]
     for config, splits in configs.items():
         lines += [f"- config_name: {config}", "  data_files:"]
-        for split, rows in splits.items():
+        for split, rows in splits.items():  # rows: a list of dicts, or a pyarrow table
             relative = f"data/{config}/{split}.{form}"
             path = folder / relative
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -113,8 +113,9 @@ def write_snapshot(root: Path, dataset: str, revision: str | None, configs: dict
                 import pyarrow as pa
                 import pyarrow.parquet as pq
 
-                pq.write_table(pa.Table.from_pylist(rows), path)
+                pq.write_table(rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows), path)
             else:
+                rows = rows if isinstance(rows, list) else rows.to_pylist()
                 data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
                 path.write_bytes(gzip.compress(data, mtime=0) if form == "jsonl.gz" else data)
             lines += [f"  - split: {split}", f"    path: {relative}"]
@@ -133,42 +134,81 @@ def _transform_source(task: Any) -> str:
     return inspect.getsource(own) if own is not None else ""
 
 
+def _spread(rng: np.random.Generator, n: int, rows: int, width: int) -> np.ndarray:
+    """(rows, width) distinct values of 0..n-1 in each row: a random start and stride, no row repeating one."""
+    width = min(width, n)
+    start = rng.integers(0, n, rows)
+    stride = rng.integers(1, max(1, (n - 1) // max(1, width - 1)) + 1, rows) if width > 1 else np.ones(rows, int)
+    return (start[:, None] + stride[:, None] * np.arange(width)) % n
+
+
 def _retrieval(task: Any, size: dict, texts: Texts, rng: np.random.Generator, quirks: bool) -> dict:
-    """corpus, queries, qrels (the "default" config) and, for reranking, top_ranked; queries named like
-    their own document when the task ignores identical ids (ArguAna's layout)."""
+    """corpus, queries, qrels (the "default" config) and, for reranking, top_ranked, as columns (a
+    reranking task at its real size has a hundred million candidates); queries named like their own
+    document when the task ignores identical ids (ArguAna's layout); a task scored over subqueries
+    (MindSmallReranking) gets ids "GROUP_PART", a group's parts judged alike."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     n_docs, n_queries = size["documents"], size["queries"]
-    doc_texts = texts(n_docs, "document")
+    doc_ids = [f"d{i}" for i in range(n_docs)]
     titles = texts(n_docs, "title")
-    corpus = [{"_id": f"d{i}", "title": titles[i] if i % 3 == 0 else "", "text": doc_texts[i]} for i in range(n_docs)]
-    own = bool(task.ignore_identical_ids)
-    query_ids = [corpus[int(i)]["_id"] for i in rng.choice(n_docs, n_queries, replace=False)] if own else None
+    corpus = {"_id": doc_ids, "title": [t if i % 3 == 0 else "" for i, t in enumerate(titles)]}
+    corpus["text"] = texts(n_docs, "document")
     distinct = texts(size.get("distinct_queries", n_queries), "query")
-    # a task scored over subqueries (MindSmallReranking): ids "GROUP_PART", a group's parts judged alike
     parts = 3 if str(task.metadata.main_score).startswith("max_over_subqueries_") else 1
-    names = [
-        query_ids[q] if own else (f"g{q // parts}_{q % parts}" if parts > 1 else f"q{q}") for q in range(n_queries)
-    ]
-    queries = [{"_id": names[q], "text": distinct[q % len(distinct)]} for q in range(n_queries)]
+    if task.ignore_identical_ids:
+        names = [doc_ids[int(i)] for i in rng.choice(n_docs, n_queries, replace=False)]
+    elif parts > 1:
+        names = [f"g{q // parts}_{q % parts}" for q in range(n_queries)]
+    else:
+        names = [f"q{q}" for q in range(n_queries)]
+    queries = {"_id": names, "text": [distinct[q % len(distinct)] for q in range(n_queries)]}
     per = min(size["relevant"], n_docs - 1)
-    qrels, candidates = [], []
-    for i, q in enumerate(queries):
-        if i % parts == 0:
-            judged = [corpus[int(j)]["_id"] for j in rng.choice(n_docs, per, replace=False)]
-            grades = [int(g) for g in rng.integers(1, 3, per)]
-        qrels += [{"query-id": q["_id"], "corpus-id": d, "score": g} for d, g in zip(judged, grades, strict=True)]
-        if "candidates" in size:
-            others = [corpus[int(i)]["_id"] for i in rng.choice(n_docs, min(n_docs, size["candidates"]), replace=False)]
-            candidates.append({"query-id": q["_id"], "corpus-ids": list(dict.fromkeys(judged + others))})
-    missing = size.get("missing", 0) + (2 if quirks else 0)
-    for i in range(missing):  # judgments naming documents that are not in the corpus (ArguAna has 5)
-        qrels.append({"query-id": queries[i % n_queries]["_id"], "corpus-id": f"missing-{i}", "score": 1 + i % 2})
+    group = np.arange(n_queries) // parts
+    judged = _spread(rng, n_docs, int(group[-1]) + 1, per)[group]  # (queries, per): a group's alike
+    grades = rng.integers(1, 3, (int(group[-1]) + 1, per))[group]
+    ids = pa.array(doc_ids)
+    qrels = {
+        "query-id": pc.take(pa.array(names), pa.array(np.repeat(np.arange(n_queries), per))),
+        "corpus-id": pc.take(ids, pa.array(judged.ravel())),
+        "score": pa.array(grades.ravel()),
+    }
+    missing = size.get("missing", 0) + (2 if quirks else 0)  # judgments naming documents not in the corpus
+    extra = {
+        "query-id": [names[i % n_queries] for i in range(missing)],
+        "corpus-id": [f"missing-{i}" for i in range(missing)],
+        "score": [1 + i % 2 for i in range(missing)],
+    }
     if quirks:
-        corpus.append(dict(corpus[1]))  # a document listed twice
-        queries.append({"_id": "unjudged", "text": distinct[0]})  # left out by mteb's loader
-        qrels.append({"query-id": queries[0]["_id"], "corpus-id": corpus[2]["_id"], "score": 0})
-    configs: dict = {"corpus": {"corpus": corpus}, "queries": {"queries": queries}, "default": {"test": qrels}}
-    if candidates:
-        configs["top_ranked"] = {"test": candidates}
+        for key, value in (("_id", doc_ids[1]), ("title", corpus["title"][1]), ("text", corpus["text"][1])):
+            corpus[key] = [*corpus[key], value]  # a document listed twice
+        queries = {"_id": [*names, "unjudged"], "text": [*queries["text"], distinct[0]]}  # mteb leaves it out
+        extra = {
+            "query-id": [*extra["query-id"], names[0]],
+            "corpus-id": [*extra["corpus-id"], doc_ids[int(judged[0, 0]) - 1]],
+            "score": [*extra["score"], 0],
+        }
+    columns = pa.schema([("query-id", pa.string()), ("corpus-id", pa.string()), ("score", pa.int64())])
+    table = pa.concat_tables([pa.table(qrels, schema=columns), pa.table(extra, schema=columns)])
+    configs: dict = {
+        "corpus": {"corpus": pa.table(corpus)},
+        "queries": {"queries": pa.table(queries)},
+        "default": {"test": table},
+    }
+    if "candidates" in size:  # the judged documents and others, each list without repeats
+        width = min(n_docs, size["candidates"])
+        others = _spread(rng, n_docs, n_queries, width)
+        lists = np.concatenate([judged, others], axis=1)
+        ordered = np.sort(lists, axis=1)
+        fresh = np.ones(lists.shape, dtype=bool)
+        fresh[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+        flat = ordered[fresh]
+        counts = fresh.sum(axis=1)
+        offsets = pa.array(np.r_[0, np.cumsum(counts)].astype(np.int64))
+        values = pc.take(ids, pa.array(flat))
+        candidates = pa.LargeListArray.from_arrays(offsets, values)
+        configs["top_ranked"] = {"test": pa.table({"query-id": pa.array(names), "corpus-ids": candidates})}
     return configs
 
 

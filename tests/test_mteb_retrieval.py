@@ -570,6 +570,31 @@ def test_good_small_files_load(tmp_path):
     assert [a.tolist() for a in data.candidates] == [[0, 0], [0, 1]]
 
 
+@pytest.mark.parametrize("chunk", [1 << 20, 24])  # read at once, and in pieces of a line or two
+def test_judgments_outside_the_corpus_are_taken_with_missing_documents_count(tmp_path, monkeypatch, chunk):
+    """missing_documents="count": judgments naming documents that are not in the corpus are kept apart
+    (query rows, grades), noted, and make a query judged; the default still refuses them."""
+    monkeypatch.setattr(beir, "PAIR_CHUNK_BYTES", chunk)
+    texts = {
+        "corpus": CORPUS,
+        "queries": QUERIES + '{"_id": "q3", "text": "third"}\n',
+        "qrels": QRELS + "q1\tgone\t2\nq2\tgone\t0\nq1\tfar\t1\nq3\tgone\t1\n",
+    }
+    paths = {}
+    for name, text in texts.items():
+        paths[name] = tmp_path / name
+        paths[name].write_text(text)
+    data = beir.load_retrieval(**paths, task="T", missing_documents="count")
+    assert data.query_ids == ["q1", "q2", "q3"]  # q3 is judged by a document outside the corpus only
+    assert [a.tolist() for a in data.qrels] == [[0, 1], [0, 1], [1, 0]]
+    assert [a.tolist() for a in data.absent] == [[0, 1, 0, 2], [2, 0, 1, 1]]
+    assert "4 judgments name 2 documents that are not in the corpus (first: 'gone', 'far'); 3 of grade >= 1" in (
+        data.notes[0]
+    )
+    with pytest.raises(DataFileError, match="name a corpus id that is not in the corpus"):
+        beir.load_retrieval(**paths, task="T")
+
+
 def test_naucs_are_each_figure_and_confidence_nauc():
     """naucs finds each confidence's and figure's order once: every value is nauc's of that pair (ties
     in both, a constant figure: NaN)."""

@@ -344,13 +344,39 @@ def _write_qrels(relevant: Mapping[str, Mapping[Any, Any]], part: Part, folder: 
 
 
 def _write_candidates(top_ranked: Mapping[Any, Any], keep: Iterable[str], part: Part, folder: Path) -> None:
-    lines = ["query-id\tcorpus-id"]
-    kept = set(keep)
-    for query, docs in top_ranked.items():
-        if str(query) in kept:
-            for doc in dict.fromkeys(docs):
-                lines.append(f"{_tsv_field(query, part, 'query id')}\t{_tsv_field(doc, part, 'document id')}")
-    _write(folder / "candidates.tsv", "\n".join(lines) + "\n")
+    """candidates.tsv, query by query, streamed to the file (MindSmallReranking has 97 million lines)."""
+
+    def pieces() -> Iterator[str]:
+        yield "query-id\tcorpus-id\n"
+        kept = set(keep)
+        for query, docs in top_ranked.items():
+            query = str(query)
+            if query not in kept or not len(docs):
+                continue
+            docs = [str(d) for d in dict.fromkeys(docs)]
+            if any(c in query for c in "\t\r\n") or any(c in "".join(docs) for c in "\t\r\n"):
+                _tsv_field(query, part, "query id")
+                for doc in docs:
+                    _tsv_field(doc, part, "document id")
+            yield query + "\t" + ("\n" + query + "\t").join(docs) + "\n"
+
+    _write_pieces(folder / "candidates.tsv", pieces())
+
+
+def _write_pieces(path: Path, pieces: Iterable[str], size: int = 1 << 22) -> None:
+    """A cache file written from text pieces, about `size` characters at a time, whole or not at all."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    with open(partial, "w", encoding="utf-8") as f:
+        buffer: list[str] = []
+        held = 0
+        for piece in pieces:
+            buffer.append(piece)
+            held += len(piece)
+            if held >= size:
+                f.write("".join(buffer))
+                buffer, held = [], 0
+        f.write("".join(buffer))
+    os.replace(partial, path)
 
 
 def _quoted(ids: Sequence[str], shown: int = 3) -> str:
@@ -453,6 +479,8 @@ def _retrieval_notes(
 def _check_subqueries(task: Any, part: Part, relevant: Mapping[str, Mapping[str, int]]) -> None:
     """mteb's max_over_subqueries judges a group of subqueries (ids alike but for their last
     '_'-separated part) by one of them, as their judgments are alike: refused when they are not."""
+    if task.ignore_identical_ids:
+        raise MtebError("ignore_identical_ids with subqueries is not supported", task=part.name)
     judged: dict[str, Mapping[str, int]] = {}
     for query, docs in relevant.items():
         group = "_".join(query.split("_")[:-1])
@@ -463,8 +491,6 @@ def _check_subqueries(task: Any, part: Part, relevant: Mapping[str, Mapping[str,
                 file=data_file(task, part, "qrels"),
                 task=part.name,
             )
-        if task.ignore_identical_ids:
-            raise MtebError("ignore_identical_ids with subqueries is not supported", task=part.name)
 
 
 def write_retrieval(task: Any, part: Part, folder: Path) -> dict[str, Any]:
@@ -498,10 +524,12 @@ def write_retrieval(task: Any, part: Part, folder: Path) -> dict[str, Any]:
     relevant = {q: docs for q, docs in relevant.items() if q in kept}  # mteb's results have none for the others
     _write_qrels(relevant, part, folder)
     files = {"corpus": "corpus.jsonl", "queries": "queries.jsonl", "qrels": "qrels.tsv"}
-    top_ranked = data.get("top_ranked")
+    top_ranked = data.get("top_ranked")  # mteb's, its ids strings (MindSmallReranking's: 97 million of them)
     candidates = None
     if top_ranked is not None:
-        candidates = {str(q): [str(d) for d in docs] for q, docs in top_ranked.items()}
+        candidates = (
+            top_ranked if all(isinstance(q, str) for q in top_ranked) else {str(q): d for q, d in top_ranked.items()}
+        )
         _write_candidates(candidates, relevant, part, folder)
         files["candidates"] = "candidates.tsv"
     empty = [q for q, text in kept.items() if not text.strip()]
