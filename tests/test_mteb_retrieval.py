@@ -588,9 +588,8 @@ def test_judgments_outside_the_corpus_are_taken_with_missing_documents_count(tmp
     assert data.query_ids == ["q1", "q2", "q3"]  # q3 is judged by a document outside the corpus only
     assert [a.tolist() for a in data.qrels] == [[0, 1], [0, 1], [1, 0]]
     assert [a.tolist() for a in data.absent] == [[0, 1, 0, 2], [2, 0, 1, 1]]
-    assert "4 judgments name 2 documents that are not in the corpus (first: 'gone', 'far'); 3 of grade >= 1" in (
-        data.notes[0]
-    )
+    note = data.notes[0]
+    assert "4 judgments name 2 documents that are not in the corpus (first: 'gone', 'far'); 3 of grade >= 1" in note
     with pytest.raises(DataFileError, match="name a corpus id that is not in the corpus"):
         beir.load_retrieval(**paths, task="T")
 
