@@ -114,9 +114,21 @@ def load_model(model, device, quiet=False, bars=True):
         if not Path(model).exists():  # a model name: it has to be in the Hugging Face cache already
             hint = (
                 "; a model name is read from the Hugging Face cache ($HF_HOME, default ~/.cache/huggingface): "
-                f"fetch it once on a connected machine (huggingface-cli download {model}) or pass a model folder"
+                f"fetch it once on a connected machine ({_download_program()} download {model}) or pass a model folder"
             )
         raise _format.ExportError(f"{model}: cannot load the model offline ({first}){hint}")
+
+
+def _download_program():
+    """The Hugging Face command of the installed huggingface_hub: `hf` from 0.34 on, `huggingface-cli` before."""
+    import importlib.metadata
+    import re
+
+    try:
+        version = tuple(int(p) for p in re.findall(r"\d+", importlib.metadata.version("huggingface_hub"))[:2])
+    except importlib.metadata.PackageNotFoundError:
+        return "hf"
+    return "hf" if version >= (0, 34) else "huggingface-cli"
 
 
 def model_prompts(model, prompts, names):

@@ -1,4 +1,4 @@
-"""Dataset copies in Hugging Face's layout, as `huggingface-cli download ORG/NAME --repo-type dataset
+"""Dataset copies in Hugging Face's layout, as `hf download ORG/NAME --repo-type dataset
 --local-dir DIR/ORG/NAME` leaves them (a README.md whose YAML names each config's data files, the files
 as JSON lines or parquet, and the revision recorded under .cache/huggingface/download), and the vectors
 both arms score: hashed word counts (many exact ties between texts and between scores)."""
@@ -27,7 +27,11 @@ def encode(sentences):
 
 
 def write_snapshot(root, dataset, revision, configs, form="jsonl"):
-    """Write DIR/ORG/NAME: configs {config name: {split: [row dicts]}}, as JSON lines or parquet."""
+    """Write DIR/ORG/NAME: configs {config name: {split: [row dicts]}}, as JSON lines, gzipped JSON
+    lines or parquet (`form`: "jsonl", "jsonl.gz" or "parquet"), and the revision
+    as `hf download --local-dir` records it (none when `revision` is None)."""
+    import gzip
+
     folder = Path(root) / dataset
     lines = ["---", "configs:"]
     for config, splits in configs.items():
@@ -36,8 +40,11 @@ def write_snapshot(root, dataset, revision, configs, form="jsonl"):
             relative = f"data/{config}/{split}.{form}"
             path = folder / relative
             path.parent.mkdir(parents=True, exist_ok=True)
+            text = "".join(json.dumps(r) + "\n" for r in rows)
             if form == "jsonl":
-                path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+                path.write_text(text, encoding="utf-8")
+            elif form == "jsonl.gz":
+                path.write_bytes(gzip.compress(text.encode("utf-8"), mtime=0))
             else:
                 import pyarrow as pa
                 import pyarrow.parquet as pq
@@ -46,9 +53,10 @@ def write_snapshot(root, dataset, revision, configs, form="jsonl"):
             lines += [f"  - split: {split}", f"    path: {relative}"]
     lines.append("---")
     (folder / "README.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    record = folder / ".cache" / "huggingface" / "download" / "README.md.metadata"
-    record.parent.mkdir(parents=True, exist_ok=True)
-    record.write_text(f"{revision}\netag\n0\n", encoding="utf-8")
+    if revision is not None:
+        record = folder / ".cache" / "huggingface" / "download" / "README.md.metadata"
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(f"{revision}\netag\n0\n", encoding="utf-8")
     return folder
 
 

@@ -288,7 +288,7 @@ def test_a_model_name_not_in_the_cache_says_how_to_get_it(tmp_path, edge_export,
     )  # fmt: skip
     line = one_line_error(result)
     assert "someone/no-such-model: cannot load the model offline" in line
-    assert "Hugging Face cache" in line and "huggingface-cli download someone/no-such-model" in line
+    assert "Hugging Face cache" in line and "hf download someone/no-such-model" in line  # huggingface_hub >= 0.34
     assert not (tmp_path / "v.h5").exists()
 
 

@@ -394,7 +394,9 @@ def score_cell(cli, folder, family, similarity, built):
         content = json.loads((written / f"{task_name(kind)}.json").read_text())
         assert content["dataset_revision"] == "r1"  # the task file's [mteb] revision
         (entry,) = content["scores"]["test"]
-        exported[kind] = {k: v for k, v in entry.items() if k not in ("hf_subset", "languages")}
+        notes = entry.get("embeval_notes", {})  # embeval's own key, beside mteb's: the tie exposure
+        assert set(notes) <= {"tie_exposure"} and ("tie_exposure" in notes) == (kind in ("retrieval", "reranking"))
+        exported[kind] = {k: v for k, v in entry.items() if k not in ("hf_subset", "languages", "embeval_notes")}
     return exported
 
 

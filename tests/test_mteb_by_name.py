@@ -482,7 +482,7 @@ def test_bad_requests_are_one_line_and_write_nothing(client, cli, tmp_path):
         "SciFact",
         "mteb/scifact",
         revision,
-        f"huggingface-cli download mteb/scifact --repo-type dataset --revision {revision}",
+        f"hf download mteb/scifact --repo-type dataset --revision {revision}",
     )
     refused_line(export("--mteb", "VisualSTS17Eng"), "VisualSTS17Eng", "not text")
     refused_line(
@@ -511,6 +511,16 @@ def test_bad_requests_are_one_line_and_write_nothing(client, cli, tmp_path):
     (skipped,) = scored["skipped"]["mteb_unsupported"]
     assert skipped.startswith("VisualSTS17Eng (VisualSTS(eng), image): not text")
     assert "0123abc" in scored["mteb"]["STSBenchmark"]["revision_mismatch"]
+    assert scored["mteb"]["STSBenchmark"]["revision_scored"] == "0123abc"
+    assert "STSBenchmark: local copy at revision 0123abc, mteb evaluates" in done.stdout  # the table says it
+    exported = cli("export-mteb", results, "--model", "my-org/hashed", "--out", tmp_path / "mteb")
+    assert exported.exit_code == 0, exported.stderr
+    assert "dataset_revision 0123abc: local copy at revision 0123abc" in exported.stderr  # said in one line
+    loaded = client.ResultCache(cache_path=tmp_path / "mteb").load_results(include_remote=False)
+    (result,) = loaded.model_results[0].task_results
+    assert result.dataset_revision == "0123abc"  # the figures are of the copy's revision
+    (part,) = result.scores["test"]
+    assert "0123abc" in part["embeval_notes"]["revision_mismatch"] and result.get_score() == part["main_score"]
     sts_copy(client, root, np.random.default_rng(9))  # other data: the vectors were exported for another copy
     again = cli(
         "score", tmp_path / "v.h5", "--mteb", "STSBenchmark", "--mteb-data", root, "--out", tmp_path / "again.json"
@@ -521,7 +531,7 @@ def test_bad_requests_are_one_line_and_write_nothing(client, cli, tmp_path):
 
 @pytest.mark.slow
 def test_a_copy_recording_no_revision_is_scored_and_said_unverified(client, cli, tmp_path):
-    """A copy made by other means than `huggingface-cli download --local-dir` records no revision:
+    """A copy made by other means than `hf download --local-dir` records no revision:
     scored, with a warning, and the results say the revision could not be verified. Its vectors
     scored without --mteb: one line suggesting --mteb."""
     import shutil
@@ -536,6 +546,13 @@ def test_a_copy_recording_no_revision_is_scored_and_said_unverified(client, cli,
     note = summary["revision_unverified"]
     assert "records no revision" in note and revision in note and "not verified" in note
     assert "records no revision" in result.stderr and "revision_mismatch" not in summary
+    assert f"SprintDuplicateQuestions: {note}" in result.stdout  # the table says it too
+    exported = cli("export-mteb", tmp_path / "results.json", "--model", "my-org/hashed", "--out", tmp_path / "mteb")
+    assert exported.exit_code == 0 and "not verified" in exported.stderr, exported.stderr
+    loaded = client.ResultCache(cache_path=tmp_path / "mteb").load_results(include_remote=False)
+    (task_result,) = loaded.model_results[0].task_results
+    assert task_result.dataset_revision == revision  # mteb's: the copy's own is not known
+    assert task_result.scores["test"][0]["embeval_notes"] == {"revision_unverified": note}
     # the same vectors scored without --mteb: nothing to score, and a hint at --mteb
     alone = cli("score", tmp_path / "vectors.h5", "--data", tmp_path / "none", "--out", tmp_path / "alone.json")
     refused_line(alone, "nothing to score", "SprintDuplicateQuestions is named like an MTEB task", "--mteb NAMES")
@@ -638,7 +655,7 @@ def test_every_missing_dataset_is_named_at_once_and_listed_with_its_command(cli,
     assert lines[0].split() == ["STS12", "STS", "split", "test"]
     assert lines[1].strip().startswith("mteb/sts12-sts@") and f"--local-dir {root}/mteb/sts12-sts" in lines[1]
     assert lines[3].strip().startswith("mteb/scifact@") and lines[3].endswith(f": {root / 'mteb' / 'scifact'}")
-    assert "huggingface-cli download mteb/scidocs --repo-type dataset --revision" in lines[5]
+    assert "hf download mteb/scidocs --repo-type dataset --revision" in lines[5]
     assert lines[-1] == f"3 tasks: 2 datasets not in {root}"
     benchmark = cli("tasks", "--mteb", "MTEB(eng, v2)", "--mteb-data", root, "--no-load").stdout.splitlines()
     assert benchmark[0].endswith("; in MTEB(eng, v2)") and benchmark[-1] == f"41 tasks: 41 datasets not in {root}"
@@ -663,7 +680,7 @@ def test_a_benchmark_of_tasks_not_scored_is_refused(cli, tmp_path):
     result = cli(
         "export-sentences", "--mteb", "FollowIR", "--mteb-data", tmp_path / "none", "--out", tmp_path / "export"
     )
-    refused_line(result, "Robust04InstructionRetrieval", "huggingface-cli download mteb/Robust04InstructionRetrieval")
+    refused_line(result, "Robust04InstructionRetrieval", "hf download mteb/Robust04InstructionRetrieval")
     assert not (tmp_path / "export").exists()
 
 
@@ -699,3 +716,101 @@ def test_union_export_and_sweep_score_as_score_does(client, cli, tmp_path):
     assert listed.exit_code == 0, listed.stderr
     assert "STSBenchmark" in listed.stdout and "mteb STSBenchmark" in listed.stdout
     assert listed.stdout.count("AmazonCounterfactualClassification__") == 8
+
+
+def quirky_arguana(client, root, rng, twice=None):
+    """ArguAna's layout (queries whose ids are also document ids: ignore_identical_ids) with real data's
+    quirks, each as mteb's loader takes it: judgments naming documents that are not in the corpus
+    (grades 2 and 0) and a query that is not in the queries, a document and a query listed twice, a
+    judgment listed twice (the last one counts), grades 0 and -1 (a query with no relevant document),
+    an empty document and an empty query, numeric document ids (JSON integers), gzipped JSON lines. `twice`: a
+    document id listed again with another text."""
+    texts = words(rng, 60)
+    corpus = [{"_id": i, "title": "", "text": t} for i, t in enumerate(texts)]
+    corpus[7]["text"] = ""
+    corpus.append(dict(corpus[3]))  # the same document twice
+    if twice is not None:
+        corpus.append({"_id": twice, "title": "", "text": "another text"})
+    queries = [{"_id": str(q), "text": texts[q]} for q in range(0, 24, 2)]  # each query is also a document
+    queries[1]["text"] = ""
+    queries.append(dict(queries[4]))  # the same query twice
+    qrels = [
+        {"query-id": str(q), "corpus-id": str(d), "score": int(rng.integers(1, 3))}
+        for q in range(0, 24, 2)
+        for d in rng.choice(60, size=3, replace=False)
+    ]
+    qrels += [
+        {"query-id": "0", "corpus-id": "gone-1", "score": 2},
+        {"query-id": "2", "corpus-id": "gone-2", "score": 0},
+        {"query-id": "404", "corpus-id": "5", "score": 1},
+        {"query-id": qrels[0]["query-id"], "corpus-id": qrels[0]["corpus-id"], "score": 3},
+    ]
+    qrels = [r for r in qrels if r["query-id"] != "10"]
+    qrels += [{"query-id": "10", "corpus-id": "11", "score": 0}, {"query-id": "10", "corpus-id": "12", "score": -1}]
+    configs = {"corpus": {"corpus": corpus}, "queries": {"queries": queries}, "default": {"test": qrels}}
+    return write_snapshot(root, "mteb/arguana", revision_of(client, "ArguAna"), configs, "jsonl.gz")
+
+
+@pytest.mark.slow
+def test_real_datas_quirks_are_taken_as_mteb_takes_them(client, cli, tmp_path):
+    """Every quirk of quirky_arguana scored as mteb.evaluate scores it, each said once, in one warning
+    naming the dataset's file (never embeval's cache), and recorded in the results and export-mteb's
+    notes; a document id listed with two texts is refused in one line naming the dataset's file."""
+    root = tmp_path / "datasets"
+    folder = quirky_arguana(client, root, np.random.default_rng(7))
+    record, _, result = embeval_scores(cli, tmp_path, "ArguAna", root)
+    theirs = mteb_scores(client, ["ArguAna"], root)
+    assert compare(record, theirs, EXACT) == 1
+    notes = record["mteb"]["ArguAna"]["parts"]["ArguAna"]["notes"]
+    said = [line for line in result.stderr.splitlines() if "warning" in line]
+    for fragment, file in (
+        ("2 judgments name 2 documents not in the corpus (first: 'gone-1', 'gone-2'); the 1 of grade >= 1", "default"),
+        ("1 judgment names 1 query not in the queries (first: '404')", "default"),
+        ("1 document is listed more than once (first: '3')", "corpus"),
+        ("1 query is listed more than once (first: '8')", "queries"),
+        ("1 of 12 queries have no judgment of grade >= 1 (first: '10')", "default"),
+        ("1 query has an empty text (first: '2')", "queries"),
+    ):
+        (note,) = [n for n in notes if fragment in n] or [notes]
+        assert note.startswith(str(next((folder / "data" / file).iterdir()))), note
+        assert sum(note in line for line in said) == 1, (note, said)  # said once, by the export...
+    assert not any(str(tmp_path / "cache") in line for line in said), said
+    done = cli("export-mteb", tmp_path / "results.json", "--model", "my-org/hashed", "--out", tmp_path / "mteb")
+    assert done.exit_code == 0, done.stderr
+    loaded = client.ResultCache(cache_path=tmp_path / "mteb").load_results(include_remote=False)
+    (exported,) = loaded.model_results[0].task_results
+    (scores,) = exported.scores["test"]
+    assert scores["embeval_notes"]["data"] == notes
+    assert scores["embeval_notes"]["tie_exposure"] == record["tasks"]["ArguAna"]["results"]["tie_exposure"]
+    assert exported.get_score() == pytest.approx(theirs["ArguAna"].get_score(), abs=1e-5)
+    quirky_arguana(client, tmp_path / "twice", np.random.default_rng(7), twice=4)
+    refused = cli("export-sentences", "--mteb", "ArguAna", "--mteb-data", tmp_path / "twice", "--out", tmp_path / "x")
+    refused_line(refused, str(tmp_path / "twice" / "mteb/arguana/data/corpus/corpus.jsonl.gz"), "'4'", "two texts")
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("installed, program", [("2.4.0", "hf"), ("0.34.1", "hf"), ("0.33.4", "huggingface-cli")])
+def test_the_fetch_command_is_the_installed_huggingface_hubs(monkeypatch, installed, program):
+    """`hf download` from huggingface_hub 0.34 on (`huggingface-cli` is gone from 1.0), the old command
+    before; both take the same options and record the revision in the copy."""
+    import importlib.metadata
+
+    from embeval.tasks.mteb_source import fetch_command
+
+    real = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version", lambda n: installed if n == "huggingface_hub" else real(n))
+    assert fetch_command("mteb/scifact", "abc", "datasets/") == (
+        f"{program} download mteb/scifact --repo-type dataset --revision abc --local-dir datasets/mteb/scifact"
+    )
+
+
+def test_hf_download_records_the_revision_where_embeval_reads_it(tmp_path):
+    """The installed huggingface_hub's `hf download --local-dir` writes each file's commit as the first
+    line of .cache/huggingface/download/FILE.metadata (its own writer, called here): the revision
+    metadata_revision reads."""
+    from huggingface_hub._local_folder import write_download_metadata
+
+    from embeval.tasks.mteb_source import metadata_revision
+
+    write_download_metadata(tmp_path, "data/test.parquet", "0f1e2d", "etag")
+    assert metadata_revision(tmp_path) == "0f1e2d"

@@ -570,6 +570,30 @@ def test_good_small_files_load(tmp_path):
     assert [a.tolist() for a in data.candidates] == [[0, 0], [0, 1]]
 
 
+@pytest.mark.parametrize("chunk", [1 << 20, 24])  # read at once, and in pieces of a line or two
+def test_judgments_outside_the_corpus_are_taken_with_missing_documents_count(tmp_path, monkeypatch, chunk):
+    """missing_documents="count": judgments naming documents that are not in the corpus are kept apart
+    (query rows, grades), noted, and make a query judged; the default still refuses them."""
+    monkeypatch.setattr(beir, "PAIR_CHUNK_BYTES", chunk)
+    texts = {
+        "corpus": CORPUS,
+        "queries": QUERIES + '{"_id": "q3", "text": "third"}\n',
+        "qrels": QRELS + "q1\tgone\t2\nq2\tgone\t0\nq1\tfar\t1\nq3\tgone\t1\n",
+    }
+    paths = {}
+    for name, text in texts.items():
+        paths[name] = tmp_path / name
+        paths[name].write_text(text)
+    data = beir.load_retrieval(**paths, task="T", missing_documents="count")
+    assert data.query_ids == ["q1", "q2", "q3"]  # q3 is judged by a document outside the corpus only
+    assert [a.tolist() for a in data.qrels] == [[0, 1], [0, 1], [1, 0]]
+    assert [a.tolist() for a in data.absent] == [[0, 1, 0, 2], [2, 0, 1, 1]]
+    note = data.notes[0]
+    assert "4 judgments name 2 documents that are not in the corpus (first: 'gone', 'far'); 3 of grade >= 1" in note
+    with pytest.raises(DataFileError, match="name a corpus id that is not in the corpus"):
+        beir.load_retrieval(**paths, task="T")
+
+
 def test_naucs_are_each_figure_and_confidence_nauc():
     """naucs finds each confidence's and figure's order once: every value is nauc's of that pair (ties
     in both, a constant figure: NaN)."""
@@ -583,3 +607,139 @@ def test_naucs_are_each_figure_and_confidence_nauc():
             expected = ir_metrics.nauc(confidence[kind], metric)
             assert np.array_equal(found[f"nauc_{name}_{kind}"], expected, equal_nan=True)
     assert np.isnan(found["nauc_ndcg_at_10_max"])
+
+
+# ---------------------------------------------------------------------------------------------------
+# Judgments naming documents outside the corpus, and the exposure to ties
+
+
+def random_run(rng, n_docs=60, n_queries=40, k=25, step=0.5, judged=12):
+    """Candidate lists with scores on a grid of `step` (many ties) and up to `judged` judgments per
+    query, grades -1..3."""
+    rows = np.full((n_queries, k), -1)
+    scores = np.full((n_queries, k), np.nan)
+    qrels = ([], [], [])
+    for q in range(n_queries):
+        size = int(rng.integers(1, k + 1))
+        rows[q, :size] = rng.choice(n_docs, size, replace=False)
+        scores[q, :size] = rng.integers(0, 5, size) * step
+        for d in rng.choice(n_docs, int(rng.integers(1, judged)), replace=False):
+            for column, value in zip(qrels, (q, d, int(rng.integers(-1, 4)))):
+                column.append(value)
+    return rows, scores, tuple(np.array(c) for c in qrels)
+
+
+def test_judgments_outside_the_corpus_count_as_pytrec_eval_counts_them(pytrec_eval):
+    """Judged documents that are not in the corpus (never retrieved): relevant ones count in Recall's
+    and MAP's denominators and the ideal DCG, as pytrec_eval counts a judged document missing from
+    the run; other grades change nothing."""
+    rng = np.random.default_rng(3)
+    rows, scores, qrels = random_run(rng)
+    ids = [f"d{i}" for i in range(60)]
+    absent = (rng.integers(0, 40, 30), rng.integers(-1, 4, 30))
+    judged = {f"q{q}": {} for q in range(40)}
+    for q, d, g in zip(*qrels):
+        judged[f"q{q}"][ids[d]] = int(g)
+    for i, (q, g) in enumerate(zip(*absent)):
+        judged[f"q{q}"][f"gone{i}"] = int(g)
+    run = {f"q{q}": {ids[r]: float(s) for r, s in zip(rows[q], scores[q]) if r >= 0} for q in range(40)}
+    cutoffs = ir_metrics.CUTOFFS
+    measures = {f"{m}.{','.join(map(str, cutoffs))}" for m in ("ndcg_cut", "map_cut", "recall", "P", "success")}
+    reference = pytrec_eval.RelevanceEvaluator(judged, measures).evaluate(run)
+    values = ir_metrics.per_query(rows, scores, qrels, ir_metrics.id_ranks(ids), absent=absent)
+    without = ir_metrics.per_query(rows, scores, qrels, ir_metrics.id_ranks(ids))
+    for q in range(40):
+        for figure, trec in TREC.items():
+            for c in cutoffs:
+                assert abs(values[f"{figure}_at_{c}"][q] - reference[f"q{q}"][f"{trec}{c}"]) <= TOL
+    assert (values["recall_at_1000"] < without["recall_at_1000"]).any()  # the case is exercised
+
+
+MAINS = ("ndcg_at_10", "map_at_1000", "mrr_at_10", "recall_at_5", "precision_at_3", "hit_rate_at_5", "accuracy")
+
+
+@pytest.mark.parametrize("seed, judged", [(0, 12), (1, 12), (2, 40), (3, 55)])
+def test_tie_exposure_marks_the_queries_whose_figures_an_order_of_ties_changes(seed, judged):
+    """Each query's equally scored documents put best first (higher gain first) and worst first: a
+    query is marked `order` exactly when some figure differs between the two, `main` exactly when its
+    main figure does (the two extreme orders reach every change an order of ties can make). Few and
+    many relevant documents per query."""
+    rng = np.random.default_rng(seed)
+    rows, scores, qrels = random_run(rng, step=0.5, judged=judged)
+    id_rank = rng.permutation(60)
+    exclude = np.where(np.arange(40) % 5 == 0, rows[:, 0], -1)
+    gains = np.zeros(rows.shape)
+    grade_of = {(q, d): g for q, d, g in zip(*qrels)}
+    for (q, j), r in np.ndenumerate(rows):
+        gains[q, j] = max(0, grade_of.get((q, r), 0))
+    best = ir_metrics.per_query(rows, scores + 1e-3 * gains, qrels, id_rank, exclude=exclude)
+    worst = ir_metrics.per_query(rows, scores - 1e-3 * gains, qrels, id_rank, exclude=exclude)
+    changed = {name: best[name] != worst[name] for name in best}
+    for main in MAINS:
+        ties = ir_metrics.Ties(40, main)
+        ir_metrics.per_query(rows, scores, qrels, id_rank, exclude=exclude, ties=ties)
+        figure = "recall_at_1" if main == "accuracy" else main
+        assert np.array_equal(ties.main, changed[figure]), main
+        assert np.array_equal(ties.order, np.any(list(changed.values()), axis=0)), main
+        assert 0 < ties.main.sum() < 40 or main == "accuracy"
+    for main, expected in (("ndcg_at_10", True), ("map_at_10", False), ("recall_at_1", False)):  # two relevant, tied
+        ties = ir_metrics.Ties(1, main)
+        qrels_one = (np.array([0, 0]), np.array([0, 1]), np.array([2, 1]))
+        ir_metrics.per_query(np.array([[0, 1, 2]]), np.array([[1.0, 1.0, 0.5]]), qrels_one, np.arange(3), ties=ties)
+        assert ties.main.tolist() == [expected] and ties.order.tolist() == [True], main
+    untied = ir_metrics.Ties(40, "ndcg_at_10")
+    distinct = scores + 1e-6 * rng.permutation(rows.size).reshape(rows.shape)
+    ir_metrics.per_query(rows, distinct, qrels, id_rank, ties=untied)
+    assert not untied.order.any()
+
+
+def test_a_tie_at_the_depth_limit_counts_when_it_may_change_a_figure():
+    """The search's depth + 1 results: a query whose last kept document ties the next one is exposed
+    when the tie group holds a relevant document or a relevant document is not kept; the exposure
+    then reaches every cut-off from the group's start."""
+    from embeval.evaluate.retrieval import _beyond
+
+    rows = np.array([[0, 1, 2, 3], [4, 5, 6, 7], [0, 2, 4, 6], [1, 3, 5, 7]])
+    scores = np.array([[0.9, 0.5, 0.5, 0.5], [0.9, 0.8, 0.5, 0.5], [0.9, 0.8, 0.7, 0.7], [0.9, 0.8, 0.7, 0.6]])
+    qrels = (np.array([0, 1, 2, 3]), np.array([1, 4, 9, 3]), np.array([1, 1, 1, 1]))
+    beyond = _beyond(rows, scores, 3, qrels)
+    # 0: the group (rows 1, 2, 3) holds relevant row 1; 1: the group (row 6, and 7 beyond) has nothing
+    # relevant and every relevant document is kept; 2: relevant row 9 is not kept (it may tie); 3: no tie
+    assert beyond.tolist() == [True, False, True, False]
+    ties = ir_metrics.Ties(4, "recall_at_3", beyond)
+    ir_metrics.per_query(rows[:, :3], scores[:, :3], qrels, np.arange(10), ties=ties)
+    assert ties.main.tolist() == [True, False, True, False] and ties.order.tolist() == [True, False, True, False]
+
+
+def test_queries_merged_with_their_subqueries_equal_mtebs_max_over_subqueries(client):
+    """Reranking with `subqueries = "max"`: each group of queries (ids alike but for their last
+    '_'-separated part, judged alike) scored as one, each document at its best score over the group:
+    the figures of mteb's max_over_subqueries (MindSmallReranking's main score) on the same runs."""
+    from mteb._evaluators.retrieval_metrics import max_over_subqueries
+
+    from embeval.evaluate.retrieval import _merged, subquery_groups
+
+    rng = np.random.default_rng(11)
+    ids = [f"d{i}" for i in range(50)]
+    query_ids = [f"u{g}_{k}" for g in range(12) for k in range(int(rng.integers(1, 4)))]
+    group, groups = subquery_groups(query_ids)
+    rows = np.full((len(query_ids), 10), -1)
+    scores = np.zeros(rows.shape, dtype=np.float32)
+    for q in range(len(query_ids)):
+        size = int(rng.integers(1, 11))
+        rows[q, :size] = rng.choice(50, size, replace=False)
+        scores[q, :size] = rng.integers(0, 6, size) / 5
+    judged = {g: {int(d): int(rng.integers(0, 3)) for d in rng.choice(50, 4, replace=False)} for g in range(groups)}
+    qrels = {q: {ids[d]: grade for d, grade in judged[group[i]].items()} for i, q in enumerate(query_ids)}
+    run = {q: {ids[r]: float(s) for r, s in zip(rows[i], scores[i]) if r >= 0} for i, q in enumerate(query_ids)}
+    theirs = max_over_subqueries(qrels, run, list(ir_metrics.CUTOFFS))
+    merged_rows, merged_scores = _merged(rows, scores, group)
+    group_qrels = tuple(np.array(c) for c in zip(*[(g, d, v) for g, docs in judged.items() for d, v in docs.items()]))
+    values = ir_metrics.per_query(merged_rows, merged_scores, group_qrels, ir_metrics.id_ranks(ids))
+    mine = ir_metrics.mteb_scores(values)
+    mine.update(ir_metrics.naucs(values, ir_metrics.confidences(merged_rows, merged_scores)))
+    for name, value in mine.items():
+        if name == "main_score":
+            continue
+        other = theirs[f"max_over_subqueries_{name}"]
+        assert value == pytest.approx(other, abs=TOL, nan_ok=True), name

@@ -463,3 +463,58 @@ def test_fingerprints_read_ahead_describe_the_vectors_as_read_in_turn(tmp_path, 
     result = score(cli, tmp_path, task_file, out, "--bootstrap", "0")
     assert result.exit_code == 0
     assert "1 of 300 vectors of /Synthetic.document have a norm that overflows or underflows" in result.stderr
+
+
+SUBQUERY_TASK = """name = "Impressions"
+kind = "reranking"
+subqueries = "max"
+figure = "max_over_subqueries.map_at_1000"
+[files]
+corpus = "corpus.jsonl"
+queries = "queries.jsonl"
+qrels = "qrels.tsv"
+candidates = "candidates.tsv"
+"""
+
+
+def test_subqueries_are_scored_merged_in_parts_of_whole_groups(tmp_path, cli, monkeypatch):
+    """A reranking task with `subqueries = "max"`: queries "GROUP_PART" merged per group (the main
+    figure), the queries taken in parts of whole groups: the same figures whatever the part size,
+    and a part never splits a group."""
+    from mteb_snapshots import encode, words
+
+    from embeval.evaluate import retrieval
+
+    rng = np.random.default_rng(8)
+    docs = [{"_id": f"d{i}", "text": t} for i, t in enumerate(words(rng, 40, 15))]
+    queries, qrels, candidates = [], ["query-id\tcorpus-id\tscore"], ["query-id\tcorpus-id"]
+    for g in range(9):
+        relevant = rng.choice(40, 2, replace=False)
+        for k in range(int(rng.integers(1, 4))):
+            query = f"u{g}_{k}"
+            queries.append({"_id": query, "text": words(rng, 1, 15)[0]})
+            qrels += [f"{query}\td{d}\t1" for d in relevant]
+            candidates += [f"{query}\td{d}" for d in {*relevant[: 1 + k % 2], *rng.choice(40, 6, replace=False)}]
+    rng.shuffle(queries)  # a group's subqueries apart in the file
+    for name, rows in (("corpus", docs), ("queries", queries)):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (tmp_path / "qrels.tsv").write_text("\n".join(qrels) + "\n", encoding="utf-8")
+    (tmp_path / "candidates.tsv").write_text("\n".join(candidates) + "\n", encoding="utf-8")
+    (tmp_path / "task.toml").write_text(SUBQUERY_TASK, encoding="utf-8")
+    task = ["--task-file", tmp_path / "task.toml", "--data", tmp_path / "none"]
+    assert cli("export-sentences", *task, "--out", tmp_path / "export").exit_code == 0
+    write(tmp_path / "v.h5", tmp_path / "export", encode, progress=False)
+    found = []
+    for size in (retrieval.RERANK_QUERIES, 4):
+        monkeypatch.setattr(retrieval, "RERANK_QUERIES", size)
+        parts = retrieval._parts(len(queries), retrieval.subquery_groups([q["_id"] for q in queries])[0])
+        groups = [{queries[i]["_id"].split("_")[0] for i in part} for part in parts]
+        assert sum(map(len, groups)) == 9 and sorted(i for part in parts for i in part) == list(range(len(queries)))
+        assert (len(parts) == 1) == (size > len(queries)) and all(len(part) <= max(size, 3) for part in parts)
+        done = cli("score", tmp_path / "v.h5", *task, "--out", tmp_path / f"{size}.json", "--bootstrap", "100")
+        assert done.exit_code == 0, done.stderr
+        found.append(json.loads((tmp_path / f"{size}.json").read_text())["tasks"]["Impressions"])
+    assert found[0]["results"] == found[1]["results"]
+    merged = found[0]["results"]["max_over_subqueries"]
+    assert merged["nqueries"] == 9 and merged["tie_exposure"]["queries"] == 9
+    assert found[0]["ci"]["figures"]["max_over_subqueries.map_at_1000"]["n"] == 9

@@ -139,7 +139,7 @@ _MTEB_OPTIONS = (
         "mteb_data",
         metavar="DIR",
         default=None,
-        help="Folder of dataset copies, DIR/ORG/NAME as `huggingface-cli download ORG/NAME --repo-type "
+        help="Folder of dataset copies, DIR/ORG/NAME as `hf download ORG/NAME --repo-type "
         "dataset --local-dir DIR/ORG/NAME` leaves them. Default: the Hugging Face cache.",
     ),
     click.option(

@@ -76,7 +76,7 @@ def evaluate(ctx, role, depth, similarity, reranking):
         else retrieval_runs.retrieve(ctx, depth, similarity, role)
     )
     id_rank = ir_metrics.id_ranks(data.doc_ids)
-    values = ir_metrics.per_query(rows, scores, data.qrels, id_rank)
+    values = ir_metrics.per_query(rows, scores, data.qrels, id_rank, absent=data.absent)
     results = ir_metrics.means(values)
     original = np.array([q.endswith(ORIGINAL) for q in data.query_ids])
     for name, members in (("og", original), ("changed", ~original)):

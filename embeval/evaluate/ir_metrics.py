@@ -93,18 +93,25 @@ def candidate_scores(queries: np.ndarray, documents: np.ndarray, rows: np.ndarra
     return out
 
 
-def _qrels_table(n_queries, n_docs, qrels):
+def _qrels_table(n_queries, n_docs, qrels, absent=None):
     """The judgments as sorted (query, doc) keys with their grades, each query's number of relevant
-    documents, and its positive grades in descending order (the ideal ranking), grouped by query."""
+    documents, and its positive grades in descending order (the ideal ranking), grouped by query.
+    absent: (query rows, grades) of judged documents outside the corpus: relevant ones count in the
+    number of relevant documents and the ideal ranking, never in the keys (they are never retrieved)."""
     query, doc, grade = (np.asarray(a, dtype=np.int64) for a in qrels)
     keys = query * n_docs + doc
     order = np.argsort(keys, kind="stable")
     if np.any(np.diff(keys[order]) == 0):
         raise ValueError("qrels hold a (query, document) pair twice")
-    n_relevant = np.bincount(query[grade >= 1], minlength=n_queries)
-    positive = grade >= 1
-    ideal_order = np.lexsort((-grade[positive], query[positive]))
-    ideal = (query[positive][ideal_order], grade[positive][ideal_order], np.cumsum(n_relevant) - n_relevant)
+    if absent is not None and len(absent[0]):
+        all_query = np.concatenate([query, np.asarray(absent[0], dtype=np.int64)])
+        all_grade = np.concatenate([grade, np.asarray(absent[1], dtype=np.int64)])
+    else:
+        all_query, all_grade = query, grade
+    positive = all_grade >= 1
+    n_relevant = np.bincount(all_query[positive], minlength=n_queries)
+    ideal_order = np.lexsort((-all_grade[positive], all_query[positive]))
+    ideal = (all_query[positive][ideal_order], all_grade[positive][ideal_order], np.cumsum(n_relevant) - n_relevant)
     return keys[order], grade[order], n_relevant, ideal
 
 
@@ -162,6 +169,8 @@ def per_query(
     cutoffs: Sequence[int] = CUTOFFS,
     exclude: np.ndarray | None = None,
     distinct: bool = False,
+    absent: tuple[np.ndarray, np.ndarray] | None = None,
+    ties: "Ties | None" = None,
 ) -> dict[str, np.ndarray]:
     """{figure_at_k: (queries,) float64} for every figure of FIGURES at every cut-off.
 
@@ -169,13 +178,15 @@ def per_query(
     order (they are ranked here by score, then by document id descending, as trec_eval ranks).
     qrels: (query rows, document rows, grades) of the judgments; id_rank: id_ranks(doc_ids);
     exclude: (queries,) a document row to drop from each query's candidates, or -1; distinct: the
-    caller vouches that no query lists a document twice (an exact search's results): not checked."""
+    caller vouches that no query lists a document twice (an exact search's results): not checked;
+    absent: (query rows, grades) of judged documents outside the corpus (relevant, never retrieved);
+    ties: filled with each query's exposure to the order of equally scored documents (Ties)."""
     rows, scores, id_rank = np.asarray(rows), np.asarray(scores), np.asarray(id_rank, dtype=np.int64)
     if rows.ndim != 2 or rows.shape != scores.shape:
         raise ValueError(f"rows {rows.shape} and scores {scores.shape} must both be (queries, k)")
     n_queries, k = rows.shape
     cutoffs = sorted({int(c) for c in cutoffs})
-    keys, grades, n_relevant, ideal = _qrels_table(n_queries, len(id_rank), qrels)
+    keys, grades, n_relevant, ideal = _qrels_table(n_queries, len(id_rank), qrels, absent)
     out = {f"{figure}_at_{c}": np.zeros(n_queries) for figure in FIGURES for c in cutoffs}
     if k == 0:
         return out
@@ -189,7 +200,85 @@ def per_query(
         grade = ranked_grades(block_rows, block_scores, valid, lo, keys, grades, id_rank)
         ideal_dcg = _ideal_dcg(n_relevant, ideal, lo, hi, cutoffs[-1])
         _fill(out, slice(lo, hi), grade, n_relevant[lo:hi], ideal_dcg, cutoffs)
+        if ties is not None:
+            ties.fill(slice(lo, hi), grade, np.sort(np.where(valid, -block_scores, np.inf), axis=1), cutoffs[-1])
     return out
+
+
+class Ties:
+    """Each query's exposure to ties: whether putting its equally scored documents in another order
+    (embeval ranks them by document id, descending, as pytrec_eval does; another implementation's
+    rounding may order them otherwise) can change one of its figures, and its figure `main`.
+
+    Precisely, in the query's ranked list (after ignore_identical_ids' exclusion), a tie group is a run
+    of documents with equal scores, from rank a to rank b (1-based); some order of it changes
+    - nDCG@k when its documents' gains differ (the grade if >= 1, else 0) and a <= k;
+    - MAP@k when relevance (grade >= 1) differs within it and a <= k; MRR@k when, in addition, no
+      relevant document ranks before a;
+    - P@k and Recall@k when relevance differs within it and a <= k < b; HitRate@k when, in addition,
+      no relevant document ranks before a and the group holds at least k - a + 1 non-relevant ones.
+    `order` marks a query when some group can change some figure at the cut-offs (any group of
+    differing gains that starts within the largest), `main` when one can change the figure `main`.
+    `beyond` (queries,): the query's last group may continue past the list with documents that can
+    change its figures (retrieval.evaluate's search keeps the lowest rows of a group at its depth
+    limit): that group counts as reaching every cut-off, with gains that may differ."""
+
+    def __init__(self, n_queries: int, main: str, beyond: np.ndarray | None = None):
+        family, _, cut = ("recall_at_1" if main == "accuracy" else main).rpartition("_at_")
+        known = family in FIGURES and cut.isdigit()
+        self.family: str | None = family if known else None  # another figure: as `order`
+        self.cut = int(cut) if known else 0
+        self.order = np.zeros(n_queries, dtype=bool)
+        self.main = np.zeros(n_queries, dtype=bool)
+        self.beyond = np.zeros(n_queries, dtype=bool) if beyond is None else np.asarray(beyond, dtype=bool)
+
+    def fill(self, span: slice, grade: np.ndarray, descending: np.ndarray, largest: int) -> None:
+        """A block of queries: their ranked grades, their scores negated and sorted (inf: no document),
+        the largest cut-off."""
+        n, k = grade.shape
+        valid = np.isfinite(descending)
+        gain = np.where(grade >= 1, grade, 0)
+        relevant = gain > 0
+        same = np.zeros((n, k), dtype=bool)
+        same[:, 1:] = valid[:, 1:] & (descending[:, 1:] == descending[:, :-1])
+        gains_differ = np.zeros((n, k), dtype=bool)  # at a place: its gain differs from the place before's
+        gains_differ[:, 1:] = same[:, 1:] & (gain[:, 1:] != gain[:, :-1])
+        relevance_differs = np.zeros((n, k), dtype=bool)
+        relevance_differs[:, 1:] = same[:, 1:] & (relevant[:, 1:] != relevant[:, :-1])
+        place = np.broadcast_to(np.arange(k), (n, k))
+        start = np.maximum.accumulate(np.where(same, 0, place), axis=1)  # each place's group's first place
+        last = np.ones((n, k), dtype=bool)
+        last[:, :-1] = ~same[:, 1:]
+        end = np.minimum.accumulate(np.where(last, place, k - 1)[:, ::-1], axis=1)[:, ::-1]  # its last place
+        misses = np.cumsum(valid & ~relevant, axis=1)  # non-relevant documents up to each place
+        group_misses = np.take_along_axis(misses, end, axis=1) - np.take_along_axis(misses, start, axis=1)
+        group_misses += np.take_along_axis(valid & ~relevant, start, axis=1)
+        beyond = self.beyond[span]
+        if beyond.any():  # the last group continues past the list: it reaches every cut-off, gains unknown
+            final = np.maximum(valid.sum(axis=1) - 1, 0)
+            rows = np.flatnonzero(beyond)
+            gains_differ[rows, final[rows]] = relevance_differs[rows, final[rows]] = True
+            in_final = start[rows] == start[rows, final[rows]][:, None]
+            end, group_misses = end.copy(), group_misses.copy()
+            end[rows] = np.where(in_final, np.iinfo(np.int64).max // 2, end[rows])
+            group_misses[rows] = np.where(in_final, np.iinfo(np.int64).max // 2, group_misses[rows])
+        first_relevant = np.where(relevant.any(axis=1), relevant.argmax(axis=1), k)[:, None]
+        self.order[span] = (gains_differ & (start < largest)).any(axis=1)
+        c = self.cut
+        if self.family is None:
+            exposed = gains_differ & (start < largest)
+        elif self.family == "ndcg":
+            exposed = gains_differ & (start < c)
+        elif self.family == "map":
+            exposed = relevance_differs & (start < c)
+        elif self.family == "mrr":
+            exposed = relevance_differs & (start < c) & (first_relevant >= start)
+        elif self.family == "hit_rate":
+            reach = (start < c) & (end >= c) & (first_relevant >= start) & (group_misses >= c - start)
+            exposed = relevance_differs & reach
+        else:  # precision, recall
+            exposed = relevance_differs & (start < c) & (end >= c)
+        self.main[span] = exposed.any(axis=1)
 
 
 def _checked(rows, scores, n_docs, distinct=False):

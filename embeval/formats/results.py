@@ -149,9 +149,21 @@ def table(record, tasks):
     if any(UNDEFINED in line for line in lines):
         lines.append(UNDEFINED_NOTE)
     lines += skip_lines(record)
+    lines += mteb_lines(record)
     for name, note in record.get("partial", {}).items():
         lines.append(f"partial: {name}: {note}")
     return "\n".join(lines)
+
+
+def mteb_lines(record):
+    """The table's lines of MTEB tasks scored by name whose dataset revision was not mteb's (a mismatch
+    allowed) or could not be verified: one each."""
+    lines = []
+    for task, summary in (record.get("mteb") or {}).items():
+        for key in ("revision_mismatch", "revision_unverified"):
+            if isinstance(summary, dict) and summary.get(key):
+                lines.append(f"{task}: {summary[key]}")
+    return lines
 
 
 def skip_lines(record):

@@ -274,7 +274,9 @@ def load_queries_with_instructions(spec: TaskSpec, paths: Mapping[str, Path]) ->
     from embeval.tasks.beir import load_retrieval, read_jsonl
 
     task = spec.name
-    base = load_retrieval(paths["corpus"], paths["queries"], paths["qrels"], task)
+    base = load_retrieval(
+        paths["corpus"], paths["queries"], paths["qrels"], task, missing_documents=spec.params.missing_documents
+    )
     known = set(read_jsonl(paths["queries"], task, with_title=False)[0])
     instructions: dict[str, str] = {}
     for number, record in _jsonl(paths["instructions"], task, ("query-id", "instruction")):
@@ -352,7 +354,14 @@ def load_instructed(spec: TaskSpec, paths: Mapping[str, Path]) -> InstructionDat
     from embeval.tasks.beir import load_retrieval, read_jsonl
 
     task = spec.name
-    base = load_retrieval(paths["corpus"], paths["queries"], paths["qrels"], task, candidates=paths.get("candidates"))
+    base = load_retrieval(
+        paths["corpus"],
+        paths["queries"],
+        paths["qrels"],
+        task,
+        candidates=paths.get("candidates"),
+        missing_documents=spec.params.missing_documents,
+    )
     all_ids, _ = read_jsonl(paths["queries"], task, with_title=False)
     known = set(all_ids)
     for query in all_ids:
@@ -439,6 +448,7 @@ def load_instructed(spec: TaskSpec, paths: Mapping[str, Path]) -> InstructionDat
         base.qrels,
         base.candidates,
         tuple(notes),
+        base.absent,
         pairs=tuple(pair for _, pair in sorted(pairs, key=lambda item: item[0])),
     )
 

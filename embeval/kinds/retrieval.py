@@ -7,7 +7,9 @@ documents are exported as two lists (roles "query" and "document": TASK.query an
 an encoder can embed them with different prompts; a document is embedded as MTEB embeds it, its
 title and text joined by a space. Keys: `similarity` ("cosine", the default, or "dot"), `depth`
 (documents retrieved per query: 1000, MTEB's largest cut-off), `ignore_identical_ids` (drop the
-document whose id equals the query's, as MTEB does for ArguAna, Quora and a few others).
+document whose id equals the query's, as MTEB does for ArguAna, Quora and a few others),
+`missing_documents` ("refuse", the default: a judgment naming a document that is not in the corpus is
+an error; "count": taken as MTEB takes it, a relevant document never retrieved).
 
 Figures: nDCG, MAP, Recall, Precision, MRR and HitRate at MTEB's cut-offs 1, 3, 5, 10, 20, 100, 1000,
 means over the queries (MTEB rounds its means to 5 decimals; embeval keeps them whole and rounds only
@@ -27,6 +29,7 @@ from embeval.stats import Statistic
 from embeval.tasks.declaration import Declaration
 from embeval.tasks.figures import Column, Figure, lookup
 from embeval.tasks.kind import Kind, Line, ci_text, pct
+from embeval.tasks.mteb_tasks import by_name
 from embeval.tasks.spec import TaskSpec
 
 CUTOFFS = (1, 3, 5, 10, 20, 100, 1000)
@@ -40,6 +43,7 @@ FAMILIES = (
 )
 ROUNDED = ("ndcg", "map", "recall", "precision", "hit_rate")  # mteb rounds these means to 5 decimals
 QUERY, DOCUMENT = "query", "document"
+SUBQUERIES = "max_over_subqueries"  # embeval.evaluate.retrieval.SUBQUERIES: the figures' prefix
 SET_KIND = "query_means"
 
 
@@ -64,6 +68,14 @@ class RetrievalParams:
     similarity: str = "cosine"
     depth: int = 1000
     ignore_identical_ids: bool = False
+    missing_documents: str = "refuse"  # or "count" (embeval.tasks.beir.load_retrieval)
+    subqueries: str | None = None  # reranking: "max", also scored merged with subqueries (SUBQUERIES)
+
+
+def read_missing_documents(decl: Declaration) -> str:
+    from embeval.tasks.beir import MISSING_DOCUMENTS
+
+    return decl.take("missing_documents", default="refuse", choices=MISSING_DOCUMENTS)
 
 
 def read_params(decl: Declaration) -> RetrievalParams:
@@ -74,7 +86,23 @@ def read_params(decl: Declaration) -> RetrievalParams:
         similarity=decl.take("similarity", default="cosine", choices=("cosine", "dot")),
         depth=depth,
         ignore_identical_ids=decl.take("ignore_identical_ids", (bool,), False),
+        missing_documents=read_missing_documents(decl),
     )
+
+
+def _mteb_figures(results: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The figures as mteb's make_score_dict names and rounds them (None: the results lack one)."""
+    scores = {}
+    for name in FIGURES:
+        value = results.get(name)
+        if not isinstance(value, (int, float)):
+            return None
+        scores[name] = round(value, 5) if name.split("_at_")[0] in ROUNDED else value
+    scores["accuracy"] = scores["recall_at_1"]  # mteb's, for its multiple-choice tasks
+    for name, value in results.items():
+        if name.startswith("nauc_"):  # mteb's abstention figures, unrounded (NaN kept)
+            scores[name] = float("nan") if value is None else value
+    return scores
 
 
 class Retrieval(Kind):
@@ -100,10 +128,17 @@ class Retrieval(Kind):
         from embeval.tasks.beir import load_retrieval
 
         data = load_retrieval(
-            paths["corpus"], paths["queries"], paths["qrels"], spec.name, candidates=paths.get("candidates")
+            paths["corpus"],
+            paths["queries"],
+            paths["qrels"],
+            spec.name,
+            candidates=paths.get("candidates"),
+            missing_documents=spec.params.missing_documents,
+            quiet=by_name(spec),
         )
-        for note in data.notes:
-            logging.getLogger("embeval").warning(f"{spec.name}: {note}")
+        if not by_name(spec):  # a task scored by name: its source said them, naming the dataset's files
+            for note in data.notes:
+                logging.getLogger("embeval").warning(f"{spec.name}: {note}")
         return data
 
     def roles(self, spec: TaskSpec) -> tuple[str, ...]:
@@ -150,6 +185,7 @@ class Retrieval(Kind):
             params.similarity,
             params.ignore_identical_ids,
             reranking=self.reranking,
+            subqueries=params.subqueries == "max",
         )
 
     def figures(self, spec: TaskSpec) -> tuple[Figure, ...]:
@@ -163,6 +199,14 @@ class Retrieval(Kind):
             values = " | ".join(pct(results.get(f"{family}_at_{k}")) for k in (1, 10, 100, 1000))
             out.append(Line(f"{words}@1 | @10 | @100 | @1000 x100", values))
         out.append(Line("queries | documents", f"{results.get('nqueries')} | {results.get('ndocs')}"))
+        ties = results.get("tie_exposure")
+        if isinstance(ties, Mapping):  # embeval.evaluate.ir_metrics.Ties; docs/mteb-by-name.md
+            out.append(
+                Line(
+                    "queries exposed to ties: any figure | main | nAUC confidence",
+                    f"{ties.get('order')} | {ties.get('main')} | {ties.get('confidence')} of {ties.get('queries')}",
+                )
+            )
         return out
 
     def columns(self, spec: TaskSpec) -> tuple[Column, ...]:
@@ -184,17 +228,16 @@ class Retrieval(Kind):
         )
 
     def mteb_scores(self, spec: TaskSpec, results: Mapping[str, Any]) -> dict[str, Any] | None:
-        scores = {}
-        for name in FIGURES:
-            value = results.get(name)
-            if not isinstance(value, (int, float)):
+        scores = _mteb_figures(results)
+        if scores is None:
+            return None
+        merged = results.get(SUBQUERIES)
+        if spec.params.subqueries == "max":  # mteb's max_over_subqueries_* figures
+            found = _mteb_figures(merged) if isinstance(merged, Mapping) else None
+            if found is None:
                 return None
-            scores[name] = round(value, 5) if name.split("_at_")[0] in ROUNDED else value
-        scores["accuracy"] = scores["recall_at_1"]  # mteb's, for its multiple-choice tasks
-        for name, value in results.items():
-            if name.startswith("nauc_"):  # mteb's abstention figures, unrounded (NaN kept)
-                scores[name] = float("nan") if value is None else value
-        scores["main_score"] = scores[spec.headline.path]
+            scores.update({f"{SUBQUERIES}_{name}": value for name, value in found.items()})
+        scores["main_score"] = scores[spec.headline.path.replace(".", "_")]
         return scores
 
     def unit_bytes(self, spec: TaskSpec, count: int, dim: int, config: Any) -> int:

@@ -33,6 +33,7 @@ from embeval._version import __version__
 from embeval.errors import EmbevalError
 from embeval.formats import atomic, targets
 from embeval.reports.tables import load, task_specs
+from embeval.tasks.mteb_tasks import tie_exposure
 from embeval.tasks.registry import builtin
 from embeval.untrusted import FILE_STEM, MAX_DECLARATION_BYTES, check_name, read_json
 
@@ -85,21 +86,50 @@ def scores(record, path="results", registry=None):
     return chosen, list(dict.fromkeys(notes))
 
 
+NOTES = "embeval_notes"  # a key of each part's scores: mteb's TaskResult keeps it (scores are dicts) and ignores it
+
+
+def part_notes(spec, entry):
+    """What the results say of one part beyond its figures, as export-mteb writes it under NOTES in the
+    part's scores: a revision mismatch allowed or a revision not verified (a task scored by name), the
+    notes on its data (judgments outside the corpus, ...) and its tie exposure (retrieval, reranking)."""
+    notes = {}
+    if spec.mteb.revision_mismatch:
+        notes["revision_mismatch"] = spec.mteb.revision_mismatch
+    if spec.mteb.revision_unverified:
+        notes["revision_unverified"] = spec.mteb.revision_unverified
+    if spec.mteb.notes:
+        notes["data"] = list(spec.mteb.notes)
+    ties = tie_exposure(spec, entry.get("results") or {})
+    if ties is not None:
+        notes["tie_exposure"] = ties
+    return notes
+
+
+def dataset_revision(parts):
+    """The revision a result file names: the revision of the copies scored when a mismatch was allowed
+    (the figures are of that revision), else mteb's."""
+    scored = {one.mteb.revision_scored for one, _ in parts}
+    return scored.pop() if len(scored) == 1 and "" not in scored else parts[0][0].mteb.revision
+
+
 def task_result(parts, entries, source):
     """One MTEB result file's content (TaskResult's schema): parts [(TaskSpec, score fields)] of one
     MTEB task (a subset and split each), entries their results entries."""
     spec = parts[0][0]
     scores = {}
-    for one, fields in parts:
+    for (one, fields), entry in zip(parts, entries, strict=True):
+        notes = part_notes(one, entry)
         subsets = fields.get("hf_subsets") or {one.mteb.subset: fields}  # a part of several subsets: each its entry
         languages = dict(one.mteb.subset_languages)
-        for subset, entry in subsets.items():
-            scores.setdefault(one.mteb.split, []).append(
-                dict(entry, hf_subset=subset, languages=list(languages.get(subset, one.mteb.languages)))
-            )
+        for subset, values in subsets.items():
+            part = dict(values, hf_subset=subset, languages=list(languages.get(subset, one.mteb.languages)))
+            if notes:
+                part[NOTES] = notes
+            scores.setdefault(one.mteb.split, []).append(part)
     seconds = [e.get("seconds") for e in entries]
     return {
-        "dataset_revision": spec.mteb.revision,
+        "dataset_revision": dataset_revision(parts),
         "task_name": spec.mteb.name,
         "mteb_version": MTEB_SCHEMA_VERSION,
         "scores": scores,
@@ -237,6 +267,10 @@ def export(results_path, model, out, revision=None, registry=None):
         entries = [record["tasks"][one.name] for one, _ in parts]
         content = task_result(parts, entries, Path(results_path).name)
         atomic.write_text(path, json.dumps(content, indent=2) + "\n")
+        for what in dict.fromkeys(
+            note for one, _ in parts for note in (one.mteb.revision_mismatch, one.mteb.revision_unverified) if note
+        ):
+            logger.warning(f"{path}: {name}: dataset_revision {content['dataset_revision']}: {what}")
         main = sum(fields["main_score"] for _, fields in parts) / len(parts)
         written.append((name, path, main, spec.mteb.protocol))
     meta = model_meta(model, revision, dims.pop() if len(dims) == 1 else None)

@@ -103,7 +103,9 @@ class Workspace:
     def located(self, unit):
         vf = self.vectors_file(unit.source.path)
         cache = self.data_cache(unit.data_dir)
-        key = (unit.source.path, unit.data_dir)
+        # keyed by the union's tasks too: a unit whose lists are datasets of their own (retrieval's
+        # queries and documents) carries no union tasks, and must not stand for the units that read /ALL
+        key = (unit.source.path, unit.data_dir, tuple(spec.name for spec in unit.union))
         if key not in self._unions:
             self._unions[key] = UnionRows(vf, cache, Registry(unit.union, complete=False))
         return Located(unit.spec, vf, self._unions[key], cache)

@@ -29,7 +29,11 @@ What mteb 2.26.24 does, reproduced here:
   "No pre-ranked documents found" and returns no result for them). Both cases are listed in `notes`.
 - Stricter than mteb, as errors: qrels or candidates naming a query or document that does not exist
   (mteb counts an unknown relevant document in the denominators, and ignores an unknown query),
-  duplicate ids or judgments, grades that are not integers, and empty corpus or query sets.
+  duplicate ids or judgments, grades that are not integers, and empty corpus or query sets. With
+  `missing_documents="count"` (the task's key `missing_documents = "count"`), judgments naming a
+  document that is not in the corpus are taken as mteb takes them: the document can never be
+  retrieved, and a grade >= 1 counts in the query's relevant documents (Recall's and MAP's
+  denominators, the ideal DCG), as pytrec_eval counts it; a note says how many.
 
 Every error is a DataFileError of one line naming the file, the line and what is wrong.
 """
@@ -55,6 +59,7 @@ _INTEGER = re.compile(r"[+-]?[0-9]+")
 _INT32 = (-(2**31), 2**31 - 1)
 SHOWN = 3  # ids quoted in a message about many
 PAIR_CHUNK_BYTES = 16 << 20  # a qrels or candidates file is read at once in pieces of about this size
+MISSING_DOCUMENTS = ("refuse", "count")  # what a judgment naming a document outside the corpus is
 
 
 @dataclass(frozen=True)
@@ -62,7 +67,9 @@ class RetrievalData:
     """A retrieval (or reranking) task's split as mteb evaluates it, in file order.
 
     doc_texts are the texts mteb encodes (title joined); queries are only those the qrels judge.
-    qrels: (query rows, document rows, grades); candidates: (query rows, document rows) or None."""
+    qrels: (query rows, document rows, grades); candidates: (query rows, document rows) or None;
+    absent: (query rows, grades) of the judgments naming documents that are not in the corpus (taken
+    with missing_documents="count": relevant documents never retrieved)."""
 
     doc_ids: list[str]
     doc_texts: list[str]
@@ -71,6 +78,18 @@ class RetrievalData:
     qrels: tuple[np.ndarray, np.ndarray, np.ndarray]
     candidates: tuple[np.ndarray, np.ndarray] | None = None
     notes: tuple[str, ...] = field(default=())
+    absent: tuple[np.ndarray, np.ndarray] = field(default=(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)))
+
+
+class _GrowingIndex(dict):
+    """A document index that gives each id not in it a row of its own after the corpus's rows (read
+    by _read_pairs through .get): judgments naming documents that are not in the corpus."""
+
+    def get(self, key, default=None):
+        row = dict.get(self, key)
+        if row is None:
+            row = self[key] = len(self)
+        return row
 
 
 def document_text(title: str | None, text: str) -> str:
@@ -187,8 +206,9 @@ def _most_opened_per_line(text):
     return int(np.bincount(np.searchsorted(np.flatnonzero(raw == ord("\n")), opens)).max())
 
 
-def read_jsonl(path: str | Path, task: str, *, with_title: bool) -> tuple[list[str], list[str]]:
-    """(ids, texts) of a BEIR corpus.jsonl (with_title: texts as mteb joins them) or queries.jsonl."""
+def read_jsonl(path: str | Path, task: str, *, with_title: bool, quiet: bool = False) -> tuple[list[str], list[str]]:
+    """(ids, texts) of a BEIR corpus.jsonl (with_title: texts as mteb joins them) or queries.jsonl;
+    quiet: no warning of weak ids and empty query texts (a file embeval wrote, whose source says them)."""
     ids: list[str] = []
     texts: list[str] = []
     first_line: dict[str, int] = {}
@@ -233,9 +253,13 @@ def read_jsonl(path: str | Path, task: str, *, with_title: bool) -> tuple[list[s
         raise DataFileError("no documents" if with_title else "no queries", file=path, task=task)
     warn_duplicates(duplicates, path, task)
     for lines, what in (
-        (blank_ids, "an empty or whitespace-only _id"),
-        (tab_ids, "an _id holding a tab (a qrels row, tab-separated, can never name it)"),
-        (empty_texts, "an empty query text (its vector is an encoder's embedding of nothing)"),
+        ()
+        if quiet
+        else (
+            (blank_ids, "an empty or whitespace-only _id"),
+            (tab_ids, "an _id holding a tab (a qrels row, tab-separated, can never name it)"),
+            (empty_texts, "an empty query text (its vector is an encoder's embedding of nothing)"),
+        )
     ):
         if lines:
             logger.warning(
@@ -438,17 +462,36 @@ def load_retrieval(
     qrels: str | Path,
     task: str,
     candidates: str | Path | None = None,
+    missing_documents: str = "refuse",
+    quiet: bool = False,
 ) -> RetrievalData:
     """A retrieval task's split from BEIR's files (a reranking task's when `candidates` is given),
-    with the queries mteb evaluates (those the qrels name) and notes of what mteb does silently."""
-    doc_ids, doc_texts = read_jsonl(corpus, task, with_title=True)
-    all_query_ids, all_query_texts = read_jsonl(queries, task, with_title=False)
+    with the queries mteb evaluates (those the qrels name) and notes of what mteb does silently.
+    missing_documents: "refuse" (an error) or "count" judgments naming documents not in the corpus;
+    quiet: read_jsonl's warnings left out (files embeval wrote from a source that says them)."""
+    if missing_documents not in MISSING_DOCUMENTS:
+        raise ValueError(f"missing_documents must be one of {MISSING_DOCUMENTS}, not {missing_documents!r}")
+    doc_ids, doc_texts = read_jsonl(corpus, task, with_title=True, quiet=quiet)
+    all_query_ids, all_query_texts = read_jsonl(queries, task, with_title=False, quiet=quiet)
     query_index = dict(zip(all_query_ids, range(len(all_query_ids))))
     doc_index = dict(zip(doc_ids, range(len(doc_ids))))
-    judged_query, judged_doc, grade, _ = _read_pairs(qrels, task, QRELS_HEADER, query_index, doc_index, "judgment")
+    judged_index = _GrowingIndex(doc_index) if missing_documents == "count" else doc_index
+    judged_query, judged_doc, grade, _ = _read_pairs(qrels, task, QRELS_HEADER, query_index, judged_index, "judgment")
     notes = []
+    outside = judged_doc >= len(doc_ids)
+    absent_query, absent_grade = judged_query[outside], grade[outside]
+    if outside.any():
+        absent_ids = list(judged_index)[len(doc_ids) :]
+        relevant_absent = int((absent_grade >= 1).sum())
+        notes.append(
+            f"{qrels}: {int(outside.sum())} judgments name {len(absent_ids)} documents that are not in the corpus "
+            f"(first: {', '.join(repr(d) for d in absent_ids[:SHOWN])}); {relevant_absent} of grade >= 1 count as "
+            "relevant documents never retrieved, as MTEB (pytrec_eval) counts them"
+        )
+        judged_query, judged_doc, grade = judged_query[~outside], judged_doc[~outside], grade[~outside]
     judged = np.zeros(len(all_query_ids), dtype=bool)
     judged[judged_query] = True
+    judged[absent_query] = True
     kept = np.flatnonzero(judged)
     if len(kept) < len(all_query_ids):
         dropped = np.flatnonzero(~judged)
@@ -460,8 +503,10 @@ def load_retrieval(
     query_ids = [all_query_ids[r] for r in kept]
     query_texts = [all_query_texts[r] for r in kept]
     qrels_arrays = (new_row[judged_query], judged_doc, grade)
+    absent_arrays = (new_row[absent_query], absent_grade)
     relevant = np.zeros(len(query_ids), dtype=bool)
     relevant[qrels_arrays[0][grade >= 1]] = True
+    relevant[absent_arrays[0][absent_grade >= 1]] = True
     if not relevant.all():
         none = np.flatnonzero(~relevant)
         notes.append(
@@ -488,4 +533,6 @@ def load_retrieval(
                 f"{candidates}: {len(none)} of {len(query_ids)} queries have no candidate "
                 f"(first: {_first(query_ids, none)}); MTEB keeps them and they score 0 on every figure"
             )
-    return RetrievalData(doc_ids, doc_texts, query_ids, query_texts, qrels_arrays, candidate_arrays, tuple(notes))
+    return RetrievalData(
+        doc_ids, doc_texts, query_ids, query_texts, qrels_arrays, candidate_arrays, tuple(notes), absent_arrays
+    )

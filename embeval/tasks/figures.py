@@ -108,6 +108,8 @@ class Mteb:
     benchmarks: tuple = ()
     revision_mismatch: str = ""
     revision_unverified: str = ""
+    revision_scored: str = ""  # the revision of the copy scored, when it is not mteb's (a mismatch allowed)
     parts: int = 0  # how many (subset, split) parts the mteb task has
     # A part holding many of mteb's subsets (parallel subsets: each language pair), each with its languages.
     subset_languages: tuple = ()
+    notes: tuple = ()  # what mteb does silently with the part's data (judgments outside the corpus, ...)

@@ -173,13 +173,29 @@ def exported_hint(datasets: Iterable[str]) -> str:
 # Where a dataset is.
 
 
+HF_CLI_SINCE = (0, 34)  # huggingface_hub's `hf` command; `huggingface-cli` before it, and not from 1.0 on
+
+
+def download_program() -> str:
+    """The Hugging Face command the installed huggingface_hub has: `hf` (0.34 and later), else
+    `huggingface-cli`. Both download a dataset at a revision with the same options and record it."""
+    import importlib.metadata
+
+    try:
+        installed = version_tuple(importlib.metadata.version("huggingface_hub"))
+    except importlib.metadata.PackageNotFoundError:
+        return "hf"
+    return "hf" if installed[:2] >= HF_CLI_SINCE else "huggingface-cli"
+
+
 METADATA_BYTES = 64 << 10  # a revision record is three short lines
 
 
 def metadata_revision(
     folder: Path, task: str | None = None, root: Path | None = None, allow_outside: bool = False
 ) -> str | None:
-    """The revision a `huggingface-cli download --local-dir` copy records (None: none recorded). A
+    """The revision a `hf download --local-dir` copy records (None: none recorded): huggingface_hub
+    writes each file's commit in `.cache/huggingface/download/FILE.metadata`, its first line. A
     record that is not a regular file, larger than METADATA_BYTES or (unless allow_outside) leading
     out of `root` is one line."""
     records = folder / ".cache" / "huggingface" / "download"
@@ -218,7 +234,8 @@ def fetch_command(dataset: str, revision: str, data_dir: str | Path | None = Non
     """The command that fetches a dataset's copy into --mteb-data's folder (DIR when none is given)."""
     folder = "DIR" if data_dir is None else str(data_dir).rstrip("/")
     return (
-        f"huggingface-cli download {dataset} --repo-type dataset --revision {revision} --local-dir {folder}/{dataset}"
+        f"{download_program()} download {dataset} --repo-type dataset --revision {revision} "
+        f"--local-dir {folder}/{dataset}"
     )
 
 
@@ -323,18 +340,32 @@ def _column(task: Any, attribute: str, part: Part) -> str:
     return column
 
 
-def _write_corpus(data: Any, folder: Path) -> None:
+def _write_corpus(task: Any, part: Part, data: Any, folder: Path) -> list[str]:
+    """Write corpus.jsonl; the ids of its rows in order. A document listed twice (the same id and
+    text) is written once; the same id with other texts is refused (mteb's search would keep one of
+    their scores per query, by the order of its heap)."""
+    from embeval.tasks.beir import document_text
+
     corpus = data["corpus"]
     has_title = "title" in corpus.column_names
-    ids, texts = list(corpus["id"]), list(corpus["text"])  # whole columns: far faster than rows
+    ids = [str(i) for i in corpus["id"]]  # whole columns: far faster than rows
+    texts = list(corpus["text"])
     titles = list(corpus["title"]) if has_title else [""] * len(ids)
-    _jsonl(
-        folder / "corpus.jsonl",
-        (
-            {"_id": str(i), "title": title or "", "text": text}
-            for i, title, text in zip(ids, titles, texts, strict=True)
-        ),
-    )
+    first = dict(zip(reversed(ids), range(len(ids) - 1, -1, -1)))
+    rows: Iterable[int] = range(len(ids))
+    if len(first) < len(ids):
+        for row, doc in enumerate(ids):
+            other = first[doc]
+            if other != row and document_text(titles[row], texts[row]) != document_text(titles[other], texts[other]):
+                raise MtebError(
+                    f"document id {doc!r} is listed with two texts (mteb's figures would depend on which of "
+                    "their scores its search keeps)",
+                    file=data_file(task, part, "corpus"),
+                    task=part.name,
+                )
+        rows = sorted(first.values())
+    _jsonl(folder / "corpus.jsonl", ({"_id": ids[r], "title": titles[r] or "", "text": texts[r]} for r in rows))
+    return ids
 
 
 def _write_qrels(relevant: Mapping[str, Mapping[Any, Any]], part: Part, folder: Path) -> None:
@@ -346,40 +377,206 @@ def _write_qrels(relevant: Mapping[str, Mapping[Any, Any]], part: Part, folder: 
 
 
 def _write_candidates(top_ranked: Mapping[Any, Any], keep: Iterable[str], part: Part, folder: Path) -> None:
-    lines = ["query-id\tcorpus-id"]
-    kept = set(keep)
-    for query, docs in top_ranked.items():
-        if str(query) in kept:
-            for doc in dict.fromkeys(docs):
-                lines.append(f"{_tsv_field(query, part, 'query id')}\t{_tsv_field(doc, part, 'document id')}")
-    _write(folder / "candidates.tsv", "\n".join(lines) + "\n")
+    """candidates.tsv, query by query, streamed to the file (MindSmallReranking has 97 million lines)."""
+
+    def pieces() -> Iterator[str]:
+        yield "query-id\tcorpus-id\n"
+        kept = set(keep)
+        for query, docs in top_ranked.items():
+            query = str(query)
+            if query not in kept or not len(docs):
+                continue
+            docs = [str(d) for d in dict.fromkeys(docs)]
+            if any(c in query for c in "\t\r\n") or any(c in "".join(docs) for c in "\t\r\n"):
+                _tsv_field(query, part, "query id")
+                for doc in docs:
+                    _tsv_field(doc, part, "document id")
+            yield query + "\t" + ("\n" + query + "\t").join(docs) + "\n"
+
+    _write_pieces(folder / "candidates.tsv", pieces())
+
+
+def _write_pieces(path: Path, pieces: Iterable[str], size: int = 1 << 22) -> None:
+    """A cache file written from text pieces, about `size` characters at a time, whole or not at all."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    with open(partial, "w", encoding="utf-8") as f:
+        buffer: list[str] = []
+        held = 0
+        for piece in pieces:
+            buffer.append(piece)
+            held += len(piece)
+            if held >= size:
+                f.write("".join(buffer))
+                buffer, held = [], 0
+        f.write("".join(buffer))
+    os.replace(partial, path)
+
+
+def _quoted(ids: Sequence[str], shown: int = 3) -> str:
+    return ", ".join(repr(i) for i in ids[:shown]) + (", ..." if len(ids) > shown else "")
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def data_file(task: Any, part: Part, role: str) -> str:
+    """The file of the dataset's copy that mteb read a retrieval part's `role` (corpus, queries, qrels,
+    top_ranked) from, for messages: the data file of the config mteb's loader reads (its first, when
+    several); the copy's folder when that cannot be told."""
+    folder = str(task.metadata.dataset.get("path") or "")
+    if part.subset != "default":
+        configs = [f"{part.subset}-{role}"]
+    else:
+        configs = ["default", "qrels"] if role == "qrels" else [role]
+    try:
+        import datasets
+
+        with _scratch_cache():
+            names = datasets.get_dataset_config_names(folder)
+            config = next(c for c in configs if c in names)
+            files = datasets.load_dataset_builder(folder, config).config.data_files or {}
+        chosen = files.get(part.split) or (next(iter(files.values())) if len(files) == 1 else [])
+        return str(chosen[0]) if chosen else folder
+    except Exception:  # not a dataset folder datasets reads (a mock task, a loader of the task's own)
+        return folder
+
+
+def _retrieval_notes(
+    task: Any,
+    part: Part,
+    relevant: Mapping[str, Mapping[str, int]],
+    unknown_queries: Mapping[str, int],
+    corpus_ids: Sequence[str],
+    duplicate_queries: Sequence[str],
+    candidates: Mapping[str, Sequence[str]] | None,
+    empty_queries: Sequence[str] = (),
+) -> tuple[list[str], bool]:
+    """What mteb does silently with a retrieval part's data, each said naming the dataset's file, and
+    whether judgments name documents outside the corpus (then counted as mteb counts them)."""
+    notes = []
+    known = set(corpus_ids)
+    if len(known) < len(corpus_ids):
+        seen: set[str] = set()
+        twice = sorted({i for i in corpus_ids if i in seen or seen.add(i)})  # type: ignore[func-returns-value]
+        notes.append(
+            f"{data_file(task, part, 'corpus')}: {_count(len(twice), 'document is', 'documents are')} listed "
+            f"more than once (first: {_quoted(twice)}); each is one document, as in mteb's results (where its "
+            "copies take two of a query's places at the depth limit)"
+        )
+    if duplicate_queries:
+        notes.append(
+            f"{data_file(task, part, 'queries')}: {_count(len(duplicate_queries), 'query is', 'queries are')} "
+            f"listed more than once (first: {_quoted(sorted(duplicate_queries))}); each is one query, as in mteb's "
+            "results (where each of its documents takes two places at the depth limit)"
+        )
+    if unknown_queries:
+        names = sorted(unknown_queries)
+        lines = _count(sum(unknown_queries.values()), "judgment names", "judgments name")
+        notes.append(
+            f"{data_file(task, part, 'qrels')}: {lines} {_count(len(names), 'query', 'queries')} not in the "
+            f"queries (first: {_quoted(names)}); left out, as mteb leaves them out"
+        )
+    outside = [(d, g) for docs in relevant.values() for d, g in docs.items() if d not in known]
+    if outside:
+        documents = sorted({d for d, _ in outside})
+        counted = sum(1 for _, g in outside if int(g) >= 1)
+        lines = _count(len(outside), "judgment names", "judgments name")
+        notes.append(
+            f"{data_file(task, part, 'qrels')}: {lines} {_count(len(documents), 'document', 'documents')} not in "
+            f"the corpus (first: {_quoted(documents)}); the {counted} of grade >= 1 count as relevant documents "
+            "never retrieved (in Recall's and MAP's denominators and the ideal DCG), as mteb (pytrec_eval) "
+            "counts them"
+        )
+    if empty_queries:
+        notes.append(
+            f"{data_file(task, part, 'queries')}: {_count(len(empty_queries), 'query has', 'queries have')} an "
+            f"empty text (first: {_quoted(sorted(empty_queries))}); embedded as mteb embeds it"
+        )
+    none = [q for q, docs in relevant.items() if not any(int(g) >= 1 for g in docs.values())]
+    if none:
+        notes.append(
+            f"{data_file(task, part, 'qrels')}: {len(none)} of {len(relevant)} queries have no judgment of grade "
+            f">= 1 (first: {_quoted(sorted(none))}); kept, they score 0 on every figure, as in mteb"
+        )
+    if candidates is not None:
+        without = [q for q in relevant if not candidates.get(q)]
+        if without:
+            notes.append(
+                f"{data_file(task, part, 'top_ranked')}: {len(without)} of {len(relevant)} queries have no "
+                f"candidate (first: {_quoted(sorted(without))}); kept, they score 0 on every figure, as in mteb"
+            )
+    return notes, bool(outside)
+
+
+def _check_subqueries(task: Any, part: Part, relevant: Mapping[str, Mapping[str, int]]) -> None:
+    """mteb's max_over_subqueries judges a group of subqueries (ids alike but for their last
+    '_'-separated part) by one of them, as their judgments are alike: refused when they are not."""
+    if task.ignore_identical_ids:
+        raise MtebError("ignore_identical_ids with subqueries is not supported", task=part.name)
+    judged: dict[str, Mapping[str, int]] = {}
+    for query, docs in relevant.items():
+        group = "_".join(query.split("_")[:-1])
+        if judged.setdefault(group, docs) != docs:
+            raise MtebError(
+                f"the subqueries of {group!r} are judged differently (mteb's {SUBQUERIES} figures would "
+                "depend on which of them its dictionary lists last)",
+                file=data_file(task, part, "qrels"),
+                task=part.name,
+            )
 
 
 def write_retrieval(task: Any, part: Part, folder: Path) -> dict[str, Any]:
     data = _subset(task, part)[part.split]
-    relevant = {str(q): docs for q, docs in data["relevant_docs"].items() if len(docs)}  # mteb drops the others
+    judged = {str(q): {str(d): int(g) for d, g in docs.items()} for q, docs in data["relevant_docs"].items()}
+    relevant = {q: docs for q, docs in judged.items() if docs}  # mteb drops the others
     queries = data["queries"]
     if "instruction" in queries.column_names:
         raise MtebError("queries with instructions are not scored as retrieval", task=part.name)
-    _write_corpus(data, folder)
-    kept = []
-    for query, text in zip(list(queries["id"]), list(queries["text"]), strict=True):
-        if str(query) in relevant:
-            if not isinstance(text, str):
-                raise MtebError("queries that are not one text (conversations) are not supported", task=part.name)
-            kept.append({"_id": str(query), "text": text})
-    _jsonl(folder / "queries.jsonl", kept)
-    _write_qrels(relevant, part, folder)
-    files = {"corpus": "corpus.jsonl", "queries": "queries.jsonl", "qrels": "qrels.tsv"}
-    extra: dict[str, Any] = {}
-    if data.get("top_ranked") is not None:
-        _write_candidates(data["top_ranked"], relevant, part, folder)
-        files["candidates"] = "candidates.tsv"
     if getattr(task, "skip_first_result", False):
         raise MtebError("skip_first_result is not supported", task=part.name)
-    k_values = tuple(task.k_values)
-    if data.get("top_ranked") is None:
-        extra = {"depth": max(k_values), "ignore_identical_ids": bool(task.ignore_identical_ids)}
+    corpus_ids = _write_corpus(task, part, data, folder)
+    kept: dict[str, str] = {}
+    duplicate_queries = []
+    for query, text in zip(map(str, queries["id"]), list(queries["text"]), strict=True):
+        if query in relevant:
+            if not isinstance(text, str):
+                raise MtebError("queries that are not one text (conversations) are not supported", task=part.name)
+            if query in kept:
+                if text != kept[query]:
+                    raise MtebError(
+                        f"query id {query!r} is listed with two texts (mteb would merge their results under the id)",
+                        file=data_file(task, part, "queries"),
+                        task=part.name,
+                    )
+                duplicate_queries.append(query)
+                continue
+            kept[query] = text
+    _jsonl(folder / "queries.jsonl", ({"_id": q, "text": t} for q, t in kept.items()))
+    unknown_queries = {q: len(docs) for q, docs in relevant.items() if q not in kept}
+    relevant = {q: docs for q, docs in relevant.items() if q in kept}  # mteb's results have none for the others
+    _write_qrels(relevant, part, folder)
+    files = {"corpus": "corpus.jsonl", "queries": "queries.jsonl", "qrels": "qrels.tsv"}
+    top_ranked = data.get("top_ranked")  # mteb's, its ids strings (MindSmallReranking's: 97 million of them)
+    candidates = None
+    if top_ranked is not None:
+        candidates = (
+            top_ranked if all(isinstance(q, str) for q in top_ranked) else {str(q): d for q, d in top_ranked.items()}
+        )
+        _write_candidates(candidates, relevant, part, folder)
+        files["candidates"] = "candidates.tsv"
+    empty = [q for q, text in kept.items() if not text.strip()]
+    notes, outside = _retrieval_notes(
+        task, part, relevant, unknown_queries, corpus_ids, list(dict.fromkeys(duplicate_queries)), candidates, empty
+    )
+    extra: dict[str, Any] = {"mteb_notes": notes}
+    if outside:
+        extra["missing_documents"] = "count"
+    if str(task.metadata.main_score).startswith(SUBQUERIES + "_"):
+        _check_subqueries(task, part, relevant)
+        extra["subqueries"] = "max"
+    if top_ranked is None:
+        extra.update(depth=max(task.k_values), ignore_identical_ids=bool(task.ignore_identical_ids))
     elif task.ignore_identical_ids:
         raise MtebError("ignore_identical_ids on a reranking task is not supported", task=part.name)
     return {"kind": "reranking" if "candidates" in files else "retrieval", "files": files, **extra}
@@ -635,7 +832,7 @@ def write_instruction_reranking(task: Any, part: Part, folder: Path) -> dict[str
     if "instruction" not in queries.column_names or data.get("top_ranked") is None:
         raise MtebError("FollowIR's protocol needs queries with instructions and candidates", task=part.name)
     changed = _changed_judgments(task, part)
-    _write_corpus(data, folder)
+    _write_corpus(task, part, data, folder)
     ids = [str(q) for q in queries["id"]]
     texts, instructions = list(queries["text"]), list(queries["instruction"])
     if not all(isinstance(t, str) and isinstance(i, str) for t, i in zip(texts, instructions, strict=True)):
@@ -702,24 +899,33 @@ def write_instruction_retrieval(task: Any, part: Part, folder: Path) -> dict[str
     data = _subset(task, part)[part.split]
     if data.get("top_ranked") is not None or getattr(task, "skip_first_result", False):
         raise MtebError("instruction retrieval with candidates or skip_first_result is not supported", task=part.name)
-    relevant = {str(q): docs for q, docs in data["relevant_docs"].items() if len(docs)}  # mteb drops the others
+    judged = {str(q): {str(d): int(g) for d, g in docs.items()} for q, docs in data["relevant_docs"].items()}
+    relevant = {q: docs for q, docs in judged.items() if docs}  # mteb drops the others
     queries = data["queries"]
     ids, texts = [str(q) for q in queries["id"]], list(queries["text"])
     instructions = list(queries["instruction"]) if "instruction" in queries.column_names else [None] * len(ids)
     kept = [i for i, query in enumerate(ids) if query in relevant]
     if not all(isinstance(texts[i], str) and isinstance(instructions[i], str) for i in kept):  # mteb needs them too
         raise MtebError("queries without an instruction, or not one text each, are not supported", task=part.name)
-    _write_corpus(data, folder)
+    corpus_ids = _write_corpus(task, part, data, folder)
     _jsonl(folder / "queries.jsonl", ({"_id": ids[i], "text": texts[i]} for i in kept))
     _jsonl(folder / "instructions.jsonl", ({"query-id": ids[i], "instruction": instructions[i]} for i in kept))
+    listed = set(ids)
+    unknown_queries = {q: len(docs) for q, docs in relevant.items() if q not in listed}
+    relevant = {q: docs for q, docs in relevant.items() if q in listed}  # mteb's results have none for the others
     _write_qrels(relevant, part, folder)
+    notes, outside = _retrieval_notes(task, part, relevant, unknown_queries, corpus_ids, [], None)
     files = {"corpus": "corpus.jsonl", "queries": "queries.jsonl", "qrels": "qrels.tsv"}
+    extra: dict[str, Any] = {"mteb_notes": notes}
+    if outside:
+        extra["missing_documents"] = "count"
     return {
         "kind": "instruction-retrieval",
         "protocol": protocol,
         "files": {**files, "instructions": "instructions.jsonl"},
         "depth": max(task.k_values),
         "ignore_identical_ids": bool(task.ignore_identical_ids),
+        **extra,
     }
 
 
@@ -743,6 +949,14 @@ TYPES: dict[str, Writer] = {
 LIMITS = (("skip_first_result", "retrieval skipping each query's first result"),)
 # mteb's main score -> the kind's figure, where their names differ.
 FIGURE_OF = {"sts": {"cosine_spearman": "all.spearman.pooled", "cosine_pearson": "all.pearson.pooled"}}
+SUBQUERIES = "max_over_subqueries"  # mteb's prefix of the figures of queries merged with their subqueries
+
+
+def figure_of(kind: str, main_score: str) -> str:
+    """The kind's figure of mteb's main score (max_over_subqueries_NAME: max_over_subqueries.NAME)."""
+    if main_score.startswith(SUBQUERIES + "_"):
+        return f"{SUBQUERIES}.{main_score.removeprefix(SUBQUERIES + '_')}"
+    return FIGURE_OF.get(kind, {}).get(main_score, main_score)
 
 
 def unsupported(task: Any) -> str | None:
@@ -836,6 +1050,9 @@ def copy_files(task: Any, located: Located, allow_outside: bool = False) -> list
     return sorted(found)
 
 
+WRITTEN_AS = 2  # the writers' version: parts written by an earlier one are written again (2: data notes)
+
+
 def copy_stamp(task: Any, located: Located | None, allow_outside: bool = False) -> str | None:
     """A fingerprint of what a task's parts are written from: mteb's version, the task's facts and
     every file of the local copy (path, size, modification time; see copy_files). None: not from a
@@ -846,6 +1063,7 @@ def copy_stamp(task: Any, located: Located | None, allow_outside: bool = False) 
     import importlib.metadata
 
     facts = [
+        WRITTEN_AS,
         importlib.metadata.version("mteb"),
         str(located.folder.resolve()),
         task.metadata.name,
@@ -865,6 +1083,7 @@ def part_spec(
     stamp: str | None = None,
     unverified: str | None = None,
     written: tuple[Path, dict[str, Any]] | None = None,
+    scored_revision: str | None = None,
 ) -> TaskSpec:
     """Write one (subset, split)'s files, from the data loaded from the copy `stamp` fingerprints
     (unless `written`: (the folder, the declaration) written from it before), and read its declaration."""
@@ -874,11 +1093,12 @@ def part_spec(
         writer = TYPES[meta.type]
         written = part_slot(part, stamp).store(lambda folder: writer(task, part, folder))
     folder, declaration = written
-    figure = FIGURE_OF.get(declaration["kind"], {}).get(meta.main_score, meta.main_score)
+    figure = figure_of(declaration["kind"], meta.main_score)
+    notes = list(declaration.get("mteb_notes", ()))  # what mteb does silently with the data, said once a run
     table: dict[str, Any] = {
         "name": part.name,
         "short_name": part.name,
-        **{key: value for key, value in declaration.items() if key != "mteb"},
+        **{key: value for key, value in declaration.items() if key not in ("mteb", "mteb_notes")},
         "figure": figure,
         "description": f"mteb {meta.name}, subset {part.subset}, split {part.split}",
         "mteb": {
@@ -897,8 +1117,12 @@ def part_spec(
     }
     if mismatch:
         table["mteb"]["revision_mismatch"] = mismatch
+        if scored_revision:
+            table["mteb"]["revision_scored"] = scored_revision  # the copy's, written by export-mteb
     if unverified:
         table["mteb"]["revision_unverified"] = unverified
+    if notes:
+        table["mteb"]["notes"] = notes
     source = f"{SOURCE} {meta.name}"
     try:
         spec = read_spec(table, source, str(folder))
@@ -1028,8 +1252,8 @@ def task_specs(
                 f"the local copy records no revision; mteb evaluates {wanted or 'none'}: not verified"
             )
             logging.getLogger("embeval").warning(
-                f"{meta.name}: {found.folder} records no revision (not made by huggingface-cli download "
-                f"--local-dir?); mteb evaluates {wanted or 'none'}, not verified (recorded in the results)"
+                f"{meta.name}: {found.folder} records no revision (not made by `{download_program()} download "
+                f"--local-dir`?); mteb evaluates {wanted or 'none'}, not verified (recorded in the results)"
             )
         located[meta.name] = found
     checked_root()  # an unusable EMBEVAL_CACHE is one line before anything is read
@@ -1047,21 +1271,24 @@ def task_specs(
                     if written[name] is None:
                         slot.prepare()
                 load(r.task, located[meta.name])
+            copy = located[meta.name]
             for part in parts(r.task):
                 if part.name in names:
                     raise MtebError(f"two mteb tasks give the name {part.name} ({names[part.name]})", file=OPTION)
                 names[part.name] = meta.name
-                specs.append(
-                    part_spec(
-                        part,
-                        r.benchmarks,
-                        mismatches.get(meta.name),
-                        dataset,
-                        stamp,
-                        unverified.get(meta.name),
-                        written[part.name],
-                    )
+                spec = part_spec(
+                    part,
+                    r.benchmarks,
+                    mismatches.get(meta.name),
+                    dataset,
+                    stamp,
+                    unverified.get(meta.name),
+                    written[part.name],
+                    scored_revision=copy.recorded if copy is not None and meta.name in mismatches else None,
                 )
+                for note in spec.mteb.notes if spec.mteb else ():
+                    logging.getLogger("embeval").warning(f"{part.name}: {note}")
+                specs.append(spec)
     finally:
         drop_scratch()  # on SIGTERM and Ctrl-C too
     return specs, refused if skip_unsupported else []

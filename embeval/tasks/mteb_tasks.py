@@ -35,10 +35,21 @@ def part_score(spec: TaskSpec, results: Mapping[str, Any]) -> tuple[dict[str, An
     return fields, float(main)
 
 
+def tie_exposure(spec: TaskSpec, results: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The tie exposure (embeval.evaluate.ir_metrics.Ties) of the items of a part's main figure: its
+    queries, or its queries merged with their subqueries (None: not a retrieval figure)."""
+    parent = spec.headline.path.rpartition(".")[0]
+    holder = results.get(parent) if parent else results
+    found = holder.get("tie_exposure") if isinstance(holder, Mapping) else None
+    return dict(found) if isinstance(found, Mapping) else None
+
+
 def summary(record: Mapping[str, Any]) -> dict[str, Any]:
     """{mteb task: {type, main_score, value, revision, benchmarks, parts}} of the record's tasks
     scored by name (value None until every part of the task is scored); each part's entry gets `mteb`, its row
-    (task, type, main_score, value, subset, split, benchmarks)."""
+    (task, type, main_score, value, subset, split, benchmarks). A part also lists the notes on its data
+    (what mteb does silently: judgments outside the corpus, ...) and, for retrieval and reranking, its
+    tie exposure (embeval.evaluate.ir_metrics.Ties), which the task sums over its parts."""
     from embeval.errors import EmbevalError
     from embeval.tasks.registry import recorded_spec
 
@@ -67,6 +78,8 @@ def summary(record: Mapping[str, Any]) -> dict[str, Any]:
         )
         if mteb.revision_mismatch:
             task["revision_mismatch"] = mteb.revision_mismatch
+            if mteb.revision_scored:
+                task["revision_scored"] = mteb.revision_scored
         if mteb.revision_unverified:
             task["revision_unverified"] = mteb.revision_unverified
         scored = part_score(spec, entry.get("results", {}))
@@ -80,12 +93,21 @@ def summary(record: Mapping[str, Any]) -> dict[str, Any]:
                 "split": mteb.split,
                 "benchmarks": list(mteb.benchmarks),
             }
-        task["parts"][name] = {
+        part: dict[str, Any] = {
             "subset": mteb.subset,
             "split": mteb.split,
             "languages": list(mteb.languages),
             "main_score": None if scored is None else scored[1],
         }
+        task["parts"][name] = part
+        if mteb.notes:
+            part["notes"] = list(mteb.notes)
+        exposure = tie_exposure(spec, entry.get("results", {})) if isinstance(entry, dict) else None
+        if exposure is not None:
+            part["tie_exposure"] = dict(exposure)
+            total = task.setdefault("tie_exposure", dict.fromkeys(exposure, 0))
+            for key, count in exposure.items():
+                total[key] = total.get(key, 0) + count
     for task in out.values():
         values = [p["main_score"] for p in task["parts"].values()]
         if len(values) < task.pop("expected"):

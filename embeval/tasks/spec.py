@@ -181,8 +181,10 @@ def _mteb(decl: Declaration) -> Mteb | None:
         benchmarks=tuple(table.take("benchmarks", (list,), [])),
         revision_mismatch=table.take("revision_mismatch", default=""),
         revision_unverified=table.take("revision_unverified", default=""),
+        revision_scored=table.take("revision_scored", default=""),
         parts=table.take("parts", (int,), 0),
         subset_languages=_subset_languages(table),
+        notes=table.strings("notes", ()),
     )
     table.finish()
     return mteb
