@@ -305,9 +305,9 @@ def hierarchical_copy(client, root, rng):
     write_snapshot(root, "mteb/arxiv-clustering-p2p", revision, {"default": {"test": sets}}, "parquet")
 
 
-def pairs_copy(client, root, rng):
+def pairs_copy(client, root, rng, labels=(0, 1)):
     rows = [
-        {"sent1": a, "sent2": b, "labels": int(rng.integers(0, 2))}
+        {"sent1": a, "sent2": b, "labels": labels[int(rng.integers(0, 2))]}
         for a, b in zip(words(rng, 80), words(rng, 80), strict=True)
     ]
     revision = revision_of(client, "SprintDuplicateQuestions")
@@ -376,16 +376,20 @@ RECODED_LABELS = dict.fromkeys(UNSCORED_LABELS, ((0, 1), (0, 1)))  # the same dr
 def test_average_precision_of_labels_other_than_0_and_1_by_name_equals_mtebs(client, cli, tmp_path, monkeypatch):
     import datasets
 
-    def theirs_of(root):  # datasets' cache of a local folder does not follow its content: one cache a copy
-        monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", root.parent / f"hf-{root.name}")
-        return mteb_scores(client, [name], root)
+    name, pairs = "AmazonCounterfactualClassification", "SprintDuplicateQuestions"
 
-    scored, name = tmp_path / "scored", "AmazonCounterfactualClassification"
-    labelled_copy(client, scored, np.random.default_rng(5), SCORED_LABELS)
-    record, _, _ = embeval_scores(cli, tmp_path / "a", name, scored)
-    assert compare(record, theirs_of(scored), EXACT) == 8
-    for entry in record["tasks"].values():  # ap compared above, in every part
-        assert isinstance(entry["results"]["ap"], float) and entry["results"]["ap"] == entry["results"]["ap_weighted"]
+    def theirs_of(root, names=(name,)):  # datasets' cache of a local folder does not follow its content
+        monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", root.parent / f"hf-{root.name}")
+        return mteb_scores(client, list(names), root)
+
+    scored = tmp_path / "scored"
+    rng = np.random.default_rng(5)
+    labelled_copy(client, scored, rng, SCORED_LABELS)
+    pairs_copy(client, scored, rng, labels=(False, True))  # pair classification casts them to 0 and 1, as mteb
+    record, _, _ = embeval_scores(cli, tmp_path / "a", f"{name},{pairs}", scored)
+    assert compare(record, theirs_of(scored, (name, pairs)), EXACT) == 9
+    for task, entry in record["tasks"].items():  # ap compared above, in every part
+        assert isinstance(entry["results"]["max_ap" if task == pairs else "ap"], float)
 
     unscored, recoded = tmp_path / "unscored", tmp_path / "recoded"
     labelled_copy(client, unscored, np.random.default_rng(6), UNSCORED_LABELS)
