@@ -492,6 +492,22 @@ def test_a_copy_leading_out_of_mteb_data_is_refused_unless_allowed(clean, root, 
     assert tree(root) == before and tree(outside) == around
 
 
+def test_a_copy_read_with_paths_outside_allowed_says_so_in_its_results(clean, root, tmp_path):
+    """As for a task file: each task's entry records `"paths_outside_allowed": true`, and is shown again."""
+    outside = tmp_path / "elsewhere"
+    shutil.move(root / STS_DATASET / "data", outside)
+    (root / STS_DATASET / "data").symlink_to(outside, target_is_directory=True)
+    done = score(clean.vectors, root, tmp_path / "r.json", NAMES, "--allow-paths-outside")
+    assert done.exit_code == 0, done.stderr
+    record = json.loads((tmp_path / "r.json").read_text())
+    for name in ("STSBenchmark", "SciFact"):
+        assert record["tasks"][name]["declaration"]["paths_outside_allowed"] is True, name
+        assert "paths_outside_allowed" not in clean.record["tasks"][name]["declaration"]
+        assert figures(record, name) == figures(clean.record, name)
+    shown = run("report", tmp_path / "r.json", "--format", "markdown")
+    assert shown.exit_code == 0 and "STSBenchmark" in shown.stdout, shown.stderr
+
+
 @pytest.mark.parametrize("form", ["parquet", "jsonl"])
 def test_a_data_file_datasets_cannot_read_is_one_line_naming_it(tmp_path, monkeypatch, form):
     """A truncated parquet file, a JSON lines file with a broken last line: datasets' error (and its

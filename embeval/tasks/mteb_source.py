@@ -865,9 +865,11 @@ def part_spec(
     stamp: str | None = None,
     unverified: str | None = None,
     written: tuple[Path, dict[str, Any]] | None = None,
+    allow_outside: bool = False,
 ) -> TaskSpec:
     """Write one (subset, split)'s files, from the data loaded from the copy `stamp` fingerprints
-    (unless `written`: (the folder, the declaration) written from it before), and read its declaration."""
+    (unless `written`: (the folder, the declaration) written from it before), and read its declaration
+    (allow_outside: the copy was read with --allow-paths-outside, which its results record)."""
     task, meta = part.task, part.task.metadata
     revision = str(meta.dataset.get("revision") or "")
     if written is None:
@@ -901,7 +903,7 @@ def part_spec(
         table["mteb"]["revision_unverified"] = unverified
     source = f"{SOURCE} {meta.name}"
     try:
-        spec = read_spec(table, source, str(folder))
+        spec = read_spec(table, source, str(folder), allow_outside)
     except EmbevalError as err:
         raise MtebError(f"cannot be scored: {err}", task=part.name) from None
     return spec
@@ -1060,6 +1062,7 @@ def task_specs(
                         stamp,
                         unverified.get(meta.name),
                         written[part.name],
+                        allow_outside,
                     )
                 )
     finally:
