@@ -89,7 +89,7 @@ def classifier(seed: int = SEED, max_iter: int = MAX_ITER) -> LogisticRegression
 
 
 POSITIVE = 1  # average_precision_score's default pos_label, which mteb leaves as it is
-_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?", re.ASCII)
 _BOOLEAN = {"False": 0, "True": 1}  # a boolean label column, as the writer of an --mteb copy spells it
 
 

@@ -65,8 +65,8 @@ def iter_lines(path: Path, encoding: str, task: str) -> Iterator[tuple[int, str]
 
 
 # sha256 digests of files read once already (the MTEB cache's check reads every file it reuses), by
-# the file's identity: device, inode, size, modification and change times. A file changed since keeps
-# none of them all, so its digest is computed afresh.
+# the file's identity: device, inode, size, modification and change times. A file changed since has
+# another change time (the system sets it; no user can), so its digest is computed afresh.
 _DIGESTS: dict[tuple[int, ...], str] = {}
 RACY_NS = 2_000_000_000  # a file changed this close to its reading may change again unseen (same times)
 
