@@ -258,6 +258,58 @@ def test_a_tampered_cache_is_rebuilt_with_one_warning(clean, cache, tmp_path, ta
     assert again.exit_code == 0 and again.stderr == "", again.stderr  # now trusted
 
 
+class CountingSha256:
+    """hashlib for embeval.tasks.files: its sha256 objects count the bytes they hash."""
+
+    def __init__(self):
+        self.hashed = 0
+
+    def sha256(self, data=b""):
+        outer, inner = self, hashlib.sha256(data)
+
+        class Counted:
+            def update(self, chunk):
+                outer.hashed += len(chunk)
+                inner.update(chunk)
+
+            def hexdigest(self):
+                return inner.hexdigest()
+
+        return Counted()
+
+
+def data_sha256(folder, declared):
+    """A task's data fingerprint computed afresh: sha256 over each declared file's name and sha256."""
+    lines = "".join(f"{rel}\0{hashlib.sha256((folder / rel).read_bytes()).hexdigest()}\n" for rel in declared.values())
+    return hashlib.sha256(lines.encode()).hexdigest()
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_a_reused_cache_is_read_once_and_fingerprinted_as_before(clean, cache, tmp_path, monkeypatch, shared):
+    """The cache's check hands each file's sha256 to the data's fingerprint, which then reads nothing;
+    the fingerprints (and figures) are those of a run whose fingerprint reads the files again."""
+    import time
+
+    from embeval.tasks import files
+
+    newest = max(p.lstat().st_ctime_ns for p in cache.rglob("*"))  # copied just now: wait until not racy
+    time.sleep(max(0.0, (newest + files.RACY_NS - time.time_ns()) / 1e9) + 0.05)
+    counting = CountingSha256()
+    monkeypatch.setattr(files, "hashlib", counting)
+    if not shared:
+        monkeypatch.setattr("embeval.tasks.mteb_cache.remember_digest", lambda *args: None)
+    done = score(clean.vectors, clean.root, tmp_path / "r.json")
+    assert done.exit_code == 0 and done.stderr == "", done.stderr
+    record = json.loads((tmp_path / "r.json").read_text())
+    cached = sum(p.stat().st_size for p in (cache / "mteb").rglob("*") if p.is_file() and p.suffix != ".json")
+    assert counting.hashed == (0 if shared else cached) and cached > 0
+    for name in ("STSBenchmark", "SciFact"):
+        entry = record["tasks"][name]
+        assert entry["data_sha256"] == clean.record["tasks"][name]["data_sha256"], name
+        assert entry["data_sha256"] == data_sha256(version(cache, name), entry["declaration"]["declaration"]["files"])
+        assert figures(record, name) == figures(clean.record, name)
+
+
 def read_only(folder, monkeypatch):
     """Make folder read-only. A process that permissions do not stop (root) gets the refusals of a
     read-only file system instead, for every write under folder."""
@@ -490,6 +542,22 @@ def test_a_copy_leading_out_of_mteb_data_is_refused_unless_allowed(clean, root, 
     clean_list = (clean.vectors.parent / "export" / "STSBenchmark.txt").read_text()
     assert (tmp_path / "export" / "STSBenchmark.txt").read_text() == clean_list
     assert tree(root) == before and tree(outside) == around
+
+
+def test_a_copy_read_with_paths_outside_allowed_says_so_in_its_results(clean, root, tmp_path):
+    """As for a task file: each task's entry records `"paths_outside_allowed": true`, and is shown again."""
+    outside = tmp_path / "elsewhere"
+    shutil.move(root / STS_DATASET / "data", outside)
+    (root / STS_DATASET / "data").symlink_to(outside, target_is_directory=True)
+    done = score(clean.vectors, root, tmp_path / "r.json", NAMES, "--allow-paths-outside")
+    assert done.exit_code == 0, done.stderr
+    record = json.loads((tmp_path / "r.json").read_text())
+    for name in ("STSBenchmark", "SciFact"):
+        assert record["tasks"][name]["declaration"]["paths_outside_allowed"] is True, name
+        assert "paths_outside_allowed" not in clean.record["tasks"][name]["declaration"]
+        assert figures(record, name) == figures(clean.record, name)
+    shown = run("report", tmp_path / "r.json", "--format", "markdown")
+    assert shown.exit_code == 0 and "STSBenchmark" in shown.stdout, shown.stderr
 
 
 @pytest.mark.parametrize("form", ["parquet", "jsonl"])

@@ -273,6 +273,90 @@ def test_classification_under_several_seeds_is_each_seeds_mteb_run(client, cli, 
     assert result.exit_code == 2 and "Seeds: left out" in result.stderr
 
 
+# Two labels other than 0 and 1 (text in the files, mteb's values in memory): mteb's average precision
+# takes the label values as scores and 1 as the positive label; embeval's figures are mteb's.
+AP_LABELS = {  # (the train split's labels, the test split's), as mteb's data holds them
+    "1 and 2": ((1, 2), (1, 2)),
+    "-1 and 1, 0 in train only": ((-1, 0, 1), (-1, 1)),
+    "2 and 1 of train's 1, 2, 3": ((1, 2, 3), (1, 2)),
+    "decimals": ((0.0, 1.0), (0.0, 1.0)),
+    "booleans": ((False, True), (False, True)),
+}
+AP_UNDEFINED = {"0 and 2": ((0, 2), (0, 2)), "text": (("neg", "pos"), ("neg", "pos"))}  # scikit-learn raises
+
+
+def labelled_rows(values, seed, n, prefix):
+    """Rows of classification_rows whose labels are `values` (a label of train only kept out of test)."""
+    texts, ids, table = classification_rows(seed, 3, n, prefix)
+    ids = ids % len(values)
+    return texts, [values[i] for i in ids], table
+
+
+def ap_task(tmp_path, labels, protocol):
+    """(declaration, files, mteb's splits, table) of a task whose labels are `labels` (AP_LABELS' form)."""
+    train_values, test_values = labels  # written as str() spells them, as an --mteb copy's writer does
+    train, train_labels, table = labelled_rows(train_values, 5, 160, "train")
+    test, test_labels, test_table = labelled_rows(test_values, 6, 80, "test")
+    table |= test_table
+    if protocol == "mteb-kfold":
+        files = {"all.tsv": tsv(((t, str(v)) for t, v in zip(train, train_labels, strict=True)), ("text", "label"))}
+        declaration = 'name = "AP"\nkind = "classification"\nprotocol = "mteb-kfold"\n[files]\nall = "all.tsv"\n'
+        return declaration, files, {"test": {"text": train, "label": train_labels}}, table
+    files = {
+        f"{key}.tsv": tsv(((t, str(v)) for t, v in zip(texts, values, strict=True)), ("text", "label"))
+        for key, texts, values in (("train", train, train_labels), ("test", test, test_labels))
+    }
+    declaration = (
+        'name = "AP"\nkind = "classification"\nprotocol = "mteb"\n[files]\ntrain = "train.tsv"\ntest = "test.tsv"\n'
+    )
+    splits = {"train": {"text": train, "label": train_labels}, "test": {"text": test, "label": test_labels}}
+    return declaration, files, splits, table
+
+
+def mteb_classification_task(splits, protocol):
+    from mteb.abstasks.classification import AbsTaskClassification
+
+    attributes = {"is_cross_validation": True, "train_split": "test"} if protocol == "mteb-kfold" else {}
+    return mteb_task(AbsTaskClassification, "Classification", "accuracy", splits, **attributes)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.UndefinedMetricWarning")  # both arms' unpredicted labels
+@pytest.mark.parametrize(
+    "labels, protocol",
+    [("1 and 2", "mteb"), ("booleans", "mteb-kfold")]
+    + [pytest.param(name, "mteb", marks=pytest.mark.slow) for name in AP_LABELS if name != "1 and 2"]
+    + [pytest.param("1 and 2", "mteb-kfold", marks=pytest.mark.slow)],
+)
+def test_classification_average_precision_of_two_labels_equals_mtebs(client, cli, tmp_path, labels, protocol):
+    declaration, files, splits, table = ap_task(tmp_path, AP_LABELS[labels], protocol)
+    entry, _, _ = score(cli, tmp_path, declaration, files, table, "AP", "--bootstrap", "0")
+    theirs, ours = run_mteb(mteb_classification_task(splits, protocol), table), entry["results"]
+    assert isinstance(theirs["ap"], float) and 0 < theirs["ap"] < 1
+    for key in ("accuracy", "f1", "ap", "ap_weighted", "scores_per_experiment"):
+        assert ours[key] == theirs[key], key
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.UndefinedMetricWarning")
+@pytest.mark.parametrize("labels", ["text", pytest.param("0 and 2", marks=pytest.mark.slow)])
+def test_classification_average_precision_mteb_cannot_compute_is_left_undefined(client, cli, tmp_path, labels):
+    """scikit-learn raises for two labels without 1, or text labels, and mteb's run stops: embeval gives
+    ap and ap_weighted as null and every other figure as mteb gives it for the same labels as 0 and 1."""
+    declaration, files, splits, table = ap_task(tmp_path, AP_UNDEFINED[labels], "mteb")
+    with pytest.raises(ValueError, match="pos_label=1 is not a valid label"):
+        run_mteb(mteb_classification_task(splits, "mteb"), table)
+    entry, _, _ = score(cli, tmp_path, declaration, files, table, "AP", "--bootstrap", "0")
+    recoded = {
+        split: dict(columns, label=[AP_UNDEFINED[labels][1].index(v) for v in columns["label"]])
+        for split, columns in splits.items()
+    }
+    theirs, ours = run_mteb(mteb_classification_task(recoded, "mteb"), table), entry["results"]
+    assert ours["ap"] is None and ours["ap_weighted"] is None
+    for ours_one, theirs_one in zip(ours["scores_per_experiment"], theirs["scores_per_experiment"], strict=True):
+        assert ours_one == dict(theirs_one, ap=None, ap_weighted=None)
+    for key in ("accuracy", "f1", "f1_weighted", "precision", "recall"):
+        assert ours[key] == theirs[key], key
+
+
 # Clustering.
 
 

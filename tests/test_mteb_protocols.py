@@ -564,6 +564,52 @@ def test_classification_statistics_equal_the_figures_of_the_resampled_items(n_cl
         assert abs(mteb_classification.macro_f1(row[None, :], arrays)[0] - f1) <= WEIGHTED_TOLERANCE
 
 
+RAW_LABELS = [  # two test labels, as mteb's data may hold them (a third label: of train only)
+    (0, 1), (1, 2), (-1, 1), (-1, 0, 1), (1, 2, 3), (0, 2), (2, 10), (0.0, 1.0), (0.5, 1.0), (False, True),
+    ("neg", "pos"), ("0", "1"), (-3, 1),
+]  # fmt: skip
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.UndefinedMetricWarning")  # a label of train only
+@pytest.mark.parametrize("raw", RAW_LABELS, ids=str)
+def test_average_precision_is_mtebs_call_on_the_label_values(raw):
+    """What mteb computes, scikit-learn's average_precision_score(y_test, y_pred) of the raw labels
+    (positive label 1), against embeval's on label ids and the values label_values reads from the
+    labels' text (as an --mteb copy spells them): equal, or undefined exactly where scikit-learn raises.
+    Text "0" / "1" is read as the numbers (mteb, given strings, raises; embeval's files cannot tell)."""
+    from embeval.tasks.samples import label_order
+
+    rng = np.random.default_rng(len(raw))
+    gold_raw = [raw[i] for i in rng.choice([0, len(raw) - 1], 60)]  # the test split's two labels
+    pred_raw = [raw[i] for i in rng.integers(0, len(raw), 60)]
+    classes = label_order({str(v) for v in raw})
+    ids = {label: i for i, label in enumerate(classes)}
+    gold, pred = (np.array([ids[str(v)] for v in labels]) for labels in (gold_raw, pred_raw))
+    values = mteb_classification.label_values(classes)
+    figures = mteb_classification.experiment_figures(gold, pred, values)
+    try:
+        theirs = [average_precision_score(gold_raw, pred_raw, average=a) for a in ("macro", "weighted")]
+    except ValueError as err:  # (0.5, 1.0): not even mteb's classifier takes them ("continuous" labels)
+        assert "pos_label=1 is not a valid label" in str(err) or "continuous format" in str(err)
+        if raw == ("0", "1"):
+            assert figures["ap"] == average_precision_score([int(v) for v in gold_raw], [int(v) for v in pred_raw])
+            return
+        assert figures["ap"] is None and figures["ap_weighted"] is None
+        return
+    assert [figures["ap"], figures["ap_weighted"]] == theirs and figures["accuracy"] == accuracy_score(
+        gold_raw, pred_raw
+    )
+
+
+def test_label_values_are_numbers_only_when_every_label_is_one():
+    values = mteb_classification.label_values
+    assert values(["-1", "0", "1"]).tolist() == [-1, 0, 1] and values(["0.0", "1.5e1"]).tolist() == [0.0, 15.0]
+    assert values(["False", "True"]).tolist() == [0, 1]
+    assert values(["1", "01"]).tolist() == ["1", "01"]  # the same number twice: the text
+    assert values(["1", "nan"]).tolist() == ["1", "nan"] and values(["inf", "1"]).dtype.kind == "U"
+    assert values(["0", "b"]).tolist() == ["0", "b"]
+
+
 def test_undersampling_reapplies_one_permutation():
     """Experiment e's order is RandomState(42)'s permutation applied e + 1 times, its rows the first
     eight of each label in that order."""

@@ -14,9 +14,14 @@ What mteb does on one subset and evaluation split:
 - Figures per experiment, scikit-learn's on the predicted labels: accuracy, f1 (macro),
   f1_weighted, precision (macro), precision_weighted, recall (macro), recall_weighted, and for a
   binary evaluation split (two distinct labels) ap and ap_weighted: average_precision_score of the
-  hard predictions (binary, so the two are equal). Reported: the mean over experiments of each
-  (ap NaN when not binary) and `scores_per_experiment`. Main figure `accuracy` (`f1` for 23 of
-  the 352 single-label text classification tasks mteb 2.26 has not superseded); fractions in [0, 1].
+  label values themselves (binary, so the two are equal): the gold labels against the predicted
+  labels as scores, scikit-learn's default positive label 1 (so labels 1 and 2 rank a predicted 2
+  above a predicted 1 and count 1 as the positive class). Labels that are not numbers, or two labels
+  without 1 (0 and 2), make scikit-learn raise and mteb's run of the task stop: `ap_values` says
+  where the figure is defined, and embeval leaves it undefined (None) elsewhere. Reported: the mean
+  over experiments of each (ap NaN when not binary or undefined) and `scores_per_experiment`. Main
+  figure `accuracy` (`f1` for 23 of the 352 single-label text classification tasks mteb 2.26 has not
+  superseded); fractions in [0, 1].
 - Cross-validation (`is_cross_validation`, 3 SciRepEval tasks): KFold(n_splits=5, shuffle=True,
   random_state=seed) over the one split; fold i is experiment i, its train rows undersampled as
   above, except that the order carried over has the length of the first fold's train rows (a
@@ -28,7 +33,9 @@ figure is averaged over the drawn experiments as reported (`STATISTICS`): the in
 over experiments holds both the test items' sampling and the spread of the training draws.
 """
 
+import re
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -36,6 +43,7 @@ from scipy import sparse
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import accuracy_score, average_precision_score, f1_score, precision_score, recall_score
 from sklearn.model_selection import KFold
+from sklearn.utils.multiclass import type_of_target
 
 from embeval import stats
 from embeval.stats import Statistic
@@ -80,8 +88,41 @@ def classifier(seed: int = SEED, max_iter: int = MAX_ITER) -> LogisticRegression
     return LogisticRegression(max_iter=max_iter, random_state=seed)
 
 
-def experiment_figures(gold, pred) -> dict:
-    """mteb's figures of one experiment's predictions."""
+POSITIVE = 1  # average_precision_score's default pos_label, which mteb leaves as it is
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?", re.ASCII)
+_BOOLEAN = {"False": 0, "True": 1}  # a boolean label column, as the writer of an --mteb copy spells it
+
+
+def label_values(classes: Sequence[str]) -> np.ndarray:
+    """The value of each label (in class-id order) as mteb's data holds it, for average precision:
+    numbers when every label is one (an integer, a decimal, True / False: a boolean column as an
+    --mteb copy spells it) and no two are the same number; else the labels' text."""
+    values: list[int | float] = []
+    for label in classes:
+        if label in _BOOLEAN:
+            values.append(_BOOLEAN[label])
+        elif _NUMBER.fullmatch(label):
+            values.append(int(label) if label.lstrip("+-").isdigit() else float(label))
+        else:
+            return np.array(classes)
+    return np.array(values) if len(set(values)) == len(values) else np.array(classes)
+
+
+def ap_values(gold, pred, values=None):
+    """(gold, pred) as the label values mteb computes average precision with (values: each label id's,
+    label_values'; None: gold and pred are the values), or None where scikit-learn raises and mteb's
+    run stops: labels that are not numbers (or not whole numbers), or two gold labels without the
+    positive label 1."""
+    gold, pred = np.asarray(gold), np.asarray(pred)
+    if values is not None:
+        gold, pred = values[gold], values[pred]
+    if gold.dtype.kind not in "biuf" or type_of_target(gold) != "binary" or POSITIVE not in gold:
+        return None
+    return gold, pred
+
+
+def experiment_figures(gold, pred, values=None) -> dict:
+    """mteb's figures of one experiment's predictions (values: see ap_values)."""
     scores = {
         "accuracy": accuracy_score(gold, pred),
         "f1": f1_score(gold, pred, average="macro"),
@@ -93,9 +134,10 @@ def experiment_figures(gold, pred) -> dict:
         "ap": None,
         "ap_weighted": None,
     }
-    if len(np.unique(gold)) == 2:
-        scores["ap"] = average_precision_score(gold, pred, average="macro")
-        scores["ap_weighted"] = average_precision_score(gold, pred, average="weighted")
+    scored = ap_values(gold, pred, values) if len(np.unique(gold)) == 2 else None
+    if scored is not None:
+        scores["ap"] = average_precision_score(*scored, average="macro")
+        scores["ap_weighted"] = average_precision_score(*scored, average="weighted")
     return {name: value if value is None else float(value) for name, value in scores.items()}
 
 
@@ -125,16 +167,18 @@ def classify(
     samples_per_label: int = SAMPLES_PER_LABEL,
     seed: int = SEED,
     max_iter: int = MAX_ITER,
+    values: np.ndarray | None = None,
 ):
     """(figures, arrays) of AbsTaskClassification on one split. arrays: "gold" (n,) the test labels,
-    "pred" (n, experiments) each experiment's predictions."""
+    "pred" (n, experiments) each experiment's predictions. values: each label's value as mteb's data
+    holds it, when the labels given are ids (label_values; None: the labels are mteb's own)."""
     train_labels, test_labels = np.asarray(train_labels), np.asarray(test_labels)
     model = classifier(seed, max_iter)
     per_experiment, predictions = [], []
     for rows in training_rows(train_labels, n_experiments, samples_per_label, seed):
         model.fit(train_vectors[rows], train_labels[rows].tolist())
         pred = model.predict(test_vectors)
-        per_experiment.append(experiment_figures(test_labels.tolist(), pred))
+        per_experiment.append(experiment_figures(test_labels, pred, values))
         predictions.append(pred)
     return average(per_experiment), {"gold": test_labels, "pred": np.stack(predictions, axis=1)}
 
@@ -160,9 +204,10 @@ def cross_validate(
     seed: int = SEED,
     max_iter: int = MAX_ITER,
     n_splits: int = N_SPLITS,
+    values: np.ndarray | None = None,
 ):
     """(figures, arrays) of AbsTaskClassification with is_cross_validation. arrays: "gold" (n,),
-    "pred" (n, 1) each row's prediction in its fold, "group" (n,) its fold."""
+    "pred" (n, 1) each row's prediction in its fold, "group" (n,) its fold. values: as classify's."""
     labels = np.asarray(labels)
     model = classifier(seed, max_iter)
     per_experiment = []
@@ -171,7 +216,7 @@ def cross_validate(
         model.fit(vectors[train], labels[train].tolist())
         pred[test] = model.predict(vectors[test])
         fold[test] = index
-        per_experiment.append(experiment_figures(labels[test].tolist(), pred[test]))
+        per_experiment.append(experiment_figures(labels[test], pred[test], values))
     return average(per_experiment), {"gold": labels, "pred": pred[:, None], "group": fold}
 
 

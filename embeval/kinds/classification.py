@@ -23,7 +23,9 @@ the figures the means over all their experiments, `per_seed` each seed's). Only 
 sentences some experiment draws are exported (the draws depend on the labels and the seeds only),
 as mteb embeds only those.
 Figures (fractions, means over the experiments): accuracy (the headline), macro f1, f1_weighted,
-precision, precision_weighted, recall, recall_weighted, and for two labels ap and ap_weighted.
+precision, precision_weighted, recall, recall_weighted, and for two test labels ap and ap_weighted
+(mteb's: the label values as scores, 1 the positive label; undefined, null, for labels that are not
+numbers or two without 1, where mteb's own run stops with scikit-learn's error).
 
 Protocol "mteb-kfold" (MTEB's AbsTaskClassification with is_cross_validation, the SciRepEval tasks):
 one file `all`; n_splits folds (scikit-learn's shuffled KFold under the seed), each fold's training
@@ -462,6 +464,7 @@ def evaluate_mteb_folds(ctx: Any) -> dict[str, Any]:
             seed=params.seed,
             max_iter=params.max_iter,
             n_splits=params.n_splits,
+            values=mteb_classification.label_values(ctx.data.classes),
         )
     order = "the split, file order; each sentence's prediction by its fold's classifier; group: its fold"
     ctx.keep("", PredictionSet(MTEB_SET, arrays, ("accuracy", "f1"), order))
@@ -477,6 +480,7 @@ def evaluate_mteb(ctx: Any) -> dict[str, Any]:
     params = ctx.task.params
     train, test = ctx.data.splits["train"], ctx.data.splits["test"]
     train_vectors, test_vectors = inputs(ctx)
+    values = mteb_classification.label_values(ctx.data.classes)  # what average precision scores
     runs = []
     with fitting():
         for seed in params.seeds:
@@ -490,6 +494,7 @@ def evaluate_mteb(ctx: Any) -> dict[str, Any]:
                     samples_per_label=params.samples_per_label,
                     seed=seed,
                     max_iter=params.max_iter,
+                    values=values,
                 )
             )
     figures, arrays = runs[0]

@@ -91,9 +91,34 @@ def iter_lines(path: Path, encoding: str, task: str) -> Iterator[tuple[int, str]
     return enumerate(lines, start=1)
 
 
+# sha256 digests of files read once already (the MTEB cache's check reads every file it reuses), by
+# the file's identity: device, inode, size, modification and change times. A file changed since has
+# another change time (the system sets it; no user can), so its digest is computed afresh.
+_DIGESTS: dict[tuple[int, ...], str] = {}
+RACY_NS = 2_000_000_000  # a file changed this close to its reading may change again unseen (same times)
+
+
+def _identity(info: os.stat_result) -> tuple[int, ...]:
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def remember_digest(before: os.stat_result, after: os.stat_result, started_ns: int, digest: str) -> None:
+    """Keep the sha256 of a regular file read from start to end (its status before and after the
+    reading; started_ns: time.time_ns() when it began), for file_digest: unless the file changed while
+    it was read, or was changed less than RACY_NS before (a change within the file system's clock tick
+    may leave every time as it was)."""
+    if _identity(before) == _identity(after) and after.st_ctime_ns < started_ns - RACY_NS:
+        _DIGESTS[_identity(after)] = digest
+
+
 def file_digest(path: str | Path, block: int = 1 << 22) -> str:
-    h = hashlib.sha256()
+    """The sha256 of a file's content: the one remember_digest kept when the file is the same file
+    with the same size and times, else read."""
     with open(path, "rb") as f:
+        known = _DIGESTS.get(_identity(os.fstat(f.fileno())))
+        if known is not None:
+            return known
+        h = hashlib.sha256()
         for chunk in iter(lambda: f.read(block), b""):
             h.update(chunk)
     return h.hexdigest()

@@ -28,11 +28,13 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from embeval.errors import EmbevalError
+from embeval.tasks.files import remember_digest
 from embeval.untrusted import MAX_DECLARATION_BYTES, loads_json, read_bytes
 
 CACHE = "EMBEVAL_CACHE"
@@ -220,11 +222,15 @@ def _file_digest(path: Path, size: object = None) -> tuple[int, str] | str:
     except OSError as err:
         return f"cannot be read ({err.strerror})"
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        before, started = os.fstat(fd), time.time_ns()
+        if not stat.S_ISREG(before.st_mode):
             return "is not a regular file"
-        return os.fstat(fd).st_size, _digest(fd)
+        digest = _digest(fd)
+        after = os.fstat(fd)
     finally:
         os.close(fd)
+    remember_digest(before, after, started, digest)  # the data's fingerprint takes it: read once
+    return after.st_size, digest
 
 
 def _verify(version: Path, stamp: str | None) -> dict[str, Any] | str:

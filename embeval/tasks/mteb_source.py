@@ -1084,9 +1084,11 @@ def part_spec(
     unverified: str | None = None,
     written: tuple[Path, dict[str, Any]] | None = None,
     scored_revision: str | None = None,
+    allow_outside: bool = False,
 ) -> TaskSpec:
     """Write one (subset, split)'s files, from the data loaded from the copy `stamp` fingerprints
-    (unless `written`: (the folder, the declaration) written from it before), and read its declaration."""
+    (unless `written`: (the folder, the declaration) written from it before), and read its declaration
+    (allow_outside: the copy was read with --allow-paths-outside, which its results record)."""
     task, meta = part.task, part.task.metadata
     revision = str(meta.dataset.get("revision") or "")
     if written is None:
@@ -1125,7 +1127,7 @@ def part_spec(
         table["mteb"]["notes"] = notes
     source = f"{SOURCE} {meta.name}"
     try:
-        spec = read_spec(table, source, str(folder))
+        spec = read_spec(table, source, str(folder), allow_outside)
     except EmbevalError as err:
         raise MtebError(f"cannot be scored: {err}", task=part.name) from None
     return spec
@@ -1284,6 +1286,7 @@ def task_specs(
                     stamp,
                     unverified.get(meta.name),
                     written[part.name],
+                    allow_outside=allow_outside,
                     scored_revision=copy.recorded if copy is not None and meta.name in mismatches else None,
                 )
                 for note in spec.mteb.notes if spec.mteb else ():
