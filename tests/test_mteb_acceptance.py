@@ -109,12 +109,14 @@ def theirs(client, workspace):
     """{task: TaskResult} of mteb.evaluate on the same copies (each task's path pointed at its copy),
     an encoder serving the same vectors (hashed word counts, mteb's cosine)."""
     root, tasks = workspace
-    pointed = []
-    for task in client.get_benchmark(BENCHMARK).tasks:  # the benchmark's own objects: its subsets and splits
+    # The benchmark's own objects (its subsets and splits), which mteb keeps for the whole process:
+    # each pointed at its copy for this evaluation only, its metadata restored after it.
+    pointed = list(client.get_benchmark(BENCHMARK).tasks)
+    originals = [task.metadata for task in pointed]
+    for task in pointed:
         meta = task.metadata.model_copy(deep=True)
         meta.dataset["path"] = str(root / "datasets" / task.metadata.dataset["path"])
         task.metadata = meta
-        pointed.append(task)
     import datasets
 
     saved = datasets.config.HF_DATASETS_CACHE
@@ -124,6 +126,8 @@ def theirs(client, workspace):
             result = client.evaluate(HashedCounts(), pointed, cache=None, show_progress_bar=False)
     finally:
         datasets.config.HF_DATASETS_CACHE = saved
+        for task, meta in zip(pointed, originals, strict=True):
+            task.metadata = meta
     return {r.task_name: r for r in result.task_results}
 
 

@@ -722,7 +722,9 @@ def test_every_missing_dataset_is_named_at_once_and_listed_with_its_command(cli,
     assert lines[3].strip().startswith("mteb/scifact@") and lines[3].endswith(f": {root / 'mteb' / 'scifact'}")
     assert "hf download mteb/scidocs --repo-type dataset --revision" in lines[5]
     assert lines[-1] == f"3 tasks: 2 datasets not in {root}"
-    benchmark = cli("tasks", "--mteb", "MTEB(eng, v2)", "--mteb-data", root, "--no-load").stdout.splitlines()
+    listed = cli("tasks", "--mteb", "MTEB(eng, v2)", "--mteb-data", root, "--no-load")
+    assert listed.exit_code == 0, listed.stderr
+    benchmark = listed.stdout.splitlines()
     assert benchmark[0].endswith("; in MTEB(eng, v2)") and benchmark[-1] == f"41 tasks: 41 datasets not in {root}"
     refused_line(cli("tasks", "--mteb", "STS12", "--tasks", "STS12", "--no-load"), "--tasks", "give the names there")
 
