@@ -312,3 +312,28 @@ def devbow_vectors(tmp_path_factory, data_dir):
     export.export([TASKS[n].load(data_dir) for n in TEST_TASKS], root / "sentences")
     write(root / "devbow.h5", root / "sentences", devbow_module.encode, batch_size=4096, progress=False)
     return root / "sentences", root / "devbow.h5"
+
+
+@pytest.fixture(scope="session")
+def minilm_sts16(tmp_path_factory, data_dir):
+    """STS16 (every sentence, for its scores) and the edge cases (exporter_helpers.EDGE_SENTENCES, as
+    a second task, STS12) embedded by the sentence-transformers exporter with all-MiniLM-L6-v2 (its
+    own process, batches of 32, CPU), once for every test that compares with it:
+    (export folder, vectors path)."""
+    from exporter_helpers import EDGE_SENTENCES, MINILM_MODULES, need_modules, run_exporter, write_export
+
+    from embeval.formats import sentences as export
+    from embeval.tasks.registry import TASKS
+
+    need_modules(*MINILM_MODULES)
+    root = tmp_path_factory.mktemp("minilm_sts16")
+    sts16 = export.task_sentences(TASKS["STS16"].load(data_dir))
+    folder = write_export(root / "sentences", {"STS16": sts16, "STS12": EDGE_SENTENCES})
+    out = root / "torch.h5"
+    result = run_exporter(
+        "sentence_transformers_export.py", "--export", folder, "--out", out, "--batch-size", 32, "--device", "cpu"
+    )
+    assert result.returncode == 0, result.stderr
+    # Off a terminal (stderr is a pipe here) no loader's carriage-return progress bar garbles the log.
+    assert "\r" not in result.stderr and "Loading weights" not in result.stderr, result.stderr
+    return folder, out

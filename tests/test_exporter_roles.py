@@ -9,9 +9,11 @@ vectors equal those of a reference export whose lists hold the prompted sentence
 embedded without prompts: the prompt is applied once, to its role only (the one-list task is in the
 reference unprompted). The reference also holds the unprompted queries, whose vectors differ in
 every row: the prompts change something. The bag of words (numpy, C++), the API exporter against a
-fake server and embeval.vectors.write are compared bit for bit; so are the MiniLM exporters (one
-process per export, same batches: measured identical bits on this machine, so the tests ask for
-equality).
+fake server and embeval.vectors.write are compared bit for bit; so are the MiniLM exporters, which
+load a model for a few seconds: they embed one export holding both the role lists and the
+reference's lists (as one-list tasks of their own, which no prompt reaches), and each list is
+compared with its reference in the same file (each list is embedded on its own, in the same
+batches as its reference: identical bits, so the tests ask for equality).
 """
 
 import importlib.util
@@ -60,15 +62,34 @@ def role_lists(prompts=None, plain_queries=False):
     return lists
 
 
+# The reference's lists as one-list tasks beside the role lists, in one export ("combined"): the
+# dataset of the role lists (and of the one-list task) -> the dataset of its reference.
+REFERENCES = {TASK: "RefText", f"{RETRIEVAL}.query": "RefQuery", f"{RETRIEVAL}.document": "RefDocument"}
+
+
+def combined_lists():
+    """The role export's lists and, as tasks of their own, the reference's (see REFERENCES)."""
+    prompted = role_lists(PROMPTS)
+    return dict(
+        role_lists(),
+        RefText={"text": prompted[TASK]["text"]},
+        RefQuery={"text": prompted[RETRIEVAL]["query"]},
+        RefDocument={"text": prompted[RETRIEVAL]["document"]},
+        PlainQueries={"text": QUERIES},
+    )
+
+
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
-    """The role export, its union form, and the reference (prompted sentences, plain queries)."""
+    """The role export, its union form, the reference (prompted sentences, plain queries), and the
+    role export with the reference's lists in it (combined)."""
     from embeval.formats.sentences import export
 
     root = tmp_path_factory.mktemp("role_exports")
     export(role_lists(), root / "roles")
     export(dict(role_lists(), STS13={"text": ["cat", "a second task"]}), root / "union", union=True)
     export(role_lists(PROMPTS, plain_queries=True), root / "reference")
+    export(combined_lists(), root / "combined")
     manifest = json.loads((root / "roles" / "manifest.json").read_text())
     assert manifest["tasks"][TASK]["format"] == "jsonl"
     assert {r: e["format"] for r, e in manifest["tasks"][RETRIEVAL]["roles"].items()} == {
@@ -93,17 +114,20 @@ def expected_lists(export_dir):
     return out
 
 
-def assert_role_vectors(out, export_dir, reference, cli):
-    """out's datasets, attributes and vectors (see the module docstring)."""
-    got, ref = read_vectors(out), read_vectors(reference)
+def assert_role_vectors(out, export_dir, reference, cli, references=None):
+    """out's datasets, attributes and vectors (see the module docstring). references: {dataset: its
+    reference's dataset} when the reference's lists are in out itself (reference is then None)."""
+    got = read_vectors(out)
+    ref = got if reference is None else read_vectors(reference)
+    references = references or {}
     want = expected_lists(export_dir)
     assert sorted(got) == sorted(want)
     for name, (sha256, prompt, tasks) in want.items():
         table, attrs = got[name]
         assert attrs.get("sha256") == sha256 and attrs.get("prompt") == prompt and attrs.get("tasks") == tasks, name
         assert table.dtype == np.float32 and np.isfinite(table).all()
-        if name != "ALL":
-            np.testing.assert_array_equal(table, ref[name][0], err_msg=name)
+        if name != "ALL" and (reference is not None or name in references):
+            np.testing.assert_array_equal(table, ref[references.get(name, name)][0], err_msg=name)
     query = got[f"{RETRIEVAL}.query"][0]
     assert (query != ref["PlainQueries"][0]).any(axis=1).all()  # every query's vector changed
     check = cli("vectors", "check", out, "--export", export_dir)
@@ -172,9 +196,8 @@ def test_bow_union_vectors_are_the_prompted_sentences(tmp_path, exports, bow_mod
 def test_minilm_exporters_role_lists_and_prompts(tmp_path, exports, cli, program):
     need_modules(*MINILM[program])
     args = ["--device", "cpu"] if program.startswith("sentence") else []
-    out = export_with(program, exports / "roles", tmp_path / "roles.h5", *args, *PROMPT_ARGS, silent=False)
-    reference = export_with(program, exports / "reference", tmp_path / "reference.h5", *args, silent=False)
-    assert_role_vectors(out, exports / "roles", reference, cli)
+    out = export_with(program, exports / "combined", tmp_path / "combined.h5", *args, *PROMPT_ARGS, silent=False)
+    assert_role_vectors(out, exports / "combined", None, cli, REFERENCES)
 
 
 @pytest.fixture
@@ -200,7 +223,7 @@ def test_sentence_transformers_named_prompts(tmp_path, exports, cli, prompted_mo
     common = ["--model", prompted_model, "--device", "cpu"]
     named = export_with(
         program,
-        exports / "roles",
+        exports / "combined",
         tmp_path / "named.h5",
         *common,
         "--prompt-name",
@@ -209,16 +232,16 @@ def test_sentence_transformers_named_prompts(tmp_path, exports, cli, prompted_mo
         "document=passage",
         silent=False,
     )
-    reference = export_with(program, exports / "reference", tmp_path / "reference.h5", *common, silent=False)
-    assert_role_vectors(named, exports / "roles", reference, cli)
+    assert_role_vectors(named, exports / "combined", None, cli, REFERENCES)
     plain = tmp_path / "plain.h5"
-    result = run_exporter(program, "--export", exports / "roles", "--out", plain, *common)
+    result = run_exporter(program, "--export", exports / "combined", "--out", plain, *common)
     assert result.returncode == 0, result.stderr
     assert "note: the model declares the prompts query='query: ', passage='passage: '" in result.stderr
-    got, ref = read_vectors(plain), read_vectors(reference)
+    got = read_vectors(plain)
     assert all("prompt" not in attrs for _, attrs in got.values())
-    np.testing.assert_array_equal(got[f"{RETRIEVAL}.query"][0], ref["PlainQueries"][0])
-    np.testing.assert_array_equal(got[TASK][0], ref[TASK][0])
+    np.testing.assert_array_equal(got[f"{RETRIEVAL}.query"][0], got["PlainQueries"][0])
+    np.testing.assert_array_equal(got[TASK][0], got["RefText"][0])
+    assert (got[f"{RETRIEVAL}.query"][0] != got["RefQuery"][0]).any(axis=1).all()  # unprompted: not the prompted
     line = one_line_error(
         run_exporter(
             program,

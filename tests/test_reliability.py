@@ -232,6 +232,26 @@ def test_bad_vectors_file(cli, data_dir, sts16, tmp_path, row):
     refused_twice(cli, tmp_path, [path, "--data", data_dir, "--tasks", "STS16"], str(path), *fragments)
 
 
+def test_a_table_too_large_for_memory_is_refused_before_any_read(cli, data_dir, sts16, tmp_path, monkeypatch):
+    """The dimension-too-large row reads none of the table first (not even ahead, in the background):
+    each of its rows alone takes 4 GB."""
+    from embeval.formats.vectors import VectorsFile
+
+    texts, _, sha = sts16
+    path = tmp_path / "vectors.h5"
+    lazily_huge(path, texts, sha)
+    read = []
+    real_blocks = VectorsFile.blocks
+
+    def blocks(self, ds, *args, **kwargs):
+        read.append(ds.name)
+        return real_blocks(self, ds, *args, **kwargs)
+
+    monkeypatch.setattr(VectorsFile, "blocks", blocks)
+    refused(cli("score", path, "--data", data_dir, "--tasks", "STS16", "--out", tmp_path / "r.json"), "GiB as float32")
+    assert read == []
+
+
 @pytest.mark.skipif(os.environ.get("HDF5_USE_FILE_LOCKING", "").upper() == "FALSE", reason="HDF5 locking is off")
 def test_file_still_being_written(cli, data_dir, tmp_path):
     import subprocess

@@ -496,7 +496,8 @@ class AheadFingerprints:
     """The fingerprints (VectorsFile.fingerprint_rows) of the requested tasks' own datasets of at least
     AHEAD_BYTES, read in a background thread while the main thread loads and checks the task data
     (reading and hashing release the GIL). Taken by _describe, where its error or warning surfaces
-    as it would have without it; the reading stops when the plan ends first (an error)."""
+    as it would have without it; the reading stops when the plan ends first (an error). A table
+    larger than the memory available is not read ahead: the plan refuses it before reading."""
 
     AHEAD_BYTES = 32 << 20
 
@@ -521,6 +522,10 @@ class AheadFingerprints:
         ds = vf.dataset(name, task)
         if ds.ndim != 2 or ds.shape[0] * ds.shape[1] * ds.dtype.itemsize < self.AHEAD_BYTES:
             return None  # small (or refused when located): read where it is described
+        try:
+            vf.check_memory(ds.shape[0], ds.shape[1], task)
+        except VectorsError:
+            return None  # refused before any read where the plan checks it (its rows could each be gigabytes)
         return vf.fingerprint_quietly(ds, task, stop=self.stop)
 
     def __enter__(self):
