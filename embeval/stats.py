@@ -43,26 +43,31 @@ def rng_for(seed, task, strata):
     return np.random.Generator(np.random.PCG64([int(seed), zlib.crc32(task.encode()), zlib.crc32(strata.encode())]))
 
 
+COUNT_BINS = 1 << 16  # counts tallied at once (a few resamples' worth, to stay in cache)
+
+
 def resample_counts(rng, n, size, groups=None):
     """(size, n) float64 counts of `size` bootstrap resamples of n items.
 
     groups: None (draw n items from all) or an int array (n,) of strata: each stratum's items are
     drawn from that stratum only, as many as it holds."""
-    offsets = (np.arange(size, dtype=np.int64) * n)[:, None]
     if groups is None:
         draws = rng.integers(0, n, size=(size, n))
-        draws += offsets
-        flat = draws.ravel()
     else:
         groups = np.asarray(groups)
         parts = []
         for g in np.unique(groups):
             idx = np.flatnonzero(groups == g)
-            draws = idx[rng.integers(0, len(idx), size=(size, len(idx)))]
-            draws += offsets
-            parts.append(draws.ravel())
-        flat = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
-    return np.bincount(flat, minlength=size * n).astype(np.float64).reshape(size, n)
+            parts.append(idx[rng.integers(0, len(idx), size=(size, len(idx)))])
+        draws = np.concatenate(parts, axis=1) if parts else np.empty((size, 0), dtype=np.int64)
+    counts = np.empty((size, n))
+    rows = max(1, COUNT_BINS // max(n, 1))
+    offsets = (np.arange(rows, dtype=np.int64) * n)[:, None]
+    for start in range(0, size, rows):
+        part = draws[start : start + rows]
+        flat = (part + offsets[: len(part)]).ravel()
+        counts[start : start + len(part)] = np.bincount(flat, minlength=len(part) * n).reshape(len(part), n)
+    return counts
 
 
 def strata_of(arrays, stratified):
@@ -273,18 +278,28 @@ def _doubled(per_run, running, m):
     return running
 
 
-def _spearman_of(counts, pair):
+def _spread(per_run, doubled, cubes, m):
+    """sum(c t^2) over a side's runs (c their counts, t their doubled centred mid-ranks): for a side
+    without ties, (m^3 - sum(c^3)) / 3 from the sum of the cubed counts of the resample's items."""
+    if cubes is not None:
+        m = m.astype(np.float64)
+        return (m * m * m - cubes) / 3
+    return np.einsum("bk,bk,bk->b", per_run, doubled, doubled, dtype=np.float64)
+
+
+def _spearman_of(counts, pair, cubes=None):
     """Spearman's rho of each resample (float32 counts (b, n)) from the doubled centred ranks:
     r = sum(w rx ry) / sqrt(sum(w rx^2) sum(w ry^2)), the weighted Pearson of the ranks (their
-    weighted means are exactly the centre), the sums of exact integer products taken in float64."""
+    weighted means are exactly the centre), the sums of exact integer products taken in float64.
+    cubes: (b,) the sum of the cubed counts of the items (given for the whole set)."""
     Wx, cx, tx = _ranks_of(counts, pair.x)
     _, cy, ty = _ranks_of(counts, pair.y)
     m = tx[:, -1].copy() if tx.shape[1] else np.zeros(len(counts), dtype=counts.dtype)
     tx, ty = _doubled(cx, tx, m), _doubled(cy, ty, m)
     rx = tx if pair.x.starts is None else np.take(tx, pair.x.run, axis=1)
     cross = np.einsum("bk,bk,bk->b", Wx, rx, np.take(ty, pair.y_run_in_x, axis=1), dtype=np.float64)
-    vx = np.einsum("bk,bk,bk->b", cx, tx, tx, dtype=np.float64)
-    vy = np.einsum("bk,bk,bk->b", cy, ty, ty, dtype=np.float64)
+    vx = _spread(cx, tx, cubes if pair.x.starts is None else None, m)
+    vy = _spread(cy, ty, cubes if pair.y.starts is None else None, m)
     with np.errstate(invalid="ignore", divide="ignore"):
         r = cross / np.sqrt(vx * vy)
     return np.clip(np.where((vx > 0) & (vy > 0), r, np.nan), -1.0, 1.0)
@@ -305,7 +320,8 @@ def _spearman_fast(W, a, pooled=True):
     def build():
         if pooled:
             pair = derived(a, "spearman.pooled", lambda a: _RankPair(a["system"], a["gold"], np.arange(len(a["gold"]))))
-            return _spearman_of(counts32(W, a), pair)
+            cubes = per_block(W, a, "cubes", lambda: np.einsum("bk,bk,bk->b", W, W, W))
+            return _spearman_of(counts32(W, a), pair, cubes)
         pairs = derived(
             a, "spearman.strata", lambda a: [_RankPair(a["system"], a["gold"], items) for _, items in _strata(a)]
         )

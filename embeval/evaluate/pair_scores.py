@@ -319,16 +319,25 @@ def fast_figures(counts, derived):
     precision_sum = np.divide(gained.numpy(), taken.numpy(), dtype=np.float64).sum(1)
     with np.errstate(invalid="ignore", divide="ignore"):
         ap = np.where(wanted > 0, precision_sum / np.where(wanted > 0, wanted, 1.0), 0.0)
-    # the cuts followed by a run holding a negative pair, unmasked: a cut taking nothing has errors
-    # fp - tp = 0 and F1 0, one taking everything N - P and 2P / (P + m); where the best is one of
-    # those values, the resample is taken again with the cuts masked
+    # the cuts followed by a run holding a negative pair (allowed: taking some pairs, not all)
     cut_tp, cut_fp = tp.index_select(1, d.tp_at_cut), fp.index_select(1, d.fp_at_cut)
-    errors = (cut_fp - cut_tp).numpy().min(1, initial=np.inf).astype(np.float64)
-    denominator = (cut_fp + cut_tp).add_(tp[:, -1:])  # P + tp + fp, exact
+    taken = cut_tp + cut_fp
+    allowed = (taken > 0) & (taken < tp[:, -1:] + fp[:, -1:])
+    errors = (
+        torch.where(allowed, cut_fp - cut_tp, torch.inf).amin(1).numpy().astype(np.float64)
+        if taken.shape[1]
+        else np.full(len(tp), np.inf)
+    )
+    denominator = taken.add_(tp[:, -1:])  # P + tp + fp, exact
     with np.errstate(invalid="ignore", divide="ignore"):
-        f1 = 2 * np.divide(cut_tp.numpy(), denominator.numpy(), dtype=np.float64).max(1, initial=0.0)
-    cut_tp, cut_fp = cut_tp.numpy(), cut_fp.numpy()
-    # each resample's last cut, before the last run holding a pair
+        f1 = 2 * np.divide(
+            cut_tp.numpy(),
+            denominator.numpy(),
+            dtype=np.float64,
+            where=allowed.numpy(),
+            out=np.zeros(denominator.shape),
+        ).max(1, initial=0.0)
+    # each resample's last cut, before the last run holding a pair (allowed where it takes some)
     last_positive, positive_count = _last_present(torch, tp, d.run_ids[0])
     last_negative, negative_count = _last_present(torch, fp, d.run_ids[1])
     last = torch.maximum(last_positive, last_negative)
@@ -338,23 +347,7 @@ def fast_figures(counts, derived):
     last_ok = last_taken > 0
     errors = np.where(last_ok, np.minimum(errors, last_fp - last_tp), errors)
     with np.errstate(invalid="ignore", divide="ignore"):
-        last_f1 = np.where(last_ok & (last_tp > 0), 2 * last_tp / (wanted + last_taken), 0.0)
-    f1 = np.maximum(f1, last_f1)
-    # resamples where a cut taking nothing or everything may have given the best: masked, again
-    with np.errstate(invalid="ignore", divide="ignore"):
-        everything_f1 = 2 * wanted / (wanted + total)
-    doubtful = (errors >= np.minimum(0.0, unwanted - wanted)) | (f1 == everything_f1) | ~np.isfinite(errors)
-    for row in np.flatnonzero(doubtful):
-        taken_row = cut_tp[row] + cut_fp[row]
-        allowed = (taken_row > 0) & (taken_row < total[row])
-        cut_errors = (cut_fp[row] - cut_tp[row])[allowed].astype(np.float64)
-        cut_f1 = 2 * cut_tp[row][allowed].astype(np.float64) / (wanted[row] + taken_row[allowed])
-        if last_ok[row]:
-            cut_errors = np.r_[cut_errors, last_fp[row] - last_tp[row]]
-            cut_f1 = np.r_[cut_f1, last_f1[row]]
-        errors[row] = cut_errors.min(initial=np.inf)
-        f1[row] = cut_f1.max(initial=0.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
+        f1 = np.maximum(f1, np.where(last_ok & (last_tp > 0), 2 * last_tp / (wanted + last_taken), 0.0))
         accuracy = (unwanted - errors) / np.where(total > 0, total, 1.0)
     accuracy = np.where(np.isfinite(accuracy) & (accuracy > 0.0), accuracy, 0.0)
     return {"accuracy": accuracy, "f1": np.where(f1 > 0.0, f1, 0.0), "ap": ap}
