@@ -444,6 +444,36 @@ def test_kmeans_seeding_gives_scikit_learns_centers(data):
             assert np.array_equal(fits[0].labels_, fits[1].labels_), (n, d, k, batch)
 
 
+@pytest.mark.parametrize("data", ["gaussian", "ties", "offset"])
+def test_labels_once_per_distinct_row_are_scikit_learns(data):
+    """kmeans_init.fit_predict (the final labels computed once per distinct drawn row, in scikit-learn's
+    chunks of 256) against scikit-learn's own fit_predict on every drawn row: the same labels, bit for
+    bit, and the same centers; few distinct rows and many, few clusters and many, MTEB's 16,384 draws
+    and fewer (the last chunk filled with copies, or none to fill)."""
+    from sklearn.cluster import MiniBatchKMeans
+
+    from embeval.evaluate import kmeans_init
+
+    rng = np.random.default_rng(13)
+    for distinct, d, k, draws in [(52, 384, 26, 16_384), (258, 64, 129, 16_384), (700, 32, 20, 4096), (300, 16, 5, 768)]:
+        if data == "ties":
+            rows = rng.integers(0, 3, size=(distinct, d)).astype(np.float32)
+        elif data == "offset":
+            rows = (300 + 0.01 * rng.standard_normal((distinct, d))).astype(np.float32)
+        else:
+            rows = rng.standard_normal((distinct, d)).astype(np.float32)
+        drawn = rng.integers(0, distinct, draws)
+
+        def model():
+            init = kmeans_init.init_for(rows)
+            return MiniBatchKMeans(n_clusters=k, batch_size=512, init=init, n_init=1, random_state=42)
+
+        theirs, ours = model(), model()
+        expected = theirs.fit_predict(rows[drawn])
+        np.testing.assert_array_equal(kmeans_init.fit_predict(ours, rows, drawn), expected)
+        np.testing.assert_array_equal(ours.cluster_centers_, theirs.cluster_centers_)
+
+
 def test_clustering_refuses_a_level_with_one_label():
     vectors, coarse, _ = clustering_data(7, n=100)
     with pytest.raises(EmbevalError, match="level 0 has 1 distinct label"):

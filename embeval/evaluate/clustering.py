@@ -50,7 +50,7 @@ from sklearn.metrics.cluster import adjusted_mutual_info_score, v_measure_score
 
 from embeval import stats
 from embeval.errors import EmbevalError
-from embeval.evaluate.kmeans_init import init_for
+from embeval.evaluate.kmeans_init import fit_predict, init_for
 from embeval.stats import Statistic, experiment_counts
 
 MTEB_VERSION = "2.26.24"
@@ -167,17 +167,27 @@ def cluster_documents(
         _refuse_one_label(f"clustering level {level}", n_clusters, task)
         if cluster_size < n_clusters:
             raise EmbevalError(f"{cluster_size} documents per experiment cannot form {n_clusters} clusters", task=task)
-        model = MiniBatchKMeans(
-            n_clusters=n_clusters, batch_size=batch_size, init=init_for(embedded), n_init=1, random_state=seed
-        )
         level_vectors = embedded[members]
+        draws = [
+            np.array(rng.choices(range(len(members)), k=cluster_size), dtype=np.int64) for _ in range(n_experiments)
+        ]
+
+        def experiment(drawn, n_clusters=n_clusters, level_vectors=level_vectors, level_gold=level_gold):
+            model = MiniBatchKMeans(
+                n_clusters=n_clusters, batch_size=batch_size, init=init_for(level_vectors), n_init=1, random_state=seed
+            )
+            assignment = fit_predict(model, level_vectors, drawn)
+            v, ami = (
+                v_measure_score(level_gold[drawn], assignment),
+                adjusted_mutual_info_score(level_gold[drawn], assignment),
+            )
+            return assignment, float(v), float(ami)
+
         for name in scores:
             scores[name][f"Level {level}"] = []
-        for _ in range(n_experiments):
-            drawn = np.array(rng.choices(range(len(members)), k=cluster_size), dtype=np.int64)
-            assignment = model.fit_predict(level_vectors[drawn])
-            scores["v_measure"][f"Level {level}"].append(float(v_measure_score(level_gold[drawn], assignment)))
-            scores["ami"][f"Level {level}"].append(float(adjusted_mutual_info_score(level_gold[drawn], assignment)))
+        for drawn, (assignment, v, ami) in zip(draws, _side_by_side(experiment, draws), strict=True):
+            scores["v_measure"][f"Level {level}"].append(v)
+            scores["ami"][f"Level {level}"].append(ami)
             count = np.zeros(len(embedded))
             np.add.at(count, members[drawn], 1.0)
             pred = np.full(len(embedded), -1, dtype=np.int64)
@@ -193,6 +203,22 @@ def cluster_documents(
         figures["v_measures" if name == "v_measure" else f"{name}_scores"] = by_level
     arrays = {"gold": np.stack(golds, axis=1), "count": np.stack(counts, axis=1), "pred": np.stack(predictions, axis=1)}
     return figures, arrays
+
+
+def _side_by_side(function, items):
+    """[function(item) for item in items], on as many threads as the fair share of the CPU gives (the
+    experiments are independent once drawn; scikit-learn's loops release the interpreter)."""
+    import torch
+
+    from embeval import threads
+
+    workers = min(len(items), threads.FairShare(torch.get_num_threads()).share() or 1)
+    if workers <= 1:
+        return [function(item) for item in items]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(function, items))
 
 
 def set_clustering(sets, *, seed: int = SEED, batch_size: int = SET_BATCH_SIZE, task: str | None = None):
