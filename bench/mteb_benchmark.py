@@ -25,6 +25,7 @@ given the network (HF_HUB_OFFLINE): its data is the synthetic data only.
   python bench/mteb_benchmark.py [--tasks A,B] [--scale 0.05] [--dims 384,1024]
                                  [--arms embeval,embeval_no_intervals,mteb]
                                  [--out bench/results/mteb_benchmark.json]
+  python bench/mteb_benchmark.py --markdown RESULTS.json ...   # docs/mteb-benchmarks.md's tables of results
 """
 
 from __future__ import annotations
@@ -567,6 +568,42 @@ def totals(rows, dim, types=None):
     return out
 
 
+def _number(value, digits=1, suffix=""):
+    return "–" if value is None else f"{value:,.{digits}f}{suffix}"
+
+
+def markdown(paths):
+    """The per-type table of docs/mteb-benchmarks.md for each results file: seconds with and without
+    the intervals, their factor (seconds; CPU seconds), mteb's seconds and the ratio."""
+    lines = []
+    for path in paths:
+        record = json.loads(Path(path).read_text())
+        for dim, parts in record["summary"].items():
+            name, threads = Path(path).name, record.get("threads", 2)
+            load = record["load_average_at_start"][0]
+            lines += [
+                f"{name}: {record['scale']:g} x each task's size, {dim} dimensions, {threads} threads, load {load:g}",
+                "",
+                "| task type | tasks | embeval s | without intervals s | intervals x (CPU x) | mteb s "
+                "| mteb / embeval |",
+                "|---|---|---|---|---|---|---|",
+            ]
+            rows = [(kind, t) for kind, t in parts.get("by type", {}).items()] + [("all", parts["all"])]
+            for kind, t in rows:
+                cells = [
+                    "**all**" if kind == "all" else kind,
+                    str(t["tasks"]),
+                    _number(t.get("embeval_seconds"), 2),
+                    _number(t.get("embeval_no_intervals_seconds"), 2),
+                    f"{_number(t.get('intervals_factor'), 2, 'x')} ({_number(t.get('intervals_factor_cpu'), 2, 'x')})",
+                    _number(t.get("mteb_seconds"), 2),
+                    _number(t.get("ratio"), 2, "x"),
+                ]
+                lines.append("| " + " | ".join(cells) + " |")
+            lines.append("")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", help="a comma list of the benchmark's tasks (default: all 41)")
@@ -579,10 +616,13 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="auto", help="embeval's device (auto: a CUDA device when there is one)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "mteb_benchmark.json"))
+    parser.add_argument("--markdown", nargs="+", metavar="RESULTS", help="print the tables of these results files")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--task-name", help=argparse.SUPPRESS)
     parser.add_argument("--folder", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.markdown:
+        return print(markdown(args.markdown))
     if args.worker:
         folders = [Path(p) for p in args.folder.split(os.pathsep)]
         return worker(args.worker, args.task_name.split(","), folders, args.bootstrap, args.device)

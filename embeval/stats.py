@@ -496,6 +496,7 @@ def _blocks(rng, n, groups, resamples):
 
 
 PARALLEL_CELLS = 1 << 23  # resamples x items x sets from which blocks are computed side by side
+BLAS_CELLS = 1 << 22  # ... from which the BLAS is held to one thread meanwhile
 
 
 def _distribution(stat_list, arrays_list, rng, n, groups, resamples):
@@ -514,8 +515,11 @@ def _distribution(stat_list, arrays_list, rng, n, groups, resamples):
                 out[s, i, start : start + len(W)] = stat.resampling(W, block)
 
     blocks = _blocks(rng, n, groups, resamples)
-    with _one_blas_thread():  # the products are thin: a BLAS thread pool only waits on a busy CPU
-        if n * resamples * len(sets) < PARALLEL_CELLS:
+    cells = n * resamples * len(sets)
+    # the products are thin: a BLAS thread pool only waits on a busy CPU (setting its threads costs
+    # milliseconds: left as it is for a small bootstrap, whose products are too small to be split)
+    with _one_blas_thread() if cells >= BLAS_CELLS else contextlib.nullcontext():
+        if cells < PARALLEL_CELLS:
             with threads.fair_share() as check:
                 for start, W in blocks:
                     check()
@@ -610,8 +614,9 @@ def bootstrap_cis(named, arrays, seed, task, resamples=RESAMPLES, level=LEVEL):
         groups = strata_of(arrays, True) if stratified else None
         rng = rng_for(seed, task, "strata" if stratified else "all")
         values = _distribution([named[name] for name in names], [arrays], rng, n, groups, resamples)
+        whole, shared = np.ones((1, n)), Prepared(arrays)  # the figures' plain values share what they can
         for name, draws in zip(names, values[:, 0]):
-            stat, value = named[name], observed(named[name], arrays)
+            stat, value = named[name], float(named[name].function(whole, shared)[0])
             centred = getattr(stat, "centred", False)
             low, high = centred_interval(value, draws, level) if centred else interval(draws, level)
             out[name] = {"value": value, "low": low, "high": high}

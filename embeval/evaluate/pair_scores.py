@@ -222,14 +222,20 @@ def _labels(labels):
 
 def resampled_figures(W, arrays, name):
     """{"accuracy", "f1", "ap"}: (b,) the figures of score `name` on resamples W, by their plain
-    definition (best_accuracy, best_f1, average_precision on the runs' counts)."""
-    runs, gold = Runs(arrays[f"{name}.run"]), arrays["gold"]
-    shared = counted(W, runs, gold)
-    return {
-        "accuracy": best_accuracy(W, runs, gold, shared)[0],
-        "f1": best_f1(W, runs, gold, shared)[0],
-        "ap": average_precision(W, runs, gold, shared),
-    }
+    definition (best_accuracy, best_f1, average_precision on the runs' counts); taken once for the
+    figures asking for them on the same W where the engine hands the arrays (stats.per_block)."""
+    from embeval import stats
+
+    def build():
+        runs, gold = Runs(arrays[f"{name}.run"]), arrays["gold"]
+        shared = counted(W, runs, gold)
+        return {
+            "accuracy": best_accuracy(W, runs, gold, shared)[0],
+            "f1": best_f1(W, runs, gold, shared)[0],
+            "ap": average_precision(W, runs, gold, shared),
+        }
+
+    return stats.per_block(W, arrays, ("plain pair figures", name), build)
 
 
 class _Thresholds:
@@ -301,6 +307,34 @@ def _last_present(torch, running, run_ids):
     return torch.where(found, run_ids[reached - 1], -1), torch.where(found, count, 0.0)
 
 
+def _best_cuts(torch, cut_tp, cut_fp, taken, wanted, total):
+    """((b,) the fewest errors fp - tp, (b,) the best F1 2 tp / (P + tp + fp)) over the allowed cuts
+    (0 < taken < total; inf and 0 where none). taken only grows along the cuts, so the cuts no
+    resample leaves out form one middle stretch, taken without a mask; only the few cuts before it
+    and after it are masked."""
+    b, width = taken.shape
+    if width == 0:
+        return np.full(b, np.inf), np.zeros(b)
+    first = torch.searchsorted(taken, torch.zeros((b, 1), dtype=taken.dtype), right=True)  # taking none before
+    end = torch.searchsorted(taken, total)  # taking all from here
+    low, high = int(first.max()), int(end.min())
+    wrong = cut_fp - cut_tp
+    with np.errstate(invalid="ignore", divide="ignore"):
+        f1 = np.divide(cut_tp.numpy(), (taken + wanted).numpy(), dtype=np.float64)
+    if low >= high:  # no stretch common to every resample: all masked
+        low = high = 0
+    errors = wrong[:, low:high].amin(1).numpy().astype(np.float64) if high > low else np.full(b, np.inf)
+    best = f1[:, low:high].max(1, initial=0.0)
+    for edge in (slice(0, low), slice(high, width)):  # the masked cuts
+        index = torch.arange(width)[edge]
+        if len(index) == 0:
+            continue
+        allowed = (index >= first) & (index < end)
+        errors = np.minimum(errors, torch.where(allowed, wrong[:, edge], torch.inf).amin(1).numpy())
+        best = np.maximum(best, np.where(allowed.numpy(), f1[:, edge], 0.0).max(1))
+    return errors, 2 * np.where(np.isfinite(best), best, 0.0)
+
+
 def fast_figures(counts, derived):
     """{"accuracy", "f1", "ap"}: (b,) numpy, the figures of resampled_figures from float32 counts
     (b, n + 1, the last column 0) in torch and a score's _Thresholds, the same values to rounding:
@@ -322,21 +356,7 @@ def fast_figures(counts, derived):
     # the cuts followed by a run holding a negative pair (allowed: taking some pairs, not all)
     cut_tp, cut_fp = tp.index_select(1, d.tp_at_cut), fp.index_select(1, d.fp_at_cut)
     taken = cut_tp + cut_fp
-    allowed = (taken > 0) & (taken < tp[:, -1:] + fp[:, -1:])
-    errors = (
-        torch.where(allowed, cut_fp - cut_tp, torch.inf).amin(1).numpy().astype(np.float64)
-        if taken.shape[1]
-        else np.full(len(tp), np.inf)
-    )
-    denominator = taken.add_(tp[:, -1:])  # P + tp + fp, exact
-    with np.errstate(invalid="ignore", divide="ignore"):
-        f1 = 2 * np.divide(
-            cut_tp.numpy(),
-            denominator.numpy(),
-            dtype=np.float64,
-            where=allowed.numpy(),
-            out=np.zeros(denominator.shape),
-        ).max(1, initial=0.0)
+    errors, f1 = _best_cuts(torch, cut_tp, cut_fp, taken, tp[:, -1:], tp[:, -1:] + fp[:, -1:])
     # each resample's last cut, before the last run holding a pair (allowed where it takes some)
     last_positive, positive_count = _last_present(torch, tp, d.run_ids[0])
     last_negative, negative_count = _last_present(torch, fp, d.run_ids[1])
