@@ -122,6 +122,15 @@ def per_block(W, arrays, key, build):
     return arrays.block[key]
 
 
+def product(a, b):
+    """a @ b in float64 by torch: its threads follow the run's fair share (the fast paths' products are
+    thin, and numpy's BLAS pool, whose threads wait actively, costs more than it gives on a busy CPU)."""
+    import torch
+
+    left = torch.from_numpy(np.ascontiguousarray(a, dtype=np.float64))
+    return (left @ torch.from_numpy(np.ascontiguousarray(b, dtype=np.float64))).numpy()
+
+
 # Weighted statistics: W (b, n) counts, arrays of the prediction set -> (b,) values. Each has its
 # plain definition (the reference) and, where it pays, a fast one with the same values.
 
@@ -147,7 +156,7 @@ def _accuracy_fast(W, a):
         member = (groups[:, None] == np.unique(groups)[None, :]).astype(np.float64)
         return np.hstack([member * correct[:, None], member])
 
-    sums = W @ derived(a, "accuracy", columns)
+    sums = product(W, derived(a, "accuracy", columns))
     half = sums.shape[1] // 2
     return 100.0 * np.mean(sums[:, :half] / sums[:, half:], axis=1)
 
@@ -165,7 +174,7 @@ def _f1_positive_fast(W, a):
         pred, gold = a["pred"] == 1, a["gold"] == 1
         return np.column_stack([p & g for p, g in ((pred, gold), (pred, ~gold), (~pred, gold))]).astype(np.float64)
 
-    tp, fp, fn = (W @ derived(a, "f1_positive", columns)).T
+    tp, fp, fn = product(W, derived(a, "f1_positive", columns)).T
     denominator = 2 * tp + fp + fn
     return np.where(denominator > 0, 100.0 * 2 * tp / np.where(denominator > 0, denominator, 1), 0.0)
 
@@ -352,7 +361,7 @@ def _pearson_fast(W, a, pooled=True):
 
     def build():
         strata, design = derived(a, ("pearson", pooled), columns)
-        sums = (W @ design).reshape(len(W), len(strata), 8).transpose(1, 0, 2)
+        sums = product(W, design).reshape(len(W), len(strata), 8).transpose(1, 0, 2)
         m, sx, sy, sxx, syy, sxy, scale_x, scale_y = np.moveaxis(sums, 2, 0)
         vx, vy, cov = sxx - sx * sx / m, syy - sy * sy / m, sxy - sx * sy / m
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -424,7 +433,7 @@ def mean_of(name):
         names, design = derived(a, "means", columns)
         if name not in names:
             return plain(W, a)
-        sums = per_block(W, a, "means", lambda: W @ design)
+        sums = per_block(W, a, "means", lambda: product(W, design))
         return sums[:, names.index(name)] / sums[:, -1]
 
     return Statistic(plain, False, fast=fast)
@@ -477,15 +486,17 @@ def observed(stat, arrays):
     return float(stat.function(np.ones((1, items(arrays))), arrays)[0])
 
 
-def _blocks(rng, n, groups, resamples):
-    """(first resample, W) blocks of the resamples' counts, each up to BLOCK_BYTES: the same counts,
-    drawn in the same order, as the chunks of CHUNK_CELLS drawn one after another (a stratified draw
-    takes its strata in turn within each chunk), so a block is whole chunks."""
+def _blocks(rng, n, groups, resamples, parts=1):
+    """(first resample, W) blocks of the resamples' counts, each up to BLOCK_BYTES and, where they can,
+    at least `parts` of them: the same counts, drawn in the same order, as the chunks of CHUNK_CELLS
+    drawn one after another (a stratified draw takes its strata in turn within each chunk), so a
+    block is whole chunks."""
     chunk = max(1, CHUNK_CELLS // max(n, 1))
     budget = BLOCK_BYTES
     if memory_limit():
         budget = max(1 << 16, min(budget, memory_limit() // 64))
     per = max(1, budget // (8 * max(n, 1) * chunk)) * chunk
+    per = min(per, max(chunk, resamples // (parts * chunk) * chunk))
     for start in range(0, resamples, per):
         size = min(per, resamples - start)
         if groups is None:  # one call draws what the chunks' calls would, in the same order
@@ -495,8 +506,8 @@ def _blocks(rng, n, groups, resamples):
         yield start, W
 
 
-PARALLEL_CELLS = 1 << 23  # resamples x items x sets from which blocks are computed side by side
-BLAS_CELLS = 1 << 22  # ... from which the BLAS is held to one thread meanwhile
+PARALLEL_CELLS = 1 << 20  # resamples x items x sets from which blocks are computed side by side
+PARALLEL_BLOCKS = 4  # blocks at least, then (if the chunks allow), to share among the threads
 
 
 def _distribution(stat_list, arrays_list, rng, n, groups, resamples):
@@ -514,33 +525,16 @@ def _distribution(stat_list, arrays_list, rng, n, groups, resamples):
             for s, stat in enumerate(stat_list):
                 out[s, i, start : start + len(W)] = stat.resampling(W, block)
 
-    blocks = _blocks(rng, n, groups, resamples)
-    cells = n * resamples * len(sets)
-    # the products are thin: a BLAS thread pool only waits on a busy CPU (setting its threads costs
-    # milliseconds: left as it is for a small bootstrap, whose products are too small to be split)
-    with _one_blas_thread() if cells >= BLAS_CELLS else contextlib.nullcontext():
-        if cells < PARALLEL_CELLS:
-            with threads.fair_share() as check:
-                for start, W in blocks:
-                    check()
-                    compute(start, W)
-            return out
-        with _side_by_side() as run:
-            for start, W in blocks:
-                run(compute, start, W)
+    if n * resamples * len(sets) < PARALLEL_CELLS:
+        with threads.fair_share() as check:
+            for start, W in _blocks(rng, n, groups, resamples):
+                check()
+                compute(start, W)
+        return out
+    with _side_by_side() as run:
+        for start, W in _blocks(rng, n, groups, resamples, PARALLEL_BLOCKS):
+            run(compute, start, W)
     return out
-
-
-_CONTROLLER: list[Any] = []  # threadpoolctl's view of the BLAS libraries loaded, made once
-
-
-def _one_blas_thread():
-    """The BLAS libraries (numpy's products) on one thread inside the block."""
-    from threadpoolctl import ThreadpoolController
-
-    if not _CONTROLLER:
-        _CONTROLLER.append(ThreadpoolController())
-    return _CONTROLLER[0].limit(limits=1, user_api="blas")
 
 
 @contextlib.contextmanager

@@ -72,9 +72,11 @@ def test_blocks_hold_the_resamples_of_chunk_after_chunk(n, groups):
     chunk = max(1, stats.CHUNK_CELLS // n)
     rng = stats.rng_for(4, "T", "all")
     chunks = [stats.resample_counts(rng, n, min(chunk, resamples - s), strata) for s in range(0, resamples, chunk)]
-    blocks = [W for _, W in stats._blocks(stats.rng_for(4, "T", "all"), n, strata, resamples)]
-    np.testing.assert_array_equal(np.concatenate(blocks), np.concatenate(chunks))
-    assert all(len(W) % chunk == 0 for W in blocks[:-1])  # whole chunks: experiment_counts' seeding holds
+    for parts in (1, 4):
+        blocks = [W for _, W in stats._blocks(stats.rng_for(4, "T", "all"), n, strata, resamples, parts)]
+        np.testing.assert_array_equal(np.concatenate(blocks), np.concatenate(chunks))
+        assert all(len(W) % chunk == 0 for W in blocks[:-1])  # whole chunks: experiment_counts' seeding holds
+        assert len(blocks) >= min(parts, -(-resamples // chunk))
 
 
 def test_experiment_draws_of_a_block_are_those_of_its_chunks():

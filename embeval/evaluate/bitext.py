@@ -20,6 +20,7 @@ figure of a bootstrap resample (weights = counts) equals scikit-learn's on the r
 import numpy as np
 import torch
 
+from embeval import stats
 from embeval.evaluate import mteb_similarity
 
 QUERY_CHUNK, CORPUS_CHUNK = 100, 500_000  # mteb's chunks of first and second sentences
@@ -108,7 +109,7 @@ def fast_weighted_figures(W: np.ndarray, derived: Classes) -> dict[str, np.ndarr
         recall = np.where(support > 0, true_positive / support, 0.0)
         f1 = np.where(support + chosen > 0, 2 * true_positive / (support + chosen), 0.0)
     return {
-        "accuracy": (W @ derived.hit) / total,
+        "accuracy": stats.product(W, derived.hit[:, None])[:, 0] / total,
         "precision": (support * precision).sum(1) / total,
         "recall": (support * recall).sum(1) / total,
         "f1": (support * f1).sum(1) / total,

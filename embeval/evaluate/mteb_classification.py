@@ -282,7 +282,7 @@ def _experiments(W, arrays, n_experiments):
 def _accuracy_fast(W, arrays):
     values = []
     for units, summed in _units(W, arrays):
-        per_experiment = (summed @ units.correct) / summed.sum(1)[:, None]
+        per_experiment = stats.product(summed, units.correct) / summed.sum(1)[:, None]
         counts = _experiments(W, arrays, units.correct.shape[1])
         values.append((per_experiment * counts).sum(1) / counts.sum(1))
     return np.mean(values, axis=0)

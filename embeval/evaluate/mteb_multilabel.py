@@ -252,7 +252,7 @@ def _row_figures(W, arrays):
         return np.column_stack(values + [np.ones(len(gold))])
 
     def build():
-        sums = W @ stats.derived(arrays, "rows", columns)
+        sums = stats.product(W, stats.derived(arrays, "rows", columns))
         means = sums[:, :-1] / sums[:, -1:]
         return dict(zip(PER_ROW, np.split(means, len(PER_ROW), axis=1)))
 

@@ -223,7 +223,7 @@ def _moments(W, arrays):
     distinct, counts, design = stats.derived(arrays, "moments", columns)
 
     def build():
-        sums = W @ design
+        sums = stats.product(W, design)
         total, first, second = sums[:, 0], sums[:, 1], sums[:, 2]
         k = len(distinct)
         squared, absolute = sums[:, 3 : 3 + k], sums[:, 3 + k :]

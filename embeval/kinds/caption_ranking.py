@@ -57,7 +57,7 @@ def _recalls_fast(W: np.ndarray, a: Mapping[str, np.ndarray]) -> np.ndarray:
         return np.column_stack(hits + [np.ones(len(hits[0]))])
 
     def build() -> np.ndarray:
-        sums = W @ stats.derived(a, "recalls", columns)
+        sums = stats.product(W, stats.derived(a, "recalls", columns))
         return 100.0 * sums[:, :-1] / sums[:, -1:]
 
     return stats.per_block(W, a, "recalls", build)  # type: ignore[no-any-return]
