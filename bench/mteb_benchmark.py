@@ -10,17 +10,22 @@ memory reset before each (Linux clear_refs):
 embeval   `embeval.score` on the task written as a task file of the matching kind (the task's mteb
           settings: samples per label, experiments, clustering fractions, ignore_identical_ids, main
           score), its vectors in an HDF5 file, default settings (with the 95% intervals, --bootstrap)
+embeval_no_intervals
+          the same without the intervals (--bootstrap 0): what the intervals add, per task and type
 mteb      the task's own mteb class (its settings and evaluator) with the same data held in memory,
           run by `mteb.evaluate` with an encoder that serves the same vectors (no model)
 
 Per task and arm: seconds of the scoring call, the CPU seconds it took (every thread's: over the
 seconds, how many cores it kept busy), the process's peak resident memory and the memory the
-scoring added to it, and the main score (the two arms' must be equal). Then totals per
-dimension and over the retrieval and reranking tasks, and the ratios. mteb is never given the
-network (HF_HUB_OFFLINE): its data is the synthetic data only.
+scoring added to it, and the main score (the arms' must be equal). Then totals per dimension,
+over the retrieval and reranking tasks and per task type, and the ratios: mteb / embeval (with the
+intervals) and embeval with / without the intervals, in seconds and in CPU seconds. mteb is never
+given the network (HF_HUB_OFFLINE): its data is the synthetic data only.
 
   python bench/mteb_benchmark.py [--tasks A,B] [--scale 0.05] [--dims 384,1024]
+                                 [--arms embeval,embeval_no_intervals,mteb]
                                  [--out bench/results/mteb_benchmark.json]
+  python bench/mteb_benchmark.py --markdown RESULTS.json ...   # docs/mteb-benchmarks.md's tables of results
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 BENCHMARK = "MTEB(eng, v2)"
 SEARCH_TYPES = ("Retrieval", "Reranking")
+ARMS = ("embeval", "embeval_no_intervals", "mteb")
 
 
 def benchmark_tasks(names=None):
@@ -499,9 +505,13 @@ def worker(arm_name, names, folders, bootstrap, device="auto"):
     results = []
     with threadpool_limits(threads):  # a warm-up, untimed: each library's first-call costs paid once
         try:
-            run_embeval(names[0], folders[0], 0, device) if arm_name == "embeval" else run_mteb(names[0], folders[0])
+            run_embeval(names[0], folders[0], 0, device) if arm_name.startswith("embeval") else run_mteb(
+                names[0], folders[0]
+            )
         except Exception:  # the timed run below records it
             pass
+    if arm_name == "embeval_no_intervals":
+        arm_name, bootstrap = "embeval", 0
     for name, folder in zip(names, folders):
         _peak_reset()
         before = _rss_now_mb()
@@ -537,21 +547,61 @@ def arm(arm_name, names, folders, bootstrap, device="auto"):
 
 
 def totals(rows, dim, types=None):
+    """The arms' totals over the rows of one dimension (of `types` only, if given) that every arm scored."""
     chosen = [r for r in rows if r["dim"] == dim and (types is None or r["type"] in types)]
-    ok = [r for r in chosen if "error" not in r["embeval"] and "error" not in r["mteb"]]
-    e = sum(r["embeval"]["seconds"] for r in ok)
-    m = sum(r["mteb"]["seconds"] for r in ok)
-    return {
-        "tasks": len(ok),
-        "embeval_seconds": round(e, 2),
-        "mteb_seconds": round(m, 2),
-        "embeval_cpu_seconds": round(sum(r["embeval"].get("cpu_seconds", 0) for r in ok), 2),
-        "mteb_cpu_seconds": round(sum(r["mteb"].get("cpu_seconds", 0) for r in ok), 2),
-        "ratio": round(m / e, 2) if e else None,
-        "embeval_peak_rss_mb": max((r["embeval"]["peak_rss_mb"] for r in ok), default=None),
-        "mteb_peak_rss_mb": max((r["mteb"]["peak_rss_mb"] for r in ok), default=None),
-        "identical": all(r["identical"] for r in ok),
-    }
+    arms = [a for a in ARMS if chosen and all(a in r for r in chosen)]
+    ok = [r for r in chosen if all("error" not in r[a] for a in arms)]
+    out = {"tasks": len(ok)}
+    for a in arms:
+        out[f"{a}_seconds"] = round(sum(r[a]["seconds"] for r in ok), 2)
+        out[f"{a}_cpu_seconds"] = round(sum(r[a].get("cpu_seconds", 0) for r in ok), 2)
+        out[f"{a}_peak_rss_mb"] = max((r[a]["peak_rss_mb"] for r in ok), default=None)
+    e, m = out.get("embeval_seconds"), out.get("mteb_seconds")
+    out["ratio"] = round(m / e, 2) if e and m is not None else None  # mteb / embeval (intervals on)
+    plain = out.get("embeval_no_intervals_seconds")
+    out["intervals_factor"] = round(e / plain, 2) if e and plain else None  # embeval with / without
+    e_cpu, plain_cpu = out.get("embeval_cpu_seconds"), out.get("embeval_no_intervals_cpu_seconds")
+    out["intervals_factor_cpu"] = round(e_cpu / plain_cpu, 2) if e_cpu and plain_cpu else None
+    if plain and m is not None:
+        out["ratio_no_intervals"] = round(m / plain, 2)
+    out["identical"] = all(r["identical"] for r in ok)
+    return out
+
+
+def _number(value, digits=1, suffix=""):
+    return "–" if value is None else f"{value:,.{digits}f}{suffix}"
+
+
+def markdown(paths):
+    """The per-type table of docs/mteb-benchmarks.md for each results file: seconds with and without
+    the intervals, their factor (seconds; CPU seconds), mteb's seconds and the ratio."""
+    lines = []
+    for path in paths:
+        record = json.loads(Path(path).read_text())
+        for dim, parts in record["summary"].items():
+            name, threads = Path(path).name, record.get("threads", 2)
+            load = record["load_average_at_start"][0]
+            lines += [
+                f"{name}: {record['scale']:g} x each task's size, {dim} dimensions, {threads} threads, load {load:g}",
+                "",
+                "| task type | tasks | embeval s | without intervals s | intervals x (CPU x) | mteb s "
+                "| mteb / embeval |",
+                "|---|---|---|---|---|---|---|",
+            ]
+            rows = [(kind, t) for kind, t in parts.get("by type", {}).items()] + [("all", parts["all"])]
+            for kind, t in rows:
+                cells = [
+                    "**all**" if kind == "all" else kind,
+                    str(t["tasks"]),
+                    _number(t.get("embeval_seconds"), 2),
+                    _number(t.get("embeval_no_intervals_seconds"), 2),
+                    f"{_number(t.get('intervals_factor'), 2, 'x')} ({_number(t.get('intervals_factor_cpu'), 2, 'x')})",
+                    _number(t.get("mteb_seconds"), 2),
+                    _number(t.get("ratio"), 2, "x"),
+                ]
+                lines.append("| " + " | ".join(cells) + " |")
+            lines.append("")
+    return "\n".join(lines)
 
 
 def main(argv=None):
@@ -560,13 +610,19 @@ def main(argv=None):
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of each task's real size (default 1)")
     parser.add_argument("--dims", default="384,1024")
     parser.add_argument("--bootstrap", type=int, default=1000, help="embeval's resamples for the intervals (0: none)")
+    parser.add_argument(
+        "--arms", default=",".join(ARMS), help=f"the arms to run, a comma list of {', '.join(ARMS)} (default: all)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="auto", help="embeval's device (auto: a CUDA device when there is one)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "mteb_benchmark.json"))
+    parser.add_argument("--markdown", nargs="+", metavar="RESULTS", help="print the tables of these results files")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--task-name", help=argparse.SUPPRESS)
     parser.add_argument("--folder", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.markdown:
+        return print(markdown(args.markdown))
     if args.worker:
         folders = [Path(p) for p in args.folder.split(os.pathsep)]
         return worker(args.worker, args.task_name.split(","), folders, args.bootstrap, args.device)
@@ -574,48 +630,63 @@ def main(argv=None):
 
     tasks = benchmark_tasks(args.tasks.split(",") if args.tasks else None)
     dims = [int(d) for d in args.dims.split(",")]
+    arms = [a for a in ARMS if a in args.arms.split(",")]
+    if "embeval" not in arms or not set(args.arms.split(",")) <= set(ARMS):
+        raise SystemExit(f"--arms: a comma list of {', '.join(ARMS)}, with embeval")
     load = os.getloadavg()
     started = time.perf_counter()
     rows = []
-    print(f"{'task':<40}{'type':<20}{'dim':>5}{'embeval s':>11}{'mteb s':>10}{'ratio':>7}{'e MB':>8}{'m MB':>8}  equal")
+    print(
+        f"{'task':<40}{'type':<20}{'dim':>5}{'embeval s':>11}{'no CI s':>9}{'mteb s':>9}{'ratio':>7}"
+        f"{'CI x':>6}{'e MB':>8}{'m MB':>8}  equal"
+    )
+    nan = float("nan")
     with tempfile.TemporaryDirectory(prefix="mteb-bench-") as tmp:
         for dim in dims:
             prepared = [prepare(task, args.scale, dim, args.seed, Path(tmp)) for task in tasks]
             names = [t.metadata.name for t in tasks]
             folders = [folder for folder, _ in prepared]
-            ours_all = arm("embeval", names, folders, args.bootstrap, args.device)
-            theirs_all = arm("mteb", names, folders, args.bootstrap)
+            found = {a: arm(a, names, folders, args.bootstrap, args.device) for a in arms}
             for task, (_folder, used) in zip(tasks, prepared):
                 name = task.metadata.name
-                ours, theirs = ours_all[name], theirs_all[name]
-                identical = (
-                    "error" not in ours
-                    and "error" not in theirs
-                    and abs(ours["main_score"] - theirs["main_score"]) <= 1e-6
-                )
+                got = {a: found[a][name] for a in arms}
+                scores = [g["main_score"] for g in got.values() if "error" not in g]
+                identical = len(scores) == len(arms) and max(scores) - min(scores) <= 1e-6
                 kind = "Reranking" if "candidates" in sizes(task) else task.metadata.type
                 row = {"task": name, "type": kind, "dim": dim, "sizes": used, "real_sizes": sizes(task)}
-                row.update(embeval=ours, mteb=theirs, identical=identical)
+                row.update(got, identical=identical)
                 rows.append(row)
-                both = "seconds" in ours and "seconds" in theirs
-                ratio = theirs["seconds"] / ours["seconds"] if both else float("nan")
+                ours, plain, theirs = got["embeval"], got.get("embeval_no_intervals", {}), got.get("mteb", {})
+                ratio = theirs.get("seconds", nan) / ours.get("seconds", nan) if "seconds" in ours else nan
+                factor = ours.get("seconds", nan) / plain["seconds"] if plain.get("seconds") else nan
+                problem = next((g["error"] for g in got.values() if "error" in g), "NO")
                 print(
-                    f"{name:<40}{kind:<20}{dim:>5}{ours.get('seconds', float('nan')):>11.2f}"
-                    f"{theirs.get('seconds', float('nan')):>10.2f}{ratio:>7.2f}"
-                    f"{ours.get('peak_rss_mb', float('nan')):>8.0f}{theirs.get('peak_rss_mb', float('nan')):>8.0f}  "
-                    f"{'yes' if identical else ours.get('error') or theirs.get('error') or 'NO'}",
+                    f"{name:<40}{kind:<20}{dim:>5}{ours.get('seconds', nan):>11.2f}{plain.get('seconds', nan):>9.2f}"
+                    f"{theirs.get('seconds', nan):>9.2f}{ratio:>7.2f}{factor:>6.2f}"
+                    f"{ours.get('peak_rss_mb', nan):>8.0f}{theirs.get('peak_rss_mb', nan):>8.0f}  "
+                    f"{'yes' if identical else problem}",
                     flush=True,
                 )
             for folder in folders:
                 shutil.rmtree(folder, ignore_errors=True)
+    kinds = list(dict.fromkeys(r["type"] for r in rows))
     summary = {
-        str(dim): {"all": totals(rows, dim), "retrieval and reranking": totals(rows, dim, SEARCH_TYPES)} for dim in dims
+        str(dim): {
+            "all": totals(rows, dim),
+            "retrieval and reranking": totals(rows, dim, SEARCH_TYPES),
+            "by type": {kind: totals(rows, dim, (kind,)) for kind in kinds},
+        }
+        for dim in dims
     }
     for dim, parts in summary.items():
-        for what, t in parts.items():
+        for what, t in [("all", parts["all"]), ("retrieval and reranking", parts["retrieval and reranking"])] + [
+            (f"type {kind}", t) for kind, t in parts["by type"].items()
+        ]:
             print(
-                f"total {dim}-d, {what}: {t['tasks']} tasks, embeval {t['embeval_seconds']} s, mteb "
-                f"{t['mteb_seconds']} s, mteb / embeval = {t['ratio']}x, identical main scores: {t['identical']}"
+                f"total {dim}-d, {what}: {t['tasks']} tasks, embeval {t.get('embeval_seconds')} s "
+                f"(without intervals {t.get('embeval_no_intervals_seconds')} s: x{t['intervals_factor']}, "
+                f"CPU x{t['intervals_factor_cpu']}), mteb {t.get('mteb_seconds')} s, mteb / embeval = {t['ratio']}x, "
+                f"identical main scores: {t['identical']}"
             )
     import embeval
 
@@ -628,13 +699,15 @@ def main(argv=None):
             f"bootstrap {args.bootstrap}); mteb: mteb.evaluate on the task's own mteb class with the same data "
             "in memory and an encoder serving the same vectors; each arm in a fresh process (imports and a warm-up "
             "on the first task done before timing) scoring the tasks one after the other; seconds of each "
-            "scoring call, the CPU seconds of the process during it (all threads, user and system), the "
+            "scoring call (embeval also without the intervals, in an arm of its own), the CPU seconds of the "
+            "process during it (all threads, user and system), the "
             "process's peak RSS during it (the peak reset before each task) and what it added "
             "to the resident memory before it"
         ),
         "scale": args.scale,
         "dims": dims,
         "tasks_run": [t.metadata.name for t in tasks],
+        "arms": arms,
         "threads": int(os.environ.get("BENCH_THREADS", "2")),
         "embeval_device": args.device,
         "load_average_at_start": [round(x, 2) for x in load],

@@ -7,21 +7,35 @@ data is ever built. With all counts 1 each statistic is the plain figure on the 
 
 Resampling is stratified where the figure is an average over strata: items are drawn within
 each stratum (an STS subset, an outer fold of the inner k-fold protocol, a COCO fold), keeping
-its size, so the figure's definition (mean of per-stratum figures) holds in every resample.
+its size, so the figure's definition (mean of per-stratum figures) holds in every resample; a set
+with a single stratum is resampled over all its items (the same resamples as its pooled figures).
 Pooled figures resample over all items. Counts come from numpy's PCG64 seeded with the run's
 seed and the task's name, so a task's resamples are the same in every run and in `compare`.
+
+One engine draws the resamples, in blocks of many at once (`_blocks`: the same draws, in the same
+order, as chunk after chunk of CHUNK_CELLS), and hands each block to every statistic. A Statistic
+holds its plain definition (`function`) and may hold a fast one (`fast`) that gives the same values
+(to 1e-12, tested on tie-heavy data) at a fraction of the cost: it derives what does not depend on
+the resample once per prediction set (a sort, its runs of ties: `derived`) and shares what several
+figures need within a block (`per_block`), so each resample costs a few passes over its counts.
 """
 
+import contextlib
+import threading
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from embeval import threads
+from embeval.memory import memory_limit
 
 LEVEL = 0.95
 RESAMPLES = 1000
-CHUNK_CELLS = 1 << 18  # resamples x items held at once (small enough to stay in cache)
+CHUNK_CELLS = 1 << 18  # resamples x items drawn per call of the generator (the order of the draws)
+BLOCK_BYTES = 1 << 24  # float64 counts of a block of resamples handed to the statistics at once (16 MiB)
 
 
 def rng_for(seed, task, strata):
@@ -29,22 +43,30 @@ def rng_for(seed, task, strata):
     return np.random.Generator(np.random.PCG64([int(seed), zlib.crc32(task.encode()), zlib.crc32(strata.encode())]))
 
 
+COUNT_BINS = 1 << 16  # counts tallied at once (a few resamples' worth, to stay in cache)
+
+
 def resample_counts(rng, n, size, groups=None):
     """(size, n) float64 counts of `size` bootstrap resamples of n items.
 
     groups: None (draw n items from all) or an int array (n,) of strata: each stratum's items are
     drawn from that stratum only, as many as it holds."""
-    counts = np.zeros(size * n, dtype=np.float64)
-    offsets = (np.arange(size) * n)[:, None]
     if groups is None:
-        members = [np.arange(n)]
+        draws = rng.integers(0, n, size=(size, n))
     else:
         groups = np.asarray(groups)
-        members = [np.flatnonzero(groups == g) for g in np.unique(groups)]
-    for idx in members:
-        draws = idx[rng.integers(0, len(idx), size=(size, len(idx)))]
-        counts += np.bincount((draws + offsets).ravel(), minlength=size * n)
-    counts = counts.reshape(size, n)
+        parts = []
+        for g in np.unique(groups):
+            idx = np.flatnonzero(groups == g)
+            parts.append(idx[rng.integers(0, len(idx), size=(size, len(idx)))])
+        draws = np.concatenate(parts, axis=1) if parts else np.empty((size, 0), dtype=np.int64)
+    counts = np.empty((size, n))
+    rows = max(1, COUNT_BINS // max(n, 1))
+    offsets = (np.arange(rows, dtype=np.int64) * n)[:, None]
+    for start in range(0, size, rows):
+        part = draws[start : start + rows]
+        flat = (part + offsets[: len(part)]).ravel()
+        counts[start : start + len(part)] = np.bincount(flat, minlength=len(part) * n).reshape(len(part), n)
     return counts
 
 
@@ -57,7 +79,60 @@ def strata_of(arrays, stratified):
     return groups
 
 
-# Weighted statistics: W (b, n) counts, arrays of the prediction set -> (b,) values.
+# What statistics derive once per prediction set, and share within a block of resamples.
+
+
+class Prepared(dict):
+    """A prediction set's arrays as the engine hands them to the statistics (a dict of its arrays):
+    it keeps what they derive from the arrays once (shared by every block), and what they share
+    within one block of resamples (each block's own: `for_block`)."""
+
+    def __init__(self, arrays: Any, once: dict[Any, Any] | None = None, lock: Any = None) -> None:
+        super().__init__(arrays)
+        self.once: dict[Any, Any] = {} if once is None else once
+        self.lock = lock or threading.Lock()
+        self.block: dict[Any, Any] = {}
+        self.block_of: Any = None
+
+    def for_block(self):
+        """The same set with a memo of its own for one block (blocks may be computed side by side)."""
+        return Prepared(self, self.once, self.lock)
+
+
+def derived(arrays, key, build):
+    """build(arrays), computed once per prediction set the engine hands (a Prepared), else each call."""
+    once = getattr(arrays, "once", None)
+    if once is None:
+        return build(arrays)
+    with arrays.lock:
+        if key not in once:
+            once[key] = build(arrays)
+        return once[key]
+
+
+def per_block(W, arrays, key, build):
+    """build(), computed once per block of resamples W for the prediction set (a Prepared), else each call."""
+    if not isinstance(arrays, Prepared):
+        return build()
+    if arrays.block_of is not W:
+        arrays.block.clear()
+        arrays.block_of = W  # held: the block's id cannot be reused while it is the current one
+    if key not in arrays.block:
+        arrays.block[key] = build()
+    return arrays.block[key]
+
+
+def product(a, b):
+    """a @ b in float64 by torch: its threads follow the run's fair share (the fast paths' products are
+    thin, and numpy's BLAS pool, whose threads wait actively, costs more than it gives on a busy CPU)."""
+    import torch
+
+    left = torch.from_numpy(np.ascontiguousarray(a, dtype=np.float64))
+    return (left @ torch.from_numpy(np.ascontiguousarray(b, dtype=np.float64))).numpy()
+
+
+# Weighted statistics: W (b, n) counts, arrays of the prediction set -> (b,) values. Each has its
+# plain definition (the reference) and, where it pays, a fast one with the same values.
 
 
 def accuracy(W, a):
@@ -70,10 +145,36 @@ def accuracy(W, a):
     return 100.0 * np.mean(values, axis=0)
 
 
+def _accuracy_fast(W, a):
+    """accuracy: one product of the counts with each stratum's correct items and its items."""
+
+    def columns(a):
+        correct = (a["pred"] == a["gold"]).astype(np.float64)
+        groups = a.get("group")
+        if groups is None:
+            return np.column_stack([correct, np.ones(len(correct))])
+        member = (groups[:, None] == np.unique(groups)[None, :]).astype(np.float64)
+        return np.hstack([member * correct[:, None], member])
+
+    sums = product(W, derived(a, "accuracy", columns))
+    half = sums.shape[1] // 2
+    return 100.0 * np.mean(sums[:, :half] / sums[:, half:], axis=1)
+
+
 def f1_positive(W, a):
     """F1 of class 1 in percent (0 when there is no positive prediction or gold item)."""
     pred, gold = a["pred"] == 1, a["gold"] == 1
     tp, fp, fn = (W @ (p & g).astype(np.float64) for p, g in ((pred, gold), (pred, ~gold), (~pred, gold)))
+    denominator = 2 * tp + fp + fn
+    return np.where(denominator > 0, 100.0 * 2 * tp / np.where(denominator > 0, denominator, 1), 0.0)
+
+
+def _f1_positive_fast(W, a):
+    def columns(a):
+        pred, gold = a["pred"] == 1, a["gold"] == 1
+        return np.column_stack([p & g for p, g in ((pred, gold), (pred, ~gold), (~pred, gold))]).astype(np.float64)
+
+    tp, fp, fn = product(W, derived(a, "f1_positive", columns)).T
     denominator = 2 * tp + fp + fn
     return np.where(denominator > 0, 100.0 * 2 * tp / np.where(denominator > 0, denominator, 1), 0.0)
 
@@ -129,16 +230,184 @@ def _per_group(coefficient, weighting):
     return statistic
 
 
+class _Sorted:
+    """One variable of a set of items in ascending order, with its runs of equal values: `items`
+    (the items in that order), `local` (their places in the set), `starts` (where each run begins;
+    None without ties), `run` (the run of each position), `run_of_item` (the run of each of the
+    set's items, in the set's order)."""
+
+    def __init__(self, values, items):
+        self.local = np.argsort(values[items], kind="stable")
+        ordered = values[items][self.local]
+        new = np.r_[True, ordered[1:] != ordered[:-1]] if len(ordered) else np.zeros(0, dtype=bool)
+        self.items = items[self.local]
+        self.run = np.cumsum(new) - 1
+        starts = np.flatnonzero(new)
+        self.starts = starts if len(starts) < len(ordered) else None
+        self.run_of_item = np.empty(len(items), dtype=np.int64)
+        self.run_of_item[self.local] = self.run
+
+
+class _RankPair:
+    """What Spearman's fast path derives once for the items of a set (all, or one stratum): both
+    sides sorted, and the run of y of each item in x's order."""
+
+    def __init__(self, x, y, items):
+        self.x, self.y = _Sorted(x, items), _Sorted(y, items)
+        self.y_run_in_x = self.y.run_of_item[self.x.local]
+
+
+def counts32(W, arrays):
+    """The block's counts as float32 (exact: counts are integers), once per block of the set."""
+    return per_block(W, arrays, "counts32", lambda: W.astype(np.float32))
+
+
+def _running_sum(counts):
+    """Running sums along the items of float32 counts (b, k) (torch's, vectorized; exact integers)."""
+    import torch
+
+    return torch.from_numpy(counts).cumsum(1).numpy()
+
+
+def _ranks_of(counts, side):
+    """(counts per item in the side's order (b, k), counts per run (b, runs), running sums of the
+    runs' counts (b, runs)), float32 (exact integers)."""
+    ordered = np.take(counts, side.items, axis=1)
+    per_run = ordered if side.starts is None else np.add.reduceat(ordered, side.starts, axis=1)
+    return ordered, per_run, _running_sum(per_run)
+
+
+def _doubled(per_run, running, m):
+    """2 x the centred mid-rank of each run, in place of the running sums: the mid-rank of a run is
+    the count below it + (its count + 1) / 2, centred on the mean rank (m + 1) / 2; doubled, every
+    value is an integer (exact in float32 below 2^23 items)."""
+    running *= 2
+    running -= per_run
+    running -= m[:, None]
+    return running
+
+
+def _spread(per_run, doubled, cubes, m):
+    """sum(c t^2) over a side's runs (c their counts, t their doubled centred mid-ranks): for a side
+    without ties, (m^3 - sum(c^3)) / 3 from the sum of the cubed counts of the resample's items."""
+    if cubes is not None:
+        m = m.astype(np.float64)
+        return (m * m * m - cubes) / 3
+    return np.einsum("bk,bk,bk->b", per_run, doubled, doubled, dtype=np.float64)
+
+
+def _spearman_of(counts, pair, cubes=None):
+    """Spearman's rho of each resample (float32 counts (b, n)) from the doubled centred ranks:
+    r = sum(w rx ry) / sqrt(sum(w rx^2) sum(w ry^2)), the weighted Pearson of the ranks (their
+    weighted means are exactly the centre), the sums of exact integer products taken in float64.
+    cubes: (b,) the sum of the cubed counts of the items (given for the whole set)."""
+    Wx, cx, tx = _ranks_of(counts, pair.x)
+    _, cy, ty = _ranks_of(counts, pair.y)
+    m = tx[:, -1].copy() if tx.shape[1] else np.zeros(len(counts), dtype=counts.dtype)
+    tx, ty = _doubled(cx, tx, m), _doubled(cy, ty, m)
+    rx = tx if pair.x.starts is None else np.take(tx, pair.x.run, axis=1)
+    cross = np.einsum("bk,bk,bk->b", Wx, rx, np.take(ty, pair.y_run_in_x, axis=1), dtype=np.float64)
+    vx = _spread(cx, tx, cubes if pair.x.starts is None else None, m)
+    vy = _spread(cy, ty, cubes if pair.y.starts is None else None, m)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = cross / np.sqrt(vx * vy)
+    return np.clip(np.where((vx > 0) & (vy > 0), r, np.nan), -1.0, 1.0)
+
+
+def _strata(a):
+    """[(stratum, its items)] of a set, in stratum order; one stratum of all items without 'group'."""
+    groups = a.get("group")
+    n = len(a["gold"])
+    if groups is None:
+        return [(0, np.arange(n))]
+    return [(g, np.flatnonzero(groups == g)) for g in np.unique(groups)]
+
+
+def _spearman_fast(W, a, pooled=True):
+    """Spearman's rho, pooled or per stratum ((strata, b)), each computed once per block."""
+
+    def build():
+        if pooled:
+            pair = derived(a, "spearman.pooled", lambda a: _RankPair(a["system"], a["gold"], np.arange(len(a["gold"]))))
+            cubes = per_block(W, a, "cubes", lambda: np.einsum("bk,bk,bk->b", W, W, W))
+            return _spearman_of(counts32(W, a), pair, cubes)
+        pairs = derived(
+            a, "spearman.strata", lambda a: [_RankPair(a["system"], a["gold"], items) for _, items in _strata(a)]
+        )
+        if len(pairs) == 1:
+            return _spearman_fast(W, a, True)[None, :]
+        return np.stack([_spearman_of(counts32(W, a), pair) for pair in pairs])
+
+    return per_block(W, a, ("spearman", pooled), build)
+
+
+def _pearson_fast(W, a, pooled=True):
+    """Pearson's r, pooled or per stratum ((strata, b)), from one product of the counts with each
+    stratum's sums (both sides shifted by their mean over the set: the spread is not lost to rounding).
+    Resamples where a side is (nearly) constant are computed by the plain definition."""
+
+    def columns(a):
+        x, y = a["system"], a["gold"]
+        strata = [(0, np.arange(len(x)))] if pooled else _strata(a)
+        blocks = []
+        for _, items in strata:
+            member = np.zeros(len(x))
+            member[items] = 1.0
+            xs, ys = x - x[items].mean(), y - y[items].mean()
+            blocks.append(
+                member[:, None] * np.column_stack([np.ones(len(x)), xs, ys, xs * xs, ys * ys, xs * ys, x * x, y * y])
+            )
+        return strata, np.hstack(blocks)
+
+    def build():
+        strata, design = derived(a, ("pearson", pooled), columns)
+        sums = product(W, design).reshape(len(W), len(strata), 8).transpose(1, 0, 2)
+        m, sx, sy, sxx, syy, sxy, scale_x, scale_y = np.moveaxis(sums, 2, 0)
+        vx, vy, cov = sxx - sx * sx / m, syy - sy * sy / m, sxy - sx * sy / m
+        with np.errstate(invalid="ignore", divide="ignore"):
+            r = np.clip(cov / np.sqrt(vx * vy), -1.0, 1.0)
+        # a side (nearly) constant, or its spread lost to rounding: the plain definition decides
+        doubtful = (vx <= 1e-9 * sxx) | (vy <= 1e-9 * syy) | (vx <= 1e-20 * scale_x) | (vy <= 1e-20 * scale_y)
+        for s, rows in zip(*np.nonzero(doubtful)):
+            items = strata[s][1]
+            r[s, rows] = weighted_pearson(W[rows][None, items], a["system"][items], a["gold"][items])[0]
+        return r[0] if pooled else r
+
+    return per_block(W, a, ("pearson", pooled), build)
+
+
+def _coefficient_fast(coefficient, weighting):
+    """The fast path of a correlation pooled over all items, or averaged over the strata."""
+    fast = _spearman_fast if coefficient == "spearman" else _pearson_fast
+
+    def statistic(W, a):
+        if weighting == "pooled":
+            return fast(W, a, True)
+        values = fast(W, a, False)
+        if weighting == "mean":
+            return values.mean(0)
+        sizes = [len(items) for _, items in _strata(a)]
+        return np.average(values, axis=0, weights=sizes)
+
+    return statistic
+
+
 def experiment_counts(W, n_experiments):
     """(b, experiments) how often each of a protocol's experiments (MTEB's training draws, its
     clustering runs) is drawn in each resample: the experiments are resampled with the items, so the
-    interval of their mean holds the spread between experiments too. The stream is fixed by W (a
-    paired comparison draws the same experiments for both encoders); a row of W that is all ones (the
+    interval of their mean holds the spread between experiments too. The stream is fixed by the
+    counts (a paired comparison draws the same experiments for both encoders): each run of
+    CHUNK_CELLS // n resamples seeds its draws with its counts; a row of W that is all ones (the
     figure itself) keeps every experiment once."""
-    W = np.ascontiguousarray(W, dtype=np.float64)
-    rng = np.random.default_rng(zlib.crc32(W.tobytes()))
-    counts = rng.multinomial(n_experiments, np.full(n_experiments, 1 / n_experiments), size=len(W))
-    counts = counts.astype(np.float64)
+    W = np.asarray(W, dtype=np.float64)
+    rows = max(1, CHUNK_CELLS // max(W.shape[1], 1))
+    counts = np.empty((len(W), n_experiments))
+    for start in range(0, len(W), rows):
+        chunk = np.ascontiguousarray(W[start : start + rows])
+        rng = np.random.default_rng(zlib.crc32(chunk))
+        counts[start : start + rows] = rng.multinomial(
+            n_experiments, np.full(n_experiments, 1 / n_experiments), size=len(chunk)
+        )
     counts[np.all(W == 1, axis=1)] = 1.0
     return counts
 
@@ -148,30 +417,62 @@ def item_mean(W, a):
     return (W @ a["value"]) / W.sum(1)
 
 
+def mean_of(name):
+    """The Statistic of the mean over the resampled items of their values a[name] (e.g. each query's
+    nDCG@10); its fast path takes the means of all the set's per-item float values with one product
+    per block (a set's figures are asked for one after another on the same block)."""
+
+    def plain(W, a):
+        return (W @ a[name]) / W.sum(1)
+
+    def columns(a):
+        names = [k for k, v in a.items() if np.ndim(v) == 1 and np.asarray(v).dtype.kind == "f"]
+        return names, np.column_stack([np.asarray(a[k], dtype=np.float64) for k in names] + [np.ones(items(a))])
+
+    def fast(W, a):
+        names, design = derived(a, "means", columns)
+        if name not in names:
+            return plain(W, a)
+        sums = per_block(W, a, "means", lambda: product(W, design))
+        return sums[:, names.index(name)] / sums[:, -1]
+
+    return Statistic(plain, False, fast=fast)
+
+
 @dataclass(frozen=True)
 class Statistic:
-    """A figure computed from a prediction set: its function, whether resamples are stratified, and
-    whether its interval is centred (`centred_interval`: for a figure whose resamples are shifted from
-    it by construction, e.g. a v-measure, biased upwards on fewer distinct items)."""
+    """A figure computed from a prediction set: its function (the plain definition), whether resamples
+    are stratified, whether its interval is centred (`centred_interval`: for a figure whose resamples
+    are shifted from it by construction, e.g. a v-measure, biased upwards on fewer distinct items), and
+    its fast path (`fast`: the same values on the same resamples, to 1e-12; the engine's choice)."""
 
-    function: object
+    function: Any
     stratified: bool
     centred: bool = False
+    fast: Any = None
+
+    @property
+    def resampling(self) -> Any:
+        """What the engine computes each block with: the fast path if there is one."""
+        return self.fast or self.function
 
 
 STATISTICS = {
-    "labels": {"acc": Statistic(accuracy, True), "f1": Statistic(f1_positive, False)},
-    "scores": {
-        "pearson": Statistic(pearson, False),
-        "spearman": Statistic(spearman, False),
-        "pearson.pooled": Statistic(pearson, False),
-        "spearman.pooled": Statistic(spearman, False),
-        "pearson.mean": Statistic(_per_group(pearson, "mean"), True),
-        "spearman.mean": Statistic(_per_group(spearman, "mean"), True),
-        "pearson.wmean": Statistic(_per_group(pearson, "wmean"), True),
-        "spearman.wmean": Statistic(_per_group(spearman, "wmean"), True),
+    "labels": {
+        "acc": Statistic(accuracy, True, fast=_accuracy_fast),
+        "f1": Statistic(f1_positive, False, fast=_f1_positive_fast),
     },
-    "values": {"mean": Statistic(item_mean, False)},
+    "scores": {
+        "pearson": Statistic(pearson, False, fast=_coefficient_fast("pearson", "pooled")),
+        "spearman": Statistic(spearman, False, fast=_coefficient_fast("spearman", "pooled")),
+        "pearson.pooled": Statistic(pearson, False, fast=_coefficient_fast("pearson", "pooled")),
+        "spearman.pooled": Statistic(spearman, False, fast=_coefficient_fast("spearman", "pooled")),
+        "pearson.mean": Statistic(_per_group(pearson, "mean"), True, fast=_coefficient_fast("pearson", "mean")),
+        "spearman.mean": Statistic(_per_group(spearman, "mean"), True, fast=_coefficient_fast("spearman", "mean")),
+        "pearson.wmean": Statistic(_per_group(pearson, "wmean"), True, fast=_coefficient_fast("pearson", "wmean")),
+        "spearman.wmean": Statistic(_per_group(spearman, "wmean"), True, fast=_coefficient_fast("spearman", "wmean")),
+    },
+    "values": {"mean": mean_of("value")},
 }
 
 
@@ -181,31 +482,89 @@ def items(arrays):
 
 
 def observed(stat, arrays):
-    """The figure on the test set itself (every item once)."""
+    """The figure on the test set itself (every item once), by the statistic's plain definition."""
     return float(stat.function(np.ones((1, items(arrays))), arrays)[0])
 
 
-def _distribution(stat_list, arrays_list, counts_source, resamples, n, progress=None):
+def _blocks(rng, n, groups, resamples, parts=1):
+    """(first resample, W) blocks of the resamples' counts, each up to BLOCK_BYTES and, where they can,
+    at least `parts` of them: the same counts, drawn in the same order, as the chunks of CHUNK_CELLS
+    drawn one after another (a stratified draw takes its strata in turn within each chunk), so a
+    block is whole chunks."""
+    chunk = max(1, CHUNK_CELLS // max(n, 1))
+    budget = BLOCK_BYTES
+    if memory_limit():
+        budget = max(1 << 16, min(budget, memory_limit() // 64))
+    per = max(1, budget // (8 * max(n, 1) * chunk)) * chunk
+    per = min(per, max(chunk, resamples // (parts * chunk) * chunk))
+    for start in range(0, resamples, per):
+        size = min(per, resamples - start)
+        if groups is None:  # one call draws what the chunks' calls would, in the same order
+            W = resample_counts(rng, n, size)
+        else:
+            W = np.concatenate([resample_counts(rng, n, min(chunk, size - a), groups) for a in range(0, size, chunk)])
+        yield start, W
+
+
+PARALLEL_CELLS = 1 << 20  # resamples x items x sets from which blocks are computed side by side
+PARALLEL_BLOCKS = 4  # blocks at least, then (if the chunks allow), to share among the threads
+
+
+def _distribution(stat_list, arrays_list, rng, n, groups, resamples, progress=None):
     """Bootstrap values of each statistic in stat_list for each prediction set in arrays_list, all on
-    the same resamples (each chunk of counts drawn once): (statistics, sets, B). The chunks follow
-    the fair share of the CPU (statistics computed in torch take the CPUs other work leaves idle).
-    progress(resamples): called after each chunk with the resamples it computed."""
+    the same resamples (each block of counts drawn once): (statistics, sets, B). Blocks are drawn one
+    after another (the random stream's order) and, for enough work, computed side by side on as
+    many threads as the fair share of the CPU gives (measured between blocks; torch's operations on
+    one thread each), at most that many blocks held at once. progress(resamples): called after each
+    block with the resamples it computed (one call at a time)."""
     out = np.empty((len(stat_list), len(arrays_list), resamples))
-    size = max(1, CHUNK_CELLS // max(n, 1))
-    with threads.fair_share() as check:
-        for start in range(0, resamples, size):
-            check()
-            W = counts_source(min(size, resamples - start))
+    sets = [Prepared(arrays) for arrays in arrays_list]
+    reporting = threading.Lock()
+
+    def compute(start, W):
+        for i, arrays in enumerate(sets):
+            block = arrays.for_block()
             for s, stat in enumerate(stat_list):
-                for i, arrays in enumerate(arrays_list):
-                    out[s, i, start : start + len(W)] = stat.function(W, arrays)
-            if progress is not None:
+                out[s, i, start : start + len(W)] = stat.resampling(W, block)
+        if progress is not None:
+            with reporting:
                 progress(len(W))
+
+    if n * resamples * len(sets) < PARALLEL_CELLS:
+        with threads.fair_share() as check:
+            for start, W in _blocks(rng, n, groups, resamples):
+                check()
+                compute(start, W)
+        return out
+    with _side_by_side() as run:
+        for start, W in _blocks(rng, n, groups, resamples, PARALLEL_BLOCKS):
+            run(compute, start, W)
     return out
 
 
-def _counts_source(rng, n, groups):
-    return lambda size: resample_counts(rng, n, size, groups)
+@contextlib.contextmanager
+def _side_by_side() -> Any:
+    """run(f, *args): f(*args) on a pool of threads as large as the fair share of the CPU allows (at
+    most torch's thread count), with torch on one thread each meanwhile; the calls are waited for
+    when the block exits (their first error raised)."""
+    import torch
+
+    most = torch.get_num_threads()
+    share = threads.FairShare(most)
+    pending: list[Any] = []
+    with threads.one_thread(), ThreadPoolExecutor(max(1, most)) as pool:
+
+        def run(function, *args):
+            allowed = share.share() or most
+            while len(pending) >= allowed:
+                pending.pop(0).result()
+            pending.append(pool.submit(function, *args))
+
+        try:
+            yield run
+        finally:
+            for future in pending:
+                future.result()
 
 
 def interval(values, level=LEVEL):
@@ -240,7 +599,7 @@ def resampled(stat, arrays_list, seed, task, resamples=RESAMPLES):
     groups = strata_of(arrays_list[0], stat.stratified)
     n = items(arrays_list[0])
     rng = rng_for(seed, task, "strata" if groups is not None else "all")
-    return _distribution([stat], list(arrays_list), _counts_source(rng, n, groups), resamples, n)[0]
+    return _distribution([stat], list(arrays_list), rng, n, groups, resamples)[0]
 
 
 def bootstrap_ci(stat, arrays, seed, task, resamples=RESAMPLES, level=LEVEL):
@@ -251,18 +610,19 @@ def bootstrap_ci(stat, arrays, seed, task, resamples=RESAMPLES, level=LEVEL):
 
 def bootstrap_cis(named, arrays, seed, task, resamples=RESAMPLES, level=LEVEL, progress=None):
     """{name: bootstrap_ci(stat, ...)} for the Statistics `named` of one prediction set, each the same
-    as alone: the statistics resampled alike (stratified or not) share each chunk of resamples.
-    progress(resamples): after each chunk (once per kind of resampling: `draws(named, arrays)` of them)."""
+    as alone: the statistics resampled alike (over the strata or over all items) share each block.
+    progress(resamples): after each block (once per kind of resampling: `draws(named, arrays)` of them)."""
     n = items(arrays)
     out = {}
-    for stratified in sorted({stat.stratified for stat in named.values()}):
-        names = [name for name, stat in named.items() if stat.stratified == stratified]
-        groups = strata_of(arrays, stratified)
-        rng = rng_for(seed, task, "strata" if groups is not None else "all")
-        source = _counts_source(rng, n, groups)
-        values = _distribution([named[name] for name in names], [arrays], source, resamples, n, progress)
+    strata = {name: strata_of(arrays, stat.stratified) is not None for name, stat in named.items()}
+    for stratified in sorted(set(strata.values())):
+        names = [name for name in named if strata[name] == stratified]
+        groups = strata_of(arrays, True) if stratified else None
+        rng = rng_for(seed, task, "strata" if stratified else "all")
+        values = _distribution([named[name] for name in names], [arrays], rng, n, groups, resamples, progress)
+        whole, shared = np.ones((1, n)), Prepared(arrays)  # the figures' plain values share what they can
         for name, draws in zip(names, values[:, 0]):
-            stat, value = named[name], observed(named[name], arrays)
+            stat, value = named[name], float(named[name].function(whole, shared)[0])
             centred = getattr(stat, "centred", False)
             low, high = centred_interval(value, draws, level) if centred else interval(draws, level)
             out[name] = {"value": value, "low": low, "high": high}

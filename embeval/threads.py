@@ -237,20 +237,26 @@ class FairShare:
             return None
         return max(1, min(self.most, self.cpus - int(round(others))))
 
-    def check(self) -> None:
+    def share(self) -> int | None:
+        """The count other work leaves this process now, measured at most every CHECK_EVERY_S (the
+        last one meanwhile; None where it cannot be measured). It sets nothing."""
         now = self.clock()
         if now < self.next_check:
-            return
+            return self.counts[-1] if self.counts else None
         self.next_check = now + self.CHECK_EVERY_S
         count = self.wanted()
+        if count is not None and (not self.counts or self.counts[-1] != count):
+            self.counts.append(count)
+        return count
+
+    def check(self) -> None:
+        count = self.share()
         if count is None:
             return
         import torch
 
         if count != torch.get_num_threads():
             torch.set_num_threads(count)
-        if not self.counts or self.counts[-1] != count:
-            self.counts.append(count)
 
 
 def _no_check() -> None:

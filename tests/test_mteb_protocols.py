@@ -235,25 +235,27 @@ def test_pair_statistics_equal_the_figures_of_the_resampled_pairs(seed):
                 assert abs(value - explicit[name][metric]) <= WEIGHTED_TOLERANCE, (name, metric)
 
 
-def test_pair_statistics_counted_once_per_resamples_equal_each_alone():
-    """The figures of one score share its runs' counts on the same resamples (pair_scores._score_figures):
-    taken one after another, also alternating between two encoders' pairs on the same resamples (a
-    paired comparison), every value equals the one computed with nothing kept."""
+def test_pair_statistics_counted_once_per_block_equal_each_alone():
+    """The fast path computes each score's figures once per block of resamples (stats.per_block): taken
+    one after another, alternating between two encoders' pairs on the same resamples (a paired
+    comparison), every value equals the one computed alone on a fresh block, and the plain definition."""
     a, b, labels, _, _ = pair_data(31, n=300)
     arrays = [pair_scores.evaluate_pairs(a, b, labels)[1], pair_scores.evaluate_pairs(b, a[::-1].copy(), labels)[1]]
     W = stats.resample_counts(stats.rng_for(1, "pairs", "all"), len(labels), 50)
-    together = [[statistic.function(W, one) for one in arrays] for statistic in pair_scores.STATISTICS.values()]
+    blocks = [stats.Prepared(one).for_block() for one in arrays]
+    together = [[statistic.fast(W, block) for block in blocks] for statistic in pair_scores.STATISTICS.values()]
     for statistic, values in zip(pair_scores.STATISTICS.values(), together):
         for one, value in zip(arrays, values):
-            pair_scores._LAST.clear()
-            np.testing.assert_array_equal(statistic.function(W.copy(), one), value)
+            np.testing.assert_array_equal(statistic.fast(W.copy(), stats.Prepared(one).for_block()), value)
+            np.testing.assert_allclose(value, statistic.function(W, one), rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_resampled_pair_figures_in_torch_equal_numpys(threads):
-    """resample_figures (torch, the bootstrap's path) against best_accuracy, best_f1 and
-    average_precision (numpy, the figures' path), bit for bit: tied and distinct scores, resamples
-    without a positive or without any pair of a run, one to 300 resamples, on one and two threads."""
+def test_fast_pair_figures_equal_the_plain_ones(threads):
+    """fast_figures (the bootstrap's path: each score sorted once, thresholds read from running sums
+    of the counts) against best_accuracy, best_f1 and average_precision (the plain definition), to
+    1e-12: tied and distinct scores, resamples without a positive, with one pair drawn n times or with
+    most pairs left out, one to 300 resamples, on one and two threads."""
     import torch
 
     rng = np.random.default_rng(21)
@@ -268,10 +270,13 @@ def test_resampled_pair_figures_in_torch_equal_numpys(threads):
             W = stats.resample_counts(stats.rng_for(n, "pairs", "all"), n, b)
             W[0] = 0.0
             W[0, : max(1, n // 3)] = 1.0  # a resample that leaves most pairs out
-            got = pair_scores.resample_figures(W, runs.run, gold)
-            np.testing.assert_array_equal(got["accuracy"], pair_scores.best_accuracy(W, runs, gold)[0])
-            np.testing.assert_array_equal(got["f1"], pair_scores.best_f1(W, runs, gold)[0])
-            np.testing.assert_array_equal(got["ap"], pair_scores.average_precision(W, runs, gold))
+            W[-1] = 0.0
+            W[-1, -1] = n  # one pair, drawn n times: no threshold at all
+            derived = pair_scores._Thresholds(runs.run, gold, n)
+            got = pair_scores.fast_figures(pair_scores._float32_counts(W), derived)
+            np.testing.assert_allclose(got["accuracy"], pair_scores.best_accuracy(W, runs, gold)[0], rtol=0, atol=1e-12)
+            np.testing.assert_allclose(got["f1"], pair_scores.best_f1(W, runs, gold)[0], rtol=0, atol=1e-12)
+            np.testing.assert_allclose(got["ap"], pair_scores.average_precision(W, runs, gold), rtol=0, atol=1e-12)
     finally:
         torch.set_num_threads(before)
 
@@ -437,6 +442,36 @@ def test_kmeans_seeding_gives_scikit_learns_centers(data):
             ]
             assert np.array_equal(fits[0].cluster_centers_, fits[1].cluster_centers_), (n, d, k, batch)
             assert np.array_equal(fits[0].labels_, fits[1].labels_), (n, d, k, batch)
+
+
+@pytest.mark.parametrize("data", ["gaussian", "ties", "offset"])
+def test_labels_once_per_distinct_row_are_scikit_learns(data):
+    """kmeans_init.fit_predict (the final labels computed once per distinct drawn row, in scikit-learn's
+    chunks of 256) against scikit-learn's own fit_predict on every drawn row: the same labels, bit for
+    bit, and the same centers; few distinct rows and many, few clusters and many, MTEB's 16,384 draws
+    and fewer (the last chunk filled with copies, or none to fill)."""
+    from sklearn.cluster import MiniBatchKMeans
+
+    from embeval.evaluate import kmeans_init
+
+    rng = np.random.default_rng(13)
+    for distinct, d, k, draws in [(52, 384, 26, 16_384), (258, 64, 129, 16_384), (700, 32, 20, 4096), (300, 16, 5, 768)]:
+        if data == "ties":
+            rows = rng.integers(0, 3, size=(distinct, d)).astype(np.float32)
+        elif data == "offset":
+            rows = (300 + 0.01 * rng.standard_normal((distinct, d))).astype(np.float32)
+        else:
+            rows = rng.standard_normal((distinct, d)).astype(np.float32)
+        drawn = rng.integers(0, distinct, draws)
+
+        def model():
+            init = kmeans_init.init_for(rows)
+            return MiniBatchKMeans(n_clusters=k, batch_size=512, init=init, n_init=1, random_state=42)
+
+        theirs, ours = model(), model()
+        expected = theirs.fit_predict(rows[drawn])
+        np.testing.assert_array_equal(kmeans_init.fit_predict(ours, rows, drawn), expected)
+        np.testing.assert_array_equal(ours.cluster_centers_, theirs.cluster_centers_)
 
 
 def test_clustering_refuses_a_level_with_one_label():

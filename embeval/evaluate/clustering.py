@@ -48,8 +48,9 @@ import numpy as np
 from sklearn.cluster import MiniBatchKMeans
 from sklearn.metrics.cluster import adjusted_mutual_info_score, v_measure_score
 
+from embeval import stats
 from embeval.errors import EmbevalError
-from embeval.evaluate.kmeans_init import init_for
+from embeval.evaluate.kmeans_init import fit_predict, init_for
 from embeval.stats import Statistic, experiment_counts
 
 MTEB_VERSION = "2.26.24"
@@ -166,17 +167,27 @@ def cluster_documents(
         _refuse_one_label(f"clustering level {level}", n_clusters, task)
         if cluster_size < n_clusters:
             raise EmbevalError(f"{cluster_size} documents per experiment cannot form {n_clusters} clusters", task=task)
-        model = MiniBatchKMeans(
-            n_clusters=n_clusters, batch_size=batch_size, init=init_for(embedded), n_init=1, random_state=seed
-        )
         level_vectors = embedded[members]
+        draws = [
+            np.array(rng.choices(range(len(members)), k=cluster_size), dtype=np.int64) for _ in range(n_experiments)
+        ]
+
+        def experiment(drawn, n_clusters=n_clusters, level_vectors=level_vectors, level_gold=level_gold):
+            model = MiniBatchKMeans(
+                n_clusters=n_clusters, batch_size=batch_size, init=init_for(level_vectors), n_init=1, random_state=seed
+            )
+            assignment = fit_predict(model, level_vectors, drawn)
+            v, ami = (
+                v_measure_score(level_gold[drawn], assignment),
+                adjusted_mutual_info_score(level_gold[drawn], assignment),
+            )
+            return assignment, float(v), float(ami)
+
         for name in scores:
             scores[name][f"Level {level}"] = []
-        for _ in range(n_experiments):
-            drawn = np.array(rng.choices(range(len(members)), k=cluster_size), dtype=np.int64)
-            assignment = model.fit_predict(level_vectors[drawn])
-            scores["v_measure"][f"Level {level}"].append(float(v_measure_score(level_gold[drawn], assignment)))
-            scores["ami"][f"Level {level}"].append(float(adjusted_mutual_info_score(level_gold[drawn], assignment)))
+        for drawn, (assignment, v, ami) in zip(draws, _side_by_side(experiment, draws), strict=True):
+            scores["v_measure"][f"Level {level}"].append(v)
+            scores["ami"][f"Level {level}"].append(ami)
             count = np.zeros(len(embedded))
             np.add.at(count, members[drawn], 1.0)
             pred = np.full(len(embedded), -1, dtype=np.int64)
@@ -192,6 +203,22 @@ def cluster_documents(
         figures["v_measures" if name == "v_measure" else f"{name}_scores"] = by_level
     arrays = {"gold": np.stack(golds, axis=1), "count": np.stack(counts, axis=1), "pred": np.stack(predictions, axis=1)}
     return figures, arrays
+
+
+def _side_by_side(function, items):
+    """[function(item) for item in items], on as many threads as the fair share of the CPU gives (the
+    experiments are independent once drawn; scikit-learn's loops release the interpreter)."""
+    import torch
+
+    from embeval import threads
+
+    workers = min(len(items), threads.FairShare(torch.get_num_threads()).share() or 1)
+    if workers <= 1:
+        return [function(item) for item in items]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(function, items))
 
 
 def set_clustering(sets, *, seed: int = SEED, batch_size: int = SET_BATCH_SIZE, task: str | None = None):
@@ -287,8 +314,93 @@ def set_v_measure(W, arrays):
     return np.mean(values, axis=0)
 
 
+class _Cells:
+    """What the fast v-measure derives once for some documents (an experiment's drawn documents, or
+    a set's): the documents in the order of their cell (gold label, cluster), each with its
+    multiplicity (draw count), where each cell, class and cluster begins. A resample's counts times
+    the multiplicities, summed per cell, give the contingency table; summed per class and per
+    cluster, its margins (integers: every sum exact, in the order weighted_v_measure sums them)."""
+
+    def __init__(self, items, multiplicity, gold, pred):
+        order = np.lexsort((pred, gold))
+        self.items, self.multiplicity = items[order], multiplicity[order].astype(np.float64)
+        gold, pred = gold[order], pred[order]
+        new_cell = np.r_[True, (gold[1:] != gold[:-1]) | (pred[1:] != pred[:-1])]
+        self.cell_starts = np.flatnonzero(new_cell)
+        cell_gold, cell_pred = gold[self.cell_starts], pred[self.cell_starts]
+        self.class_starts = np.flatnonzero(np.r_[True, cell_gold[1:] != cell_gold[:-1]])
+        self.cluster_order = np.argsort(cell_pred, kind="stable")
+        by_cluster = cell_pred[self.cluster_order]
+        self.cluster_starts = np.flatnonzero(np.r_[True, by_cluster[1:] != by_cluster[:-1]])
+
+    def v_measure(self, W):
+        """weighted_v_measure of the documents with weights W x multiplicity: (b,)."""
+        weights = np.take(W, self.items, axis=1)
+        weights *= self.multiplicity
+        cells = np.add.reduceat(weights, self.cell_starts, axis=1)
+        classes = np.add.reduceat(cells, self.class_starts, axis=1)
+        clusters = np.add.reduceat(np.take(cells, self.cluster_order, axis=1), self.cluster_starts, axis=1)
+        return _v_from_sums(classes, clusters, cells)
+
+
+def _xlogx_sums(x):
+    """_xlogx(x).sum(1) of integer counts x (b, k), from a table of x log x over their values (the
+    same values, one look-up each instead of a logarithm); _xlogx itself for other values."""
+    top = float(x.max(initial=0.0))
+    whole = x.astype(np.int64) if 0 <= top < 1 << 22 else None
+    if whole is None or not np.array_equal(whole, x):
+        return _xlogx(x).sum(1)
+    return np.take(_xlogx(np.arange(int(top) + 1, dtype=np.float64)), whole).sum(1)
+
+
+def _v_from_sums(classes, clusters, cells):
+    """weighted_v_measure's figure from the contingency table's cells and margins (b, ...)."""
+    n_classes, n_found = (classes > 0).sum(1), (clusters > 0).sum(1)
+    total = classes.sum(1)
+    log_total = np.log(np.where(total > 0, total, 1))
+    sum_classes, sum_clusters = _xlogx_sums(classes), _xlogx_sums(clusters)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mutual = np.maximum((_xlogx_sums(cells) - sum_classes - sum_clusters) / total + log_total, 0.0)
+        entropy_classes = log_total - sum_classes / total
+        entropy_clusters = log_total - sum_clusters / total
+        homogeneity = np.where(n_classes > 1, mutual / entropy_classes, 1.0)
+        completeness = np.where(n_found > 1, mutual / entropy_clusters, 1.0)
+        v = 2 * homogeneity * completeness / (homogeneity + completeness)
+    return np.where(homogeneity + completeness == 0, 0.0, v)
+
+
+def _bootstrap_v_measure_fast(W, arrays):
+    def build(arrays):
+        experiments = []
+        for gold, count, pred in zip(arrays["gold"].T, arrays["count"].T, arrays["pred"].T, strict=True):
+            members = np.flatnonzero(count > 0)
+            experiments.append(_Cells(members, count[members], gold[members], pred[members]))
+        return experiments
+
+    experiments = stats.derived(arrays, "cells", build)
+    values = np.array([cells.v_measure(W) for cells in experiments])
+    drawn = stats.per_block(
+        W, arrays, ("experiments", len(experiments)), lambda: experiment_counts(W, len(experiments))
+    )
+    return (values.T * drawn).sum(1) / drawn.sum(1)
+
+
+def _set_v_measure_fast(W, arrays):
+    def build(arrays):
+        groups = arrays["group"]
+        sets = []
+        for g in np.unique(groups):
+            members = np.flatnonzero(groups == g)
+            sets.append(_Cells(members, np.ones(len(members)), arrays["gold"][members], arrays["pred"][members]))
+        return sets
+
+    return np.mean([cells.v_measure(W) for cells in stats.derived(arrays, "cells", build)], axis=0)
+
+
 # figure -> embeval.stats.Statistic (the set protocol resampled within each set)
 STATISTICS = {
-    "bootstrap.v_measure": Statistic(bootstrap_v_measure, stratified=False, centred=True),
-    "sets.v_measure": Statistic(set_v_measure, stratified=True, centred=True),
+    "bootstrap.v_measure": Statistic(
+        bootstrap_v_measure, stratified=False, centred=True, fast=_bootstrap_v_measure_fast
+    ),
+    "sets.v_measure": Statistic(set_v_measure, stratified=True, centred=True, fast=_set_v_measure_fast),
 }

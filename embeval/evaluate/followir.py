@@ -26,7 +26,7 @@ import numpy as np
 from embeval.evaluate import ir_metrics
 from embeval.evaluate import retrieval as retrieval_runs
 from embeval.formats import predictions
-from embeval.stats import Statistic
+from embeval.stats import mean_of
 
 MAIN_SCORE = "p-MRR"
 SET_KIND = "followir"  # the prediction set's kind: each changed query's p-MRR
@@ -95,8 +95,4 @@ def evaluate(ctx, role, depth, similarity, reranking):
     return results
 
 
-def _mean(W, arrays):
-    return (W @ arrays[MAIN_SCORE]) / W.sum(1)
-
-
-STATISTICS = {MAIN_SCORE: Statistic(_mean, False)}
+STATISTICS = {MAIN_SCORE: mean_of(MAIN_SCORE)}

@@ -11,6 +11,13 @@ RandomState in the same order, so the centers, and every clustering that follows
 Checked against the scikit-learn versions in VERIFIED (tests/test_mteb_clustering.py compares the
 fitted labels and centers); any other version, or rows that are not float32, get scikit-learn's own
 "k-means++".
+
+`fit_predict` is MiniBatchKMeans's fit_predict on rows drawn with replacement from fewer distinct
+rows (MTEB's clustering experiments: 16,384 draws of the embedded documents): the fit is
+scikit-learn's own, and the final labels, which scikit-learn computes for every drawn row in chunks
+of 256 rows (a matrix product per chunk, then each row's nearest center), are computed once per
+distinct row, in chunks of 256 rows too (the last one filled with copies): each row's distances are
+the same products of the same shapes, so its label is the same.
 """
 
 import math
@@ -19,14 +26,40 @@ import numpy as np
 import sklearn
 from sklearn.utils.extmath import row_norms
 
-VERIFIED = ("1.9",)  # scikit-learn major.minor versions whose k-means++ `seeding` reproduces
+VERIFIED = ("1.9",)  # scikit-learn major.minor versions whose k-means++ `seeding` and labels reproduce
+LABEL_CHUNK = 256  # the rows per matrix product of scikit-learn's labelling (sklearn.cluster._k_means_common)
+
+
+def _verified(vectors: np.ndarray) -> bool:
+    version = ".".join(sklearn.__version__.split(".")[:2])
+    return version in VERIFIED and np.asarray(vectors).dtype == np.float32
 
 
 def init_for(vectors: np.ndarray):
     """MiniBatchKMeans's `init` for these rows: `seeding` where it gives scikit-learn's centers, else
     "k-means++" itself. Pass n_init=1 with it (as MTEB's clustering does)."""
-    version = ".".join(sklearn.__version__.split(".")[:2])
-    return seeding if version in VERIFIED and np.asarray(vectors).dtype == np.float32 else "k-means++"
+    return seeding if _verified(vectors) else "k-means++"
+
+
+def fit_predict(model, vectors: np.ndarray, drawn: np.ndarray) -> np.ndarray:
+    """model.fit_predict(vectors[drawn]) (model a MiniBatchKMeans), its final labels computed once per
+    distinct row of `vectors` drawn (see the module docstring) where the version is verified."""
+    from sklearn.cluster import _k_means_common, _kmeans
+
+    rows = vectors[drawn]
+    distinct, inverse = np.unique(drawn, return_inverse=True)
+    if not _verified(rows) or _k_means_common.CHUNK_SIZE != LABEL_CHUNK or len(distinct) * 2 > len(drawn):
+        return model.fit_predict(rows)
+    model.set_params(compute_labels=False).fit(rows)
+    once = vectors[distinct]
+    fill = -len(once) % LABEL_CHUNK
+    if fill:
+        once = np.concatenate([once, np.repeat(once[-1:], fill, axis=0)])
+    centers = model.cluster_centers_
+    labels = _kmeans._labels_inertia(
+        once, np.ones(len(once), dtype=once.dtype), centers, n_threads=1, return_inertia=False
+    )
+    return labels[: len(distinct)][inverse.reshape(-1)]
 
 
 def _chunk_rows(n_x: int, n_y: int, d: int) -> int:

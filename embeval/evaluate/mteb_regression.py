@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from embeval import stats
 from embeval.stats import Statistic
 
 MTEB_VERSION = "2.26.24"
@@ -202,4 +203,63 @@ PER_COLUMN = {
     "rmse": lambda W, g, p: np.sqrt(_mse(W, g, p)),
     "r2": _r2,
 }
-STATISTICS = {name: Statistic(_over_experiments(name, function), False) for name, function in PER_COLUMN.items()}
+
+
+def _moments(W, arrays):
+    """(distinct columns, their counts, {figure: (b, columns)}) of mae, mse, rmse and r2 from one product
+    per block: each column's weighted sums of squared and absolute errors, and the gold values' sums
+    (shifted by their mean: the spread is not lost to rounding)."""
+
+    def columns(arrays):
+        gold = np.asarray(arrays["gold"], dtype=np.float64)
+        distinct, counts = _columns(np.asarray(arrays["pred"]))
+        shifted = gold - gold.mean()
+        errors = [gold - column.astype(np.float64) for column in distinct]
+        design = np.column_stack(
+            [np.ones(len(gold)), shifted, shifted * shifted] + [e * e for e in errors] + [np.abs(e) for e in errors]
+        )
+        return distinct, counts, design
+
+    distinct, counts, design = stats.derived(arrays, "moments", columns)
+
+    def build():
+        sums = stats.product(W, design)
+        total, first, second = sums[:, 0], sums[:, 1], sums[:, 2]
+        k = len(distinct)
+        squared, absolute = sums[:, 3 : 3 + k], sums[:, 3 + k :]
+        spread = second - first * first / total
+        mse = squared / total[:, None]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            r2 = np.where(spread[:, None] > 0, 1 - squared / np.where(spread > 0, spread, 1)[:, None], np.nan)
+        doubtful = np.flatnonzero(spread <= 1e-9 * second)  # (nearly) constant gold values: the plain definition
+        if len(doubtful):
+            gold = np.asarray(arrays["gold"], dtype=np.float64)
+            for c, column in enumerate(distinct):
+                r2[doubtful, c] = _r2(W[doubtful], gold, column.astype(np.float64))
+        return {"mse": mse, "mae": absolute / total[:, None], "rmse": np.sqrt(mse), "r2": r2}
+
+    return distinct, counts, stats.per_block(W, arrays, "moments", build)
+
+
+def _moments_fast(name):
+    """The fast path of mae, mse, rmse and r2 (kendalltau has none: its plain definition is used)."""
+
+    def statistic(W, arrays):
+        distinct, counts, values = _moments(W, arrays)
+        values = values[name].T.copy()
+        whole = np.all(W == 1, axis=1)
+        if whole.any():
+            gold = np.asarray(arrays["gold"], dtype=np.float64).tolist()
+            for c, column in enumerate(distinct):
+                values[c, whole] = experiment_figures(gold, column)[name]
+        return np.average(values, axis=0, weights=counts)
+
+    return statistic
+
+
+STATISTICS = {
+    name: Statistic(
+        _over_experiments(name, function), False, fast=None if name == "kendalltau" else _moments_fast(name)
+    )
+    for name, function in PER_COLUMN.items()
+}

@@ -30,7 +30,8 @@ What mteb does (AbsTaskPairClassification, PairClassificationEvaluator), on labe
 
 Bootstrap: `STATISTICS` holds each figure as f(W, arrays) -> (b,) over pairs resampled with counts W
 (embeval.stats); a threshold is re-chosen in every resample, as the figure defines it. A resample
-without a positive pair has AP 0, as scikit-learn gives.
+without a positive pair has AP 0, as scikit-learn gives. The fast path (`fast_figures`) sorts each
+score once and reads every resample's thresholds from running sums of its counts in that order.
 """
 
 import numpy as np
@@ -219,76 +220,196 @@ def _labels(labels):
 # Weighted statistics: W (b, n) counts of the pairs, arrays from evaluate_pairs -> (b,) values.
 
 
-_LAST: dict[str, tuple] = {}  # score -> (W, its runs, gold, its figures) of the last W it was scored on
+def resampled_figures(W, arrays, name):
+    """{"accuracy", "f1", "ap"}: (b,) the figures of score `name` on resamples W, by their plain
+    definition (best_accuracy, best_f1, average_precision on the runs' counts); taken once for the
+    figures asking for them on the same W where the engine hands the arrays (stats.per_block)."""
+    from embeval import stats
+
+    def build():
+        runs, gold = Runs(arrays[f"{name}.run"]), arrays["gold"]
+        shared = counted(W, runs, gold)
+        return {
+            "accuracy": best_accuracy(W, runs, gold, shared)[0],
+            "f1": best_f1(W, runs, gold, shared)[0],
+            "ap": average_precision(W, runs, gold, shared),
+        }
+
+    return stats.per_block(W, arrays, ("plain pair figures", name), build)
 
 
-def _score_figures(W, arrays, name):
-    """{"accuracy", "f1", "ap"}: (b,) the figures of one score on resamples W (resample_figures), kept
-    for the next statistic asking for them on the same W (each score's figures are asked for alone
-    and again by the max_* figures)."""
-    run, gold = arrays[f"{name}.run"], arrays["gold"]
-    held = _LAST.get(name)
-    if held is not None and held[0] is W and held[1] is run and held[2] is gold:
-        return held[3]
-    figures = resample_figures(W, run, gold)
-    _LAST[name] = (W, run, gold, figures)  # the references keep the ids from being reused
-    return figures
+class _Thresholds:
+    """What the fast path derives once from a score's runs (most similar first) and the labels.
+
+    Only the runs holding a positive pair (`positive runs`) change the true positives, and only those
+    holding a negative one change the false positives; the counts of each are summed per run, and
+    the running sums of the two are read where they are needed: AP at every positive run, the
+    accuracy and F1 thresholds at the cuts followed by a run holding a negative pair (moving a cut
+    over runs of positives only never lowers either figure) and at each resample's last cut."""
+
+    def __init__(self, run, gold, n):
+        import torch
+
+        run, gold = np.asarray(run, dtype=np.int64), np.asarray(gold)
+        order = np.argsort(run, kind="stable")
+        positive = gold[order] == 1
+        runs = int(run.max()) + 1 if len(run) else 0
+        has_positive, has_negative = np.zeros(runs, dtype=bool), np.zeros(runs, dtype=bool)
+        has_positive[run[order][positive]] = True
+        has_negative[run[order][~positive]] = True
+        positive_runs, negative_runs = np.flatnonzero(has_positive), np.flatnonzero(has_negative)
+        self.sizes = len(positive_runs), len(negative_runs)
+        self.tied = runs < len(run)
+        tensor = torch.from_numpy
+        # the items of each kind in order, after the counts' column n (always 0): summed, the counts'
+        # running sums start at 0 (index j: the sum over the first j runs of the kind)
+        self.items = tuple(tensor(np.r_[n, order[mask]]) for mask in (positive, ~positive))
+        self.run_of_item = tuple(
+            tensor(1 + np.searchsorted(ids, run[order][mask]))
+            for ids, mask in ((positive_runs, positive), (negative_runs, ~positive))
+        )
+        self.fp_at_positive = tensor(np.searchsorted(negative_runs, positive_runs, side="right"))
+        cuts = np.flatnonzero(has_negative[1:])  # cut after run r, run r + 1 holding a negative pair
+        self.tp_at_cut = tensor(np.searchsorted(positive_runs, cuts, side="right"))
+        self.fp_at_cut = tensor(np.searchsorted(negative_runs, cuts, side="right"))
+        self.run_ids = tensor(positive_runs), tensor(negative_runs)
 
 
-def resample_figures(W, run, gold):
-    """{"accuracy", "f1", "ap"}: (b,) best_accuracy's, best_f1's and average_precision's figures of
-    the runs `run` (Runs.run) with labels `gold` on resample counts W, computed together from one
-    counting, in torch (on the run's threads), with the same values: counts and their cumulative sums are
-    integers (exact in any order), every other step is the same elementwise operation or first
-    maximum, and AP's one sum of fractions is numpy's, as average_precision takes it."""
-    W = np.ascontiguousarray(W, dtype=np.float64)
-    b, size = len(W), int(run.max()) + 1
-    cell = torch.from_numpy(2 * np.asarray(run, dtype=np.int64) + np.asarray(gold).astype(np.int64))
-    both = torch.zeros((b, 2 * size), dtype=torch.float64).index_add_(1, cell, torch.from_numpy(W))
-    positives, negatives = both[:, 1::2].contiguous(), both[:, 0::2].contiguous()
-    present = (positives + negatives) > 0
-    last = size - 1 - torch.argmax(present.flip(1).to(torch.uint8), dim=1)
-    allowed = present & (torch.arange(size) < last[:, None])
-    tp, fp = torch.cumsum(positives, dim=1), torch.cumsum(negatives, dim=1)
-    wanted, unwanted = positives.sum(1, keepdim=True), negatives.sum(1, keepdim=True)
+TAIL = 32  # runs of a kind searched from the end for a resample's last present one (then all of them)
+
+
+def _running(torch, counts, items, run_of_item, size, tied):
+    """((b, size + 1) the counts of one kind's items summed per run, from a leading 0, (b, size + 1)
+    their running sums)."""
+    picked = counts.index_select(1, items)
+    if tied:
+        picked = torch.zeros((len(counts), size + 1), dtype=counts.dtype).index_add_(1, run_of_item, picked[:, 1:])
+    return picked, picked.cumsum(1)
+
+
+def _last_present(torch, running, run_ids):
+    """((b,) the run, among all runs, of the last run of this kind with a count in each resample (-1:
+    none), (b,) that run's count): from the running sums (b, runs + 1), searched at the end first."""
+    b, width = running.shape
+    total = running[:, -1:]
+    if width == 1:
+        return torch.full((b,), -1, dtype=torch.int64), torch.zeros(b, dtype=running.dtype)
+    start = max(0, width - 1 - TAIL)
+    reached = (running[:, start:] < total).sum(1) + start  # the first index whose sum is the total
+    if start > 0:
+        missed = running[:, start] >= total[:, 0]  # reached at or before the tail: count over all
+        if bool(missed.any()):
+            reached[missed] = (running[missed] < total[missed]).sum(1)
+    found = total[:, 0] > 0
+    reached = reached.clamp(1, width - 1)
+    rows = torch.arange(b)
+    count = running[rows, reached] - running[rows, reached - 1]
+    return torch.where(found, run_ids[reached - 1], -1), torch.where(found, count, 0.0)
+
+
+def _best_cuts(torch, cut_tp, cut_fp, taken, wanted, total):
+    """((b,) the fewest errors fp - tp, (b,) the best F1 2 tp / (P + tp + fp)) over the allowed cuts
+    (0 < taken < total; inf and 0 where none). taken only grows along the cuts, so the cuts no
+    resample leaves out form one middle stretch, taken without a mask; only the few cuts before it
+    and after it are masked."""
+    b, width = taken.shape
+    if width == 0:
+        return np.full(b, np.inf), np.zeros(b)
+    first = torch.searchsorted(taken, torch.zeros((b, 1), dtype=taken.dtype), right=True)  # taking none before
+    end = torch.searchsorted(taken, total)  # taking all from here
+    low, high = int(first.max()), int(end.min())
+    wrong = cut_fp - cut_tp
+    with np.errstate(invalid="ignore", divide="ignore"):
+        f1 = np.divide(cut_tp.numpy(), (taken + wanted).numpy(), dtype=np.float64)
+    if low >= high:  # no stretch common to every resample: all masked
+        low = high = 0
+    errors = wrong[:, low:high].amin(1).numpy().astype(np.float64) if high > low else np.full(b, np.inf)
+    best = f1[:, low:high].max(1, initial=0.0)
+    for edge in (slice(0, low), slice(high, width)):  # the masked cuts
+        index = torch.arange(width)[edge]
+        if len(index) == 0:
+            continue
+        allowed = (index >= first) & (index < end)
+        errors = np.minimum(errors, torch.where(allowed, wrong[:, edge], torch.inf).amin(1).numpy())
+        best = np.maximum(best, np.where(allowed.numpy(), f1[:, edge], 0.0).max(1))
+    return errors, 2 * np.where(np.isfinite(best), best, 0.0)
+
+
+def fast_figures(counts, derived):
+    """{"accuracy", "f1", "ap"}: (b,) numpy, the figures of resampled_figures from float32 counts
+    (b, n + 1, the last column 0) in torch and a score's _Thresholds, the same values to rounding:
+    counts and running sums are integers (exact in float32 below 2^24 pairs), ratios are float64."""
+    import torch
+
+    d = derived
+    positives, tp = _running(torch, counts, d.items[0], d.run_of_item[0], d.sizes[0], d.tied)  # (b, runs + 1)
+    negatives, fp = _running(torch, counts, d.items[1], d.run_of_item[1], d.sizes[1], d.tied)
+    wanted, unwanted = tp[:, -1].numpy().astype(np.float64), fp[:, -1].numpy().astype(np.float64)
     total = wanted + unwanted
-    accuracy = (tp + (unwanted - fp)) / torch.where(total > 0, total, 1.0)
-    precision = tp / (tp + fp)
-    recall = tp / wanted
-    f1 = 2 * precision * recall / (precision + recall)
-    figures = {
-        "accuracy": _first_best_torch(accuracy, allowed),
-        "f1": _first_best_torch(f1, allowed & (tp > 0)),
-    }
-    taken = tp + fp
-    fraction = torch.where(taken > 0, tp / torch.where(taken > 0, taken, 1.0), 0.0)
-    total_positive = tp[:, -1].numpy()
-    share = (positives * fraction).numpy()
-    figures["ap"] = share.sum(1) / np.where(total_positive > 0, total_positive, 1)
-    return figures
+    # AP: each positive run's positives x the precision there (the products are exact integers)
+    tp_run = tp[:, 1:]
+    taken = fp.index_select(1, d.fp_at_positive).add_(tp_run).clamp_min_(1.0)  # 0 only where nothing gained
+    gained = positives[:, 1:].mul(tp_run)
+    precision_sum = np.divide(gained.numpy(), taken.numpy(), dtype=np.float64).sum(1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ap = np.where(wanted > 0, precision_sum / np.where(wanted > 0, wanted, 1.0), 0.0)
+    # the cuts followed by a run holding a negative pair (allowed: taking some pairs, not all)
+    cut_tp, cut_fp = tp.index_select(1, d.tp_at_cut), fp.index_select(1, d.fp_at_cut)
+    taken = cut_tp + cut_fp
+    errors, f1 = _best_cuts(torch, cut_tp, cut_fp, taken, tp[:, -1:], tp[:, -1:] + fp[:, -1:])
+    # each resample's last cut, before the last run holding a pair (allowed where it takes some)
+    last_positive, positive_count = _last_present(torch, tp, d.run_ids[0])
+    last_negative, negative_count = _last_present(torch, fp, d.run_ids[1])
+    last = torch.maximum(last_positive, last_negative)
+    last_tp = wanted - torch.where(last_positive == last, positive_count, 0.0).numpy()
+    last_fp = unwanted - torch.where(last_negative == last, negative_count, 0.0).numpy()
+    last_taken = last_tp + last_fp
+    last_ok = last_taken > 0
+    errors = np.where(last_ok, np.minimum(errors, last_fp - last_tp), errors)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        f1 = np.maximum(f1, np.where(last_ok & (last_tp > 0), 2 * last_tp / (wanted + last_taken), 0.0))
+        accuracy = (unwanted - errors) / np.where(total > 0, total, 1.0)
+    accuracy = np.where(np.isfinite(accuracy) & (accuracy > 0.0), accuracy, 0.0)
+    return {"accuracy": accuracy, "f1": np.where(f1 > 0.0, f1, 0.0), "ap": ap}
 
 
-def _first_best_torch(values, allowed):
-    """_first_best(values, allowed, 0.0)'s best values, in torch (argmax: the first maximum)."""
-    masked = torch.where(allowed, values, -torch.inf)
-    best = masked.gather(1, torch.argmax(masked, dim=1, keepdim=True))[:, 0]
-    return torch.where(best > 0.0, best, 0.0).numpy()
+def _figures_fast(W, arrays, name):
+    """resampled_figures' values by the fast path, computed once per block of resamples."""
+    from embeval import stats
+
+    def build():
+        counts = stats.per_block(W, arrays, "counts32", lambda: _float32_counts(W))
+        n = W.shape[1]
+        derived = stats.derived(arrays, ("thresholds", name), lambda a: _Thresholds(a[f"{name}.run"], a["gold"], n))
+        return fast_figures(counts, derived)
+
+    return stats.per_block(W, arrays, ("pair figures", name), build)
 
 
-def _per_score(metric):
-    def statistic(W, arrays, name):
-        return _score_figures(W, arrays, name)[metric]
+def _float32_counts(W):
+    """The block's counts as a float32 tensor (b, n + 1) with a last column of zeros (float64 for
+    2^24 pairs or more, beyond float32's exact integers)."""
+    import torch
 
-    return statistic
+    dtype = np.float32 if W.shape[1] < 1 << 24 else np.float64
+    out = np.zeros((len(W), W.shape[1] + 1), dtype=dtype)
+    out[:, :-1] = W
+    return torch.from_numpy(out)
 
 
 def _one(metric, name):
-    return Statistic(lambda W, arrays: _per_score(metric)(W, arrays, name), stratified=False)
+    return Statistic(
+        lambda W, arrays: resampled_figures(W, arrays, name)[metric],
+        stratified=False,
+        fast=lambda W, arrays: _figures_fast(W, arrays, name)[metric],
+    )
 
 
 def _max(metric):
     return Statistic(
-        lambda W, arrays: np.max([_per_score(metric)(W, arrays, name) for name in SCORES], axis=0), stratified=False
+        lambda W, arrays: np.max([resampled_figures(W, arrays, name)[metric] for name in SCORES], axis=0),
+        stratified=False,
+        fast=lambda W, arrays: np.max([_figures_fast(W, arrays, name)[metric] for name in SCORES], axis=0),
     )
 
 

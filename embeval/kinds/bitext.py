@@ -55,7 +55,14 @@ def _weighted(name: str) -> Statistic:
 
         return bitext.weighted_figures(W, arrays["gold"], arrays["pred"])[name]
 
-    return Statistic(figure, False, centred=True)
+    def fast(W: Any, arrays: Any) -> Any:
+        from embeval import stats
+        from embeval.evaluate import bitext
+
+        derived = stats.derived(arrays, "classes", lambda a: bitext.Classes(a["gold"], a["pred"]))
+        return stats.per_block(W, arrays, "figures", lambda: bitext.fast_weighted_figures(W, derived))[name]
+
+    return Statistic(figure, False, centred=True, fast=fast)
 
 
 def _parallel(name: str) -> Statistic:

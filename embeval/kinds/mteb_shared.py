@@ -22,13 +22,20 @@ MTEB_VERSION = "2.26.24"  # the mteb whose evaluators the figures equal (embeval
 
 
 def lazy_statistic(module: str, name: str, stratified: bool, centred: bool = False) -> Statistic:
-    """The Statistic `name` of `module`'s STATISTICS, its module imported on first use (the protocol
-    modules import scikit-learn; a kind module must stay light to import)."""
+    """The Statistic `name` of `module`'s STATISTICS (its plain definition and its fast path), its
+    module imported on first use (the protocol modules import scikit-learn; a kind module must stay
+    light to import)."""
+
+    def own() -> Statistic:
+        return importlib.import_module(module).STATISTICS[name]  # type: ignore[no-any-return]
 
     def function(W: Any, arrays: Any) -> Any:
-        return importlib.import_module(module).STATISTICS[name].function(W, arrays)
+        return own().function(W, arrays)
 
-    return Statistic(function, stratified, centred)
+    def fast(W: Any, arrays: Any) -> Any:
+        return own().resampling(W, arrays)
+
+    return Statistic(function, stratified, centred, fast)
 
 
 def fractions_line(

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from embeval.stats import Statistic
+from embeval.stats import mean_of
 from embeval.tasks.declaration import Declaration
 from embeval.tasks.figures import Column, Figure, lookup
 from embeval.tasks.kind import Kind, Line, ci_text, pct
@@ -54,13 +54,6 @@ def figure(name: str) -> Figure:
 
 
 FIGURES = {f"{family}_at_{k}": figure(f"{family}_at_{k}") for family, _ in FAMILIES for k in CUTOFFS}
-
-
-def _query_mean(name: str) -> Any:
-    def mean(W: Any, a: Mapping[str, Any]) -> Any:
-        return (W @ a[name]) / W.sum(1)
-
-    return mean
 
 
 @dataclass(frozen=True)
@@ -111,7 +104,7 @@ class Retrieval(Kind):
     mteb_type = "Retrieval"  # MTEB's task type of its tasks (benchmark means per type)
     summary = "queries, a corpus and graded judgments (BEIR's files); exact search, MTEB's figures"
     formats = ("beir",)
-    statistics = {SET_KIND: {name: Statistic(_query_mean(name), False) for name in FIGURES}}
+    statistics = {SET_KIND: {name: mean_of(name) for name in FIGURES}}
     main = "ndcg_at_10"
     reranking = False
     streamed = (DOCUMENT,)  # searched block by block (retrieval), or its candidates' rows read (reranking)

@@ -30,7 +30,7 @@ import numpy as np
 
 from embeval.kinds.mteb_shared import figures_of, fractions_line, headline_column
 from embeval.kinds.mteb_shared import score_fields as mteb_fields
-from embeval.stats import Statistic
+from embeval.stats import Statistic, mean_of
 from embeval.tasks.declaration import Declaration
 from embeval.tasks.figures import Column, Figure
 from embeval.tasks.kind import TEXT, Kind, Line
@@ -51,7 +51,7 @@ MTEB_KEYS = ("pearson", "spearman", "cosine_spearman", "cosine_pearson", "dot_sp
 
 def _mean_of(name: str) -> Statistic:
     """The mean over the resampled texts of their value of figure `name`."""
-    return Statistic(lambda W, arrays: (W @ arrays[name]) / W.sum(1), False)
+    return mean_of(name)
 
 
 @dataclass

@@ -1,0 +1,216 @@
+"""The bootstrap's fast paths against the plain definitions, on the same seeded resamples.
+
+Every statistic with a fast path (embeval.stats.Statistic.fast: sorted once, counts read as
+multiplicities, shared within a block of resamples) must give the values of its plain definition
+(Statistic.function, kept as the reference) to 1e-12, NaN where it is NaN, on tie-heavy data and on
+degenerate resamples; and the engine's blocks must hold the same resamples as drawing chunk after
+chunk of CHUNK_CELLS (the resamples of earlier versions, and of `compare`)."""
+
+import numpy as np
+import pytest
+
+from embeval import stats
+from embeval.evaluate import bitext, clustering, mteb_classification, mteb_multilabel, mteb_regression, pair_scores
+from embeval.tasks.catalog import statistic as catalog_statistic
+
+TOLERANCE = 1e-12
+
+
+def plain(stat):
+    """The statistic without its fast path: the engine computes its plain definition."""
+    return stats.Statistic(stat.function, stat.stratified, stat.centred)
+
+
+def assert_same(fast, reference, what):
+    assert np.array_equal(np.isnan(fast), np.isnan(reference)), what
+    finite = np.isfinite(reference)
+    np.testing.assert_allclose(fast[finite], reference[finite], rtol=0, atol=TOLERANCE, err_msg=str(what))
+
+
+def degenerate(W, n):
+    """Resamples that draw one item n times, and every item once (the figure itself)."""
+    W = W.copy()
+    W[0] = 0.0
+    W[0, n // 2] = n
+    W[1] = 1.0
+    return W
+
+
+def check(named, arrays, resamples=60, task="fast", seeds=(0, 1)):
+    """Each statistic's fast path equals its plain one: on the engine's resamples (values and interval)
+    and on a block with degenerate resamples."""
+    n = stats.items(arrays)
+    for name, stat in named.items():
+        assert stat.fast is not None, name
+        for seed in seeds:
+            fast = stats.resampled(stat, [arrays], seed, task, resamples)[0]
+            reference = stats.resampled(plain(stat), [arrays], seed, task, resamples)[0]
+            assert_same(fast, reference, (name, seed))
+            ci = stats.bootstrap_ci(stat, arrays, seed, task, resamples)
+            expected = stats.bootstrap_ci(plain(stat), arrays, seed, task, resamples)
+            assert_same(
+                np.array([ci["value"], ci["low"], ci["high"]]),
+                np.array([expected[k] for k in ("value", "low", "high")]),
+                name,
+            )
+        groups = stats.strata_of(arrays, stat.stratified)
+        W = degenerate(stats.resample_counts(stats.rng_for(9, task, "x"), n, 12, groups), n) if groups is None else None
+        if W is not None:
+            with np.errstate(all="ignore"):
+                assert_same(stat.fast(W, stats.Prepared(arrays).for_block()), stat.function(W, arrays), (name, "W"))
+
+
+# The engine.
+
+
+@pytest.mark.parametrize("n, groups", [(5, None), (3000, None), (3000, 3), (70_000, 2)])
+def test_blocks_hold_the_resamples_of_chunk_after_chunk(n, groups):
+    """The counts the engine hands the statistics, block by block, are those of CHUNK_CELLS chunks
+    drawn one after another (strata in turn within each chunk): earlier versions' resamples."""
+    strata = None if groups is None else np.random.default_rng(0).integers(0, groups, n)
+    resamples = 3 * max(1, stats.CHUNK_CELLS // n) + 5
+    chunk = max(1, stats.CHUNK_CELLS // n)
+    rng = stats.rng_for(4, "T", "all")
+    chunks = [stats.resample_counts(rng, n, min(chunk, resamples - s), strata) for s in range(0, resamples, chunk)]
+    for parts in (1, 4):
+        blocks = [W for _, W in stats._blocks(stats.rng_for(4, "T", "all"), n, strata, resamples, parts)]
+        np.testing.assert_array_equal(np.concatenate(blocks), np.concatenate(chunks))
+        assert all(len(W) % chunk == 0 for W in blocks[:-1])  # whole chunks: experiment_counts' seeding holds
+        assert len(blocks) >= min(parts, -(-resamples // chunk))
+
+
+def test_experiment_draws_of_a_block_are_those_of_its_chunks():
+    n = 5000
+    chunk = stats.CHUNK_CELLS // n
+    W = stats.resample_counts(stats.rng_for(1, "T", "all"), n, 3 * chunk + 4)
+    together = stats.experiment_counts(W, 10)
+    alone = np.concatenate([stats.experiment_counts(W[s : s + chunk], 10) for s in range(0, len(W), chunk)])
+    np.testing.assert_array_equal(together, alone)
+
+
+def test_blocks_computed_side_by_side_equal_one_after_another(monkeypatch):
+    rng = np.random.default_rng(3)
+    n = 2000
+    arrays = {"gold": np.round(rng.uniform(0, 5, n), 0), "system": np.round(rng.normal(size=n), 1)}
+    stat = stats.STATISTICS["scores"]["spearman"]
+    alone = stats.resampled(stat, [arrays], 0, "T", 300)
+    monkeypatch.setattr(stats, "PARALLEL_CELLS", 0)
+    monkeypatch.setattr(stats, "BLOCK_BYTES", 8 * n * 200)  # several blocks
+    np.testing.assert_array_equal(stats.resampled(stat, [arrays], 0, "T", 300), alone)
+
+
+def test_a_set_of_one_stratum_is_resampled_as_a_whole():
+    """One stratum: its mean over strata is its pooled figure, on the same resamples (the same interval)."""
+    rng = np.random.default_rng(2)
+    n = 400
+    arrays = {"gold": rng.uniform(0, 5, n), "system": rng.normal(size=n), "group": np.zeros(n, dtype=np.int64)}
+    cis = stats.bootstrap_cis(
+        {name: stats.STATISTICS["scores"][name] for name in ("spearman.pooled", "spearman.mean", "spearman.wmean")},
+        arrays,
+        seed=1,
+        task="STS",
+        resamples=200,
+    )
+    assert cis["spearman.pooled"] == cis["spearman.mean"] == cis["spearman.wmean"]
+
+
+# Every statistic with a fast path, on tie-heavy data.
+
+
+@pytest.mark.parametrize("n, groups", [(1, 1), (2, 1), (7, 2), (300, 1), (300, 3), (3000, 4)])
+def test_scores_and_labels(n, groups):
+    rng = np.random.default_rng(n + groups)
+    group = np.sort(rng.integers(0, groups, n))
+    scores = {"gold": np.round(rng.uniform(0, 5, n), 0), "system": np.round(rng.normal(size=n), 1), "group": group}
+    ungrouped = {k: v for k, v in scores.items() if k != "group"}
+    check({name: stat for name, stat in stats.STATISTICS["scores"].items() if "." in name}, scores)
+    check({name: stats.STATISTICS["scores"][name] for name in ("spearman", "pearson")}, ungrouped)
+    labels = {"gold": rng.integers(0, 2, n), "pred": rng.integers(0, 2, n), "group": group}
+    check(stats.STATISTICS["labels"], labels)
+    check({"mean": stats.STATISTICS["values"]["mean"]}, {"value": np.round(rng.uniform(0, 1, n), 1)})
+
+
+@pytest.mark.parametrize("n, distinct", [(1, 1), (6, 2), (200, 5), (200, 200), (2500, 40)])
+def test_pair_classification(n, distinct):
+    rng = np.random.default_rng(n + distinct)
+    scores = {name: rng.integers(0, distinct, n).astype(np.float64) for name in pair_scores.SCORES}
+    gold = (rng.random(n) < rng.uniform(0.05, 0.95)).astype(np.int64)
+    check(pair_scores.STATISTICS, pair_scores.pair_arrays(scores, gold), seeds=(0,))
+
+
+@pytest.mark.parametrize("folds", [False, True])
+def test_mteb_classification(folds):
+    rng = np.random.default_rng(5)
+    n = 600
+    if folds:
+        arrays = {"gold": rng.integers(0, 4, n), "pred": rng.integers(0, 4, (n, 1)), "group": rng.integers(0, 5, n)}
+    else:
+        arrays = {"gold": rng.integers(0, 3, n), "pred": rng.integers(0, 3, (n, 10))}
+    check(mteb_classification.STATISTICS, arrays, resamples=3 * (stats.CHUNK_CELLS // n) + 7, seeds=(0,))
+
+
+def test_clustering():
+    rng = np.random.default_rng(6)
+    k, experiments = 120, 4
+    gold = np.repeat(rng.integers(0, 5, (k, 1)), experiments, axis=1)
+    gold[:5, 1] = -1  # documents without a label at that level
+    count = np.where(gold >= 0, rng.poisson(1.5, (k, experiments)), 0).astype(np.float64)
+    pred = np.where(count > 0, rng.integers(0, 5, (k, experiments)), -1)
+    check({"v": clustering.STATISTICS["bootstrap.v_measure"]}, {"gold": gold, "count": count, "pred": pred}, seeds=(0,))
+    n = 300
+    sets = {"gold": rng.integers(0, 4, n), "pred": rng.integers(0, 4, n), "group": np.sort(rng.integers(0, 3, n))}
+    check({"v": clustering.STATISTICS["sets.v_measure"]}, sets, seeds=(0,))
+
+
+def test_bitext_multilabel_regression_and_means():
+    rng = np.random.default_rng(7)
+    n = 400
+    gold = np.arange(n)
+    mined = {"gold": gold, "pred": np.where(rng.random(n) < 0.6, gold, rng.integers(0, 40, n))}
+    check(catalog_statistic_set("mteb-bitext"), mined, seeds=(0,))
+    assert bitext.Classes(mined["gold"], mined["pred"]).classes > 0
+    multilabel = {
+        "gold": (rng.random((n, 5)) < 0.3).astype(np.int8),
+        "pred": (rng.random((n, 5, 4)) < 0.3).astype(np.int8),
+    }
+    check(mteb_multilabel.STATISTICS, multilabel, seeds=(0,))
+    values = np.round(rng.normal(10, 2, n), 0).astype(np.float32)
+    predictions = np.round(rng.normal(10, 2, (n, 3)), 1).astype(np.float32)
+    predictions[:, 2] = predictions[:, 0]  # two equal experiments
+    regression = {"gold": values, "pred": predictions}
+    check({k: v for k, v in mteb_regression.STATISTICS.items() if v.fast is not None}, regression, seeds=(0,))
+    per_query = {f"f{i}": np.round(rng.uniform(0, 1, n), 1) for i in range(3)}
+    check({name: stats.mean_of(name) for name in per_query}, per_query, seeds=(0,))
+    ranks = {
+        "i2t": rng.integers(0, 12, n),
+        "t2i": rng.integers(0, 12, (n, 5)),
+        "group": np.repeat(np.arange(4), n // 4),
+    }
+    check(catalog_statistic_set("ranks"), ranks, seeds=(0,))
+
+
+def catalog_statistic_set(set_kind):
+    from embeval.tasks import catalog
+
+    for name in catalog.KINDS:
+        own = catalog.kind(name).statistics
+        if set_kind in own:
+            return own[set_kind]
+    raise KeyError(set_kind)
+
+
+def test_every_kind_statistic_has_a_fast_path_or_says_why_not():
+    """Every statistic a kind registers resamples by a fast path, except Kendall's tau (regression):
+    its plain definition already sorts each resample in O(n log n)."""
+    from embeval.tasks import catalog
+
+    missing = []
+    for name in catalog.KINDS:
+        for set_kind, figures in catalog.kind(name).statistics.items():
+            for figure, stat in figures.items():
+                if stat.resampling is stat.function and figure != "kendalltau":
+                    missing.append((name, set_kind, figure))
+    for set_kind, figures in stats.STATISTICS.items():
+        missing += [("stats", set_kind, f) for f, s in figures.items() if s.fast is None]
+    assert catalog_statistic("scores", "spearman.pooled").fast is not None
+    assert missing == []
