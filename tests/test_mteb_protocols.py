@@ -455,7 +455,8 @@ def test_labels_once_per_distinct_row_are_scikit_learns(data):
     from embeval.evaluate import kmeans_init
 
     rng = np.random.default_rng(13)
-    for distinct, d, k, draws in [(52, 384, 26, 16_384), (258, 64, 129, 16_384), (700, 32, 20, 4096), (300, 16, 5, 768)]:
+    shapes = [(52, 384, 26, 16_384), (258, 64, 129, 16_384), (700, 32, 20, 4096), (300, 16, 5, 768)]
+    for distinct, d, k, draws in shapes:
         if data == "ties":
             rows = rng.integers(0, 3, size=(distinct, d)).astype(np.float32)
         elif data == "offset":
@@ -464,7 +465,7 @@ def test_labels_once_per_distinct_row_are_scikit_learns(data):
             rows = rng.standard_normal((distinct, d)).astype(np.float32)
         drawn = rng.integers(0, distinct, draws)
 
-        def model():
+        def model(rows=rows, k=k):
             init = kmeans_init.init_for(rows)
             return MiniBatchKMeans(n_clusters=k, batch_size=512, init=init, n_init=1, random_state=42)
 
