@@ -115,6 +115,20 @@ def test_export_sentences_into_the_task_files_folder_never_writes_over_its_data(
     assert state(work) == before
 
 
+@pytest.mark.parametrize("inside", (False, True), ids=("the-file", "inside-it"))
+def test_a_folder_output_naming_a_file_is_one_line(work, inside):
+    """export-sentences and export-mteb write folders of files: an --out that is a file (an input
+    among them), or lies inside one, is refused as such before any work."""
+    before = state(work)
+    out = "v.h5/sub" if inside else "v.h5"
+    why = "is inside v.h5, which is a file, not a folder" if inside else "is a file, not a folder"
+    one_line(invoke("export-sentences", "--task-file", "t/t.toml", "--data", "none", "--out", out), why)
+    results = "a.json/sub" if inside else "a.json"
+    why = "is inside a.json, which is a file, not a folder" if inside else "is a file, not a folder"
+    one_line(invoke("export-mteb", "a.json", "--model", "org/name", "--out", results), why)
+    assert state(work) == before
+
+
 def test_quickstart_never_writes_over_its_data(work):
     data = work / "data" / "downstream" / "STS" / "STS16-en-test"
     data.mkdir(parents=True)

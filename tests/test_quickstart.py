@@ -58,7 +58,9 @@ def test_bow_quickstart_end_to_end_and_reuse(tmp_path, data_dir, cli, monkeypatc
     left_out = flat[flat.index("Left out") : flat.index("Next")]
     assert all(name in left_out for name in ("STS12", "STSBenchmark", "MR", "SICKEntailment", "Tense"))
     assert "STS16" not in left_out
-    assert "embeval export-sentences --tasks STS15,STS16 --out sentences/" in result.stdout
+    # the data folder given is given again in the commands it suggests
+    assert f"embeval export-sentences --tasks STS15,STS16 --data {data_dir} --out sentences/" in result.stdout
+    assert f"embeval score vectors.h5 --data {data_dir} --out results.json" in result.stdout
     assert f"embeval compare {qs.DEFAULT_WORKDIR}/results-bow.json results.json" in result.stdout
     vectors = workdir / "vectors-bow.h5"
     stamp = vectors.stat().st_mtime_ns

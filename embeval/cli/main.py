@@ -452,7 +452,7 @@ def quickstart(
     click.echo(f"encoder: {qs.ENCODERS[used][1]}; vectors: {vectors}")
     click.echo(table(record, list(record["tasks"])))
     click.echo(f"results: {results}")
-    click.echo("\n".join(qs.guide(record, results)))
+    click.echo("\n".join(qs.guide(record, results, data)))
 
 
 @cli.command()

@@ -249,6 +249,7 @@ def check_owned(out_dir, task_lists, union=False, inputs=()):
 
     lists = targets.Output("a list file of an earlier export (recorded as is in its manifest.json)", recorded)
     manifest = targets.Output("a manifest embeval wrote", manifest_ok)
+    targets.check_folder(out_dir)
     targets.check(
         [
             targets.Target(out_dir / name, manifest if name == "manifest.json" else lists)

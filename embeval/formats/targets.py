@@ -96,6 +96,18 @@ def check(targets: Iterable[Target], inputs: Iterable[str | Path | None] = ()) -
             raise refuse(f"exists and {why}")
 
 
+def check_folder(folder: str | Path, option: str = "--out") -> None:
+    """Refuse, in one line naming it, a folder a command writes its files into when it exists and is
+    not a folder (its files would be written inside that path): an input or any other file."""
+    path = Path(folder)
+    for part in [path, *path.parents]:
+        if os.path.lexists(part) and not os.path.isdir(part):
+            why = "is a file, not a folder" if part == path else f"is inside {part}, which is a file, not a folder"
+            raise _refusal(path, option)(f"{why} ({option} names the folder the files are written into)", hint=False)
+        if os.path.isdir(part):
+            return
+
+
 def _refusal(path: Path, option: str) -> Callable[..., EmbevalError]:
     def refuse(why: str, hint: bool = True) -> EmbevalError:
         tail = f"; refusing to overwrite it (choose another {option}, or move the file away)" if hint else ""

@@ -230,6 +230,7 @@ def export(results_path, model, out, revision=None, registry=None):
         raise EmbevalError(
             "the revision may hold letters, digits, '.', '_' and '-' only (and is not '.' or '..')", file="--revision"
         )
+    targets.check_folder(out)
     record = load(results_path)
     chosen, notes = scores(record, results_path, registry)
     if not chosen:

@@ -149,9 +149,12 @@ def fetch_data(root, tasks, mirror, say):
         raise report.failed[0]
 
 
-def guide(record, results):
+def guide(record, results, data=None):
     """The lines after quickstart's table: each task's headline figure (and whether it is MTEB's main
-    score), what the interval after it is, the built-in tasks left out, and what to do next."""
+    score), what the interval after it is, the built-in tasks left out, and what to do next (with
+    `--data DATA` where the run was given its data folder)."""
+    import shlex
+
     from embeval.tasks.registry import TASKS, recorded_spec
 
     scored = list(record.get("tasks", {}))
@@ -183,11 +186,12 @@ def guide(record, results):
         lines.append("Left out (add them with --tasks; what each costs: embeval docs quickstart):")
         for kind, names in left.items():
             lines += wrapped(f"{kind}: {', '.join(names)}")
+    given = f" --data {shlex.quote(str(data))}" if data is not None else ""
     lines += [
         "Next, your own encoder on the same tasks (embeval docs readme, The workflow):",
-        f"  embeval export-sentences --tasks {','.join(scored)} --out sentences/",
+        f"  embeval export-sentences --tasks {','.join(scored)}{given} --out sentences/",
         "  python my_encoder.py sentences/ vectors.h5     # any program writing the vectors file: embeval --help",
-        "  embeval score vectors.h5 --out results.json",
+        f"  embeval score vectors.h5{given} --out results.json",
         f"  embeval compare {results} results.json    # paired test against this run",
     ]
     return lines
