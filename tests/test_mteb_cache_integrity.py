@@ -706,3 +706,25 @@ def test_an_interrupted_mteb_run_says_the_whole_command_that_finishes_it(clean, 
     record = json.loads(out.read_text())
     for name in ("STSBenchmark", "SciFact"):
         assert figures(record, name) == figures(clean.record, name)
+
+
+def test_a_second_run_in_the_same_process_reuses_the_cache_and_leaves_the_task_as_it_was(clean, tmp_path, monkeypatch):
+    """mteb's task objects live as long as the process (a benchmark's are shared by every run in it):
+    loading from the copy points the object's metadata at it and holds its data; both are undone once
+    the files are written, so a second run with the same object (the Python API, a sweep) finds the
+    cache by the same stamp and loads nothing."""
+    from embeval.tasks import mteb_source
+
+    monkeypatch.setenv("EMBEVAL_CACHE", str(tmp_path / "empty-cache"))  # the first run loads the copy
+    task = mteb_client().get_task("SciFact")
+    published = dict(task.metadata.dataset)
+    first, _ = mteb_source.task_specs([mteb_source.Requested(task, [])], clean.root)
+    assert dict(task.metadata.dataset) == published and not task.data_loaded
+
+    def no_load(*args):
+        raise AssertionError("loaded again")
+
+    monkeypatch.setattr(mteb_source, "load", no_load)
+    second, _ = mteb_source.task_specs([mteb_source.Requested(task, [])], clean.root)
+    assert [s.name for s in second] == [s.name for s in first] == ["SciFact"]
+    assert dict(task.metadata.dataset) == published

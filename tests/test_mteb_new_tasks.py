@@ -257,6 +257,12 @@ def test_a_choice_of_parallel_pairs_equals_mtebs(client, tmp_path):
     embeval.export_sentences(tmp_path / "none", tmp_path / "export", tasks=specs)
     write(vectors, tmp_path / "export", lambda texts: np.stack([gaussian(t) for t in texts]), progress=False)
     record = embeval.score(vectors, tmp_path / "none", tasks=specs, out=out, progress=False, log=lambda m: None)
+    # embeval leaves the task object as it was (its metadata published, no data held): mteb's run is
+    # pointed at the same copy
+    assert task.metadata.dataset["path"] == "mteb/IN22ConvBitextMining" and not task.data_loaded
+    meta = task.metadata.model_copy(deep=True)
+    meta.dataset["path"] = str(root / task.metadata.dataset["path"])
+    task.metadata = meta
     reference = client.evaluate(Served("gaussian"), [task], cache=None, show_progress_bar=False).task_results[0]
     subsets = record["tasks"][specs[0].name]["results"]["subsets"]
     assert sorted(subsets) == sorted(e["hf_subset"] for e in reference.scores["test"]) == sorted(chosen)

@@ -1264,37 +1264,78 @@ def task_specs(
     names: dict[str, str] = {}
     try:
         for r in chosen:
-            meta = r.task.metadata
-            dataset, stamp = str(meta.dataset["path"]), stamps[meta.name]
-            slots = {part.name: part_slot(part, stamp) for part in parts(r.task)}
-            written = {name: slot.reuse() for name, slot in slots.items()}
-            if any(w is None for w in written.values()):  # else written from this very copy before: not loaded
-                for name, slot in slots.items():
-                    if written[name] is None:
-                        slot.prepare()
-                load(r.task, located[meta.name])
-            copy = located[meta.name]
-            for part in parts(r.task):
-                if part.name in names:
-                    raise MtebError(f"two mteb tasks give the name {part.name} ({names[part.name]})", file=OPTION)
-                names[part.name] = meta.name
-                spec = part_spec(
-                    part,
-                    r.benchmarks,
-                    mismatches.get(meta.name),
-                    dataset,
-                    stamp,
-                    unverified.get(meta.name),
-                    written[part.name],
-                    allow_outside=allow_outside,
-                    scored_revision=copy.recorded if copy is not None and meta.name in mismatches else None,
-                )
-                for note in spec.mteb.notes if spec.mteb else ():
-                    logging.getLogger("embeval").warning(f"{part.name}: {note}")
-                specs.append(spec)
+            with _as_it_was(r.task):
+                specs += _task_part_specs(r, located, stamps, mismatches, unverified, names, allow_outside)
     finally:
         drop_scratch()  # on SIGTERM and Ctrl-C too
     return specs, refused if skip_unsupported else []
+
+
+@contextmanager
+def _as_it_was(task: Any) -> Iterator[None]:
+    """The task object as it was after the block: mteb's objects live as long as the process (a
+    benchmark's are shared by every run in it), so a load's pointing of its metadata at the local copy,
+    and the data it loaded, are undone once the parts are written: a second run in the same process
+    finds the same stamp (the cache reused, the copy read again when changed) and no data held."""
+    own = task.__dict__.get("metadata", _UNSET)
+    loaded = task.data_loaded
+    try:
+        yield
+    finally:
+        if own is _UNSET:
+            task.__dict__.pop("metadata", None)
+        else:
+            task.metadata = own
+        if task.data_loaded and not loaded:
+            try:
+                task.dataset, task.data_loaded = None, False
+            except AttributeError:  # a task whose loaded state is computed (mteb's aggregates): left as is
+                pass
+
+
+_UNSET = object()
+
+
+def _task_part_specs(
+    r: Requested,
+    located: dict[str, Located | None],
+    stamps: dict[str, str | None],
+    mismatches: dict[str, str],
+    unverified: dict[str, str],
+    names: dict[str, str],
+    allow_outside: bool,
+) -> list[TaskSpec]:
+    """The specs of one requested task's parts (task_specs, one task)."""
+    specs: list[TaskSpec] = []
+    meta = r.task.metadata
+    dataset, stamp = str(meta.dataset["path"]), stamps[meta.name]
+    slots = {part.name: part_slot(part, stamp) for part in parts(r.task)}
+    written = {name: slot.reuse() for name, slot in slots.items()}
+    if any(w is None for w in written.values()):  # else written from this very copy before: not loaded
+        for name, slot in slots.items():
+            if written[name] is None:
+                slot.prepare()
+        load(r.task, located[meta.name])
+    copy = located[meta.name]
+    for part in parts(r.task):
+        if part.name in names:
+            raise MtebError(f"two mteb tasks give the name {part.name} ({names[part.name]})", file=OPTION)
+        names[part.name] = meta.name
+        spec = part_spec(
+            part,
+            r.benchmarks,
+            mismatches.get(meta.name),
+            dataset,
+            stamp,
+            unverified.get(meta.name),
+            written[part.name],
+            allow_outside=allow_outside,
+            scored_revision=copy.recorded if copy is not None and meta.name in mismatches else None,
+        )
+        for note in spec.mteb.notes if spec.mteb else ():
+            logging.getLogger("embeval").warning(f"{part.name}: {note}")
+        specs.append(spec)
+    return specs
 
 
 def describe(text: str, data_dir: str | Path | None = None, allow_outside: bool = False) -> list[str]:
