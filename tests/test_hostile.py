@@ -495,9 +495,11 @@ def test_threads_beyond_four_per_cpu_are_refused(work):
     assert state(work) == before
 
 
-def test_compares_resamples_and_seed_are_bounded(work):
-    one_line(invoke("compare", "a.json", "b.json", "--resamples", 1_000_001), "--resamples")
-    one_line(invoke("compare", "a.json", "b.json", "--seed", 2**32), "--seed")
+@pytest.mark.parametrize("command", ("compare", "rank"))
+def test_compares_and_ranks_resamples_and_seed_are_bounded(work, command):
+    one_line(invoke(command, "a.json", "b.json", "--resamples", 1_000_001), "--resamples")
+    one_line(invoke(command, "a.json", "b.json", "--seed", 2**32), "--seed")
+    one_line(invoke(command, "a.json", "b.json", "--seed", -5), "--seed")
 
 
 def test_a_memory_budget_below_what_a_search_needs_is_refused_with_the_least_that_works(work):

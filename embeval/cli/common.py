@@ -7,6 +7,7 @@ import signal
 import sys
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 import click
 
@@ -205,6 +206,35 @@ tasks_option = click.option(
     help="Comma-separated task names, in the order given (SentEval's names, any case, or the short names "
     "STS-B, SICK-E, SICK-R, COCO). Default: all.",
 )
+
+
+# The options of the commands that read many results files (compare, rank).
+MAX_COMPARE_RESAMPLES = 1_000_000  # paired resamples (Holm over many comparisons may need more than 100,000)
+
+labels_option = click.option(
+    "--label",
+    "labels",
+    multiple=True,
+    metavar="NAME",
+    help="A name for each results file, in order (default: the vectors file's `model` attribute, else its name).",
+)
+seed_option = click.option(
+    "--seed",
+    type=click.IntRange(min=0, max=2**32 - 1),
+    default=None,
+    help="Seed of the resamples (default: the first file's run seed).",
+)
+
+
+def resamples_option(help: str) -> Any:
+    """--resamples N: 100 to MAX_COMPARE_RESAMPLES bootstrap resamples."""
+    return click.option(
+        "--resamples",
+        type=click.IntRange(min=100, max=MAX_COMPARE_RESAMPLES),
+        default=None,
+        metavar="N",
+        help=f"{help}; at most {MAX_COMPARE_RESAMPLES:,}).",
+    )
 
 
 class OneLineErrorsGroup(click.Group):

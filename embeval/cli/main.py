@@ -10,8 +10,11 @@ from embeval.cli.common import (
     OneLineErrorsGroup,
     data_option,
     fails_cleanly,
+    labels_option,
     mteb_options,
+    resamples_option,
     say,
+    seed_option,
     sigterm_stops_like_ctrl_c,
     status,
     task_file_option,
@@ -36,7 +39,6 @@ from embeval.reports.cells import COMPARE_FORMATS, RANK_FORMATS, TABLE_FORMATS
 from embeval.run.quickstart import DEFAULT_WORKDIR, ENCODERS
 
 ENCODER_NAMES = tuple(ENCODERS)
-MAX_COMPARE_RESAMPLES = 1_000_000  # compare's paired resamples (Holm over many comparisons may need more than 100,000)
 
 
 @click.group(cls=OneLineErrorsGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -457,29 +459,14 @@ def quickstart(
 
 @cli.command()
 @click.argument("results", nargs=-1, required=True, metavar="A.json B.json [C.json ...]")
-@click.option(
-    "--label",
-    "labels",
-    multiple=True,
-    metavar="NAME",
-    help="A name for each results file, in order (default: the vectors file's `model` attribute, else its name).",
-)
+@labels_option
 @tasks_option
 @task_file_option
-@click.option(
-    "--resamples",
-    type=click.IntRange(min=100, max=MAX_COMPARE_RESAMPLES),
-    default=None,
-    metavar="N",
-    help="Bootstrap resamples (default: those of the first file's run, else 1000, or more when Holm's adjustment "
-    f"of many comparisons needs them; at most {MAX_COMPARE_RESAMPLES:,}).",
+@resamples_option(
+    "Bootstrap resamples (default: those of the first file's run, else 1000, or more when Holm's adjustment "
+    "of many comparisons needs them"
 )
-@click.option(
-    "--seed",
-    type=click.IntRange(min=0, max=2**32 - 1),
-    default=None,
-    help="Seed of the resamples (default: the first file's run seed).",
-)
+@seed_option
 @click.option(
     "--format", "fmt", type=click.Choice(COMPARE_FORMATS), default="text", show_default=True, help="Output format."
 )
@@ -531,23 +518,11 @@ def _inputs(paths, registry):
 
 @cli.command()
 @click.argument("results", nargs=-1, required=True, metavar="A.json B.json [...]")
-@click.option(
-    "--label",
-    "labels",
-    multiple=True,
-    metavar="NAME",
-    help="A name for each results file, in order (default: the vectors file's `model` attribute, else its name).",
-)
+@labels_option
 @tasks_option
 @task_file_option
-@click.option(
-    "--resamples",
-    type=click.IntRange(min=100),
-    default=None,
-    metavar="N",
-    help="Bootstrap resamples of each task's test items (default: those of the first file's run, else 1000).",
-)
-@click.option("--seed", type=int, default=None, help="Seed of the resamples (default: the first file's run seed).")
+@resamples_option("Bootstrap resamples of each task's test items (default: those of the first file's run, else 1000")
+@seed_option
 @click.option(
     "--format",
     "fmt",
@@ -617,13 +592,7 @@ def rank(results, labels, tasks, task_files, allow_paths_outside, resamples, see
     "comparison (needs matplotlib); given a sweep's folder (or its sweep.json), the sweep's table "
     "and its curves against step.",
 )
-@click.option(
-    "--label",
-    "labels",
-    multiple=True,
-    metavar="NAME",
-    help="A name for each results file, in order (default: the vectors file's `model` attribute, else its name).",
-)
+@labels_option
 @click.option("--out", "out", metavar="PATH", default=None, help="Write the report there instead of stdout.")
 @click.option(
     "--plots",
