@@ -6,6 +6,7 @@ import importlib.util
 import os
 
 import numpy as np
+import pytest
 from report_helpers import need
 
 
@@ -69,3 +70,19 @@ def metadata(name, task_type, main_score):
         sample_creation="found",
         bibtex_citation="",
     )
+
+
+# embeval's AMI sums the expected mutual information per distinct pair of sizes (mutual_info.py): equal to
+# scikit-learn's to its own rounding error (test_adjusted_mutual_info_is_scikit_learns); v-measures exactly.
+AMI_AGREEMENT = 1e-11
+
+
+def assert_clustering_figures_equal(ours, theirs):
+    """The clustering figures of embeval and mteb: v-measures bit for bit, AMI to AMI_AGREEMENT."""
+    for key in ("v_measure", "v_measure_std", "v_measures"):
+        assert ours[key] == theirs[key], key
+    assert ours["ami_scores"].keys() == theirs["ami_scores"].keys()
+    for level, scores in ours["ami_scores"].items():
+        assert scores == pytest.approx(theirs["ami_scores"][level], rel=0, abs=AMI_AGREEMENT), level
+    for key in ("ami", "ami_std"):
+        assert ours[key] == pytest.approx(theirs[key], rel=0, abs=AMI_AGREEMENT), key

@@ -7,6 +7,13 @@ each round's candidate centers against the init sample through float64 copies of
 per fit and repeats the same arithmetic: the same chunks of rows, the same float64 matrix products
 and sums, rounded to float32 at the same points, and the same draws from the estimator's
 RandomState in the same order, so the centers, and every clustering that follows, are the same.
+With many clusters (rounds x candidates at least half the sample's distinct rows) it goes further:
+the init sample's distinct rows' float64 products with each other are made at once (one matrix
+product instead of one per round), turned into float32 squared distances by the same additions,
+and each round reads its candidates' rows from that table. A product's element does not depend on
+the shapes around it where the BLAS computes each element by the same sum over the dimensions
+(OpenBLAS's and MKL's matrix products with two rows or more); the first round of every fit checks
+that, computing its distances both ways, and the table is used only when they are equal bit for bit.
 
 Checked against the scikit-learn versions in VERIFIED (tests/test_mteb_clustering.py compares the
 fitted labels and centers); any other version, or rows that are not float32, get scikit-learn's own
@@ -100,9 +107,45 @@ class _Float64Rows:
         return out
 
 
+TABLE_BYTES = 256 * 2**20  # at most this for the table of the init sample's distances (float64 products, float32)
+_table_agrees = True  # False once a fit's check found the table's distances other than the rounds' own
+
+
+class _DistanceTable:
+    """float32 squared distances between every two rows of the init sample, from one product of its
+    distinct rows' float64 copies: what _Float64Rows.squared_distances gives for several rows at once."""
+
+    def __init__(self, wide: _Float64Rows):
+        width = wide.wide.shape[1] * wide.wide.itemsize
+        keys = np.ascontiguousarray(wide.wide).view(np.dtype((np.void, width))).reshape(-1)
+        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        distinct = wide.wide[first]
+        norms = row_norms(distinct, squared=True)
+        table = -2 * (distinct @ distinct.T)
+        table += norms[:, None]
+        table += norms[None, :]
+        self.table = table.astype(np.float32)
+        np.maximum(self.table, 0, out=self.table)
+        self.inverse = inverse.reshape(-1)
+
+    @staticmethod
+    def worth_it(wide: _Float64Rows, rounds: int, candidates: int) -> bool:
+        """Whether the rounds' products outweigh the table's, and the table fits TABLE_BYTES (counted on
+        every row; duplicates only make it smaller), for a chunk of candidates with two rows or more."""
+        n, d = wide.wide.shape
+        size = _chunk_rows(candidates, n, d)
+        whole_chunks = size >= candidates or (size >= 2 and candidates % size != 1)
+        return _table_agrees and whole_chunks and rounds * candidates * 2 >= n and n * n * 12 <= TABLE_BYTES
+
+    def squared_distances(self, chosen: np.ndarray) -> np.ndarray:
+        out = np.empty((len(chosen), len(self.inverse)), dtype=np.float32)  # C order, as the rounds' own
+        return np.take(self.table[self.inverse[chosen]], self.inverse, axis=1, out=out)
+
+
 def seeding(rows: np.ndarray, n_clusters: int, random_state: np.random.RandomState) -> np.ndarray:
     """(n_clusters, d) initial centers chosen among `rows` (float32, unit weights) by greedy k-means++
     with 2 + log(k) candidates a round: MiniBatchKMeans's `init` callable."""
+    global _table_agrees
     n, d = rows.shape
     weights = np.ones(n, dtype=rows.dtype)
     wide = _Float64Rows(rows)
@@ -112,11 +155,19 @@ def seeding(rows: np.ndarray, n_clusters: int, random_state: np.random.RandomSta
     centers[0] = rows[first]
     nearest = wide.squared_distances(np.array([first]))
     potential = nearest @ weights
+    distances = wide.squared_distances
+    table = _DistanceTable(wide) if _DistanceTable.worth_it(wide, n_clusters - 1, candidates) else None
     for c in range(1, n_clusters):
         targets = random_state.uniform(size=candidates) * potential
         chosen = np.searchsorted(np.cumsum(weights * nearest), targets)
         np.clip(chosen, None, nearest.size - 1, out=chosen)
-        trial = wide.squared_distances(chosen)
+        trial = distances(chosen)
+        if table is not None:  # the first round: the table's distances must be these, bit for bit
+            if np.array_equal(trial, table.squared_distances(chosen)):
+                distances = table.squared_distances
+            else:
+                _table_agrees = False
+            table = None
         np.minimum(nearest, trial, out=trial)
         potentials = trial @ weights.reshape(-1, 1)
         best = np.argmin(potentials)
