@@ -378,9 +378,16 @@ def documents(seed, n=400, dim=12):
         ("label", "embed_all = true\n", {"max_fraction_of_documents_to_embed": None}),
     ],
 )
-def test_bootstrap_clustering_equals_mtebs(client, cli, tmp_path, form, keys, attributes):
+def test_bootstrap_clustering_equals_mtebs(client, cli, tmp_path, monkeypatch, form, keys, attributes):
     from mteb.abstasks.clustering import AbsTaskClustering
 
+    from embeval.evaluate import clustering
+
+    offered = []  # the threads the experiments may run on, side by side: the run's (--threads 2)
+    side_by_side = clustering._side_by_side
+    monkeypatch.setattr(
+        clustering, "_side_by_side", lambda f, items, most=None: (offered.append(most), side_by_side(f, items, most))[1]
+    )
     texts, coarse, fine, table = documents(5)
     # every seventh document without the finer level (left out of that level)
     labels = [[int(c), int(f)] if i % 7 else [int(c)] for i, (c, f) in enumerate(zip(coarse, fine, strict=True))]
@@ -402,7 +409,8 @@ def test_bootstrap_clustering_equals_mtebs(client, cli, tmp_path, form, keys, at
         files = {"docs.csv": "text,label\n" + "".join(f"{t},{ls[0]}\n" for t, ls in zip(texts, labels, strict=True))}
         path = "docs.csv"
     declaration = f'name = "Centres"\nkind = "clustering"\n{keys}[files]\ntest = "{path}"\n'
-    entry, stdout, out = score(cli, tmp_path, declaration, files, table, "Centres")
+    entry, stdout, out = score(cli, tmp_path, declaration, files, table, "Centres", "--threads", "2")
+    assert offered and set(offered) == {2}
     task = mteb_task(
         AbsTaskClustering,
         "Clustering",

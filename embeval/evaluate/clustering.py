@@ -152,10 +152,12 @@ def cluster_documents(
     batch_size: int = 512,
     max_depth: int | None = None,
     task: str | None = None,
+    threads: int | None = None,
 ):
     """(figures, arrays) of AbsTaskClustering's experiments on the documents it embedded (in the
     order drawn by embedded_documents, with their labels), `rng` continuing from that draw; arrays as
-    bootstrap_clustering's without "documents"."""
+    bootstrap_clustering's without "documents". The experiments run side by side on up to `threads`
+    threads (default torch's count), as many as the fair share of the CPU allows."""
     if len(embedded) == 0:
         raise EmbevalError("no document to cluster (the split is too small for the fraction embedded)", task=task)
     gold = level_codes(labels)
@@ -187,7 +189,7 @@ def cluster_documents(
 
         for name in scores:
             scores[name][f"Level {level}"] = []
-        for drawn, (assignment, v, ami) in zip(draws, _side_by_side(experiment, draws), strict=True):
+        for drawn, (assignment, v, ami) in zip(draws, _side_by_side(experiment, draws, threads), strict=True):
             scores["v_measure"][f"Level {level}"].append(v)
             scores["ami"][f"Level {level}"].append(ami)
             count = np.zeros(len(embedded))
@@ -207,14 +209,17 @@ def cluster_documents(
     return figures, arrays
 
 
-def _side_by_side(function, items):
-    """[function(item) for item in items], on as many threads as the fair share of the CPU gives (the
-    experiments are independent once drawn; scikit-learn's loops release the interpreter)."""
+def _side_by_side(function, items, most: int | None = None):
+    """[function(item) for item in items], on as many threads as the fair share of the CPU gives, at
+    most `most` (default torch's count; inside threadpool_limits(1) that count is 1, so callers there
+    pass the run's own). The experiments are independent once drawn; scikit-learn's loops release
+    the interpreter."""
     import torch
 
     from embeval import threads
 
-    workers = min(len(items), threads.FairShare(torch.get_num_threads()).share() or 1)
+    most = torch.get_num_threads() if most is None else most
+    workers = min(len(items), threads.FairShare(most).share() or 1)
     if workers <= 1:
         return [function(item) for item in items]
     from concurrent.futures import ThreadPoolExecutor

@@ -316,7 +316,8 @@ def _check_sample(spec: TaskSpec, data: Documents, depth: int, path: Path) -> No
 def evaluate_bootstrap(ctx: Any) -> dict[str, Any]:
     """mteb's bootstrap protocol on the embedded documents, and its prediction set (scikit-learn on one
     thread: MiniBatchKMeans's small batches ran 16x faster so on a shared machine, the same
-    clusterings; bench/mteb_threads.py)."""
+    clusterings; bench/mteb_threads.py; the experiments side by side on the run's threads)."""
+    import torch
     from threadpoolctl import threadpool_limits
 
     from embeval.evaluate import clustering
@@ -325,6 +326,7 @@ def evaluate_bootstrap(ctx: Any) -> dict[str, Any]:
     p, data = ctx.task.params, ctx.data
     documents, rng = p.draw(len(data.texts))
     labels = [[int(code) for code in data.codes[:, j] if code >= 0] for j in documents]
+    run_threads = torch.get_num_threads()  # the run's: threadpool_limits(1) sets torch's to 1 as well
     with threadpool_limits(1):
         figures, arrays = clustering.cluster_documents(
             ctx.table.cpu().numpy()[ctx.rows["documents"][0]],
@@ -336,6 +338,7 @@ def evaluate_bootstrap(ctx: Any) -> dict[str, Any]:
             batch_size=p.batch_size,
             max_depth=p.max_depth,
             task=ctx.task.name,
+            threads=run_threads,
         )
     order = "embedded documents in mteb's sample order; one column per experiment, levels in turn"
     ctx.keep("", PredictionSet(BOOTSTRAP_SET, {"documents": documents, **arrays}, ("v_measure",), order))
