@@ -138,6 +138,36 @@ def test_pair_classification(n, distinct):
     check(pair_scores.STATISTICS, pair_scores.pair_arrays(scores, gold), seeds=(0,))
 
 
+@pytest.mark.parametrize(
+    "n, distinct, positives",
+    [(3000, 3000, 0.01), (3000, 25, 0.01), (3000, 3000, 0.5), (2000, 8, 0.5), (500, 60, 0.0), (500, 60, 1.0)],
+)
+def test_pair_classification_rare_and_dense_positives(n, distinct, positives):
+    """The fast path reads only the cuts after runs holding a positive pair (and each resample's first
+    present run): rare positives (long stretches of negatives), half positives (most runs), ties
+    mixing both labels, and sets of one label only."""
+    rng = np.random.default_rng(n + distinct)
+    scores = {name: rng.integers(0, distinct, n).astype(np.float64) for name in pair_scores.SCORES}
+    gold = (rng.random(n) < positives).astype(np.int64)
+    check(pair_scores.STATISTICS, pair_scores.pair_arrays(scores, gold), seeds=(0,))
+
+
+def test_pair_figures_of_a_resample_whose_first_run_is_far_down():
+    """A resample whose first present run is beyond the first FIRST_RUNS runs: its figures are taken
+    plainly (the same values)."""
+    n = 400
+    rng = np.random.default_rng(8)
+    scores = {name: rng.normal(size=n) for name in pair_scores.SCORES}
+    arrays = pair_scores.pair_arrays(scores, (rng.random(n) < 0.3).astype(np.int64))
+    W = stats.resample_counts(stats.rng_for(0, "far", "all"), n, 6)
+    W[2] = 0.0
+    W[2, arrays["cosine.run"] > pair_scores.FIRST_RUNS + 5] = 1.0  # the top runs left out
+    derived = pair_scores._Thresholds(arrays["cosine.run"], arrays["gold"], n)
+    assert "missing" in pair_scores.fast_figures(pair_scores._float32_counts(W), derived)
+    for name, stat in pair_scores.STATISTICS.items():
+        assert_same(stat.fast(W, stats.Prepared(arrays).for_block()), stat.function(W, arrays), name)
+
+
 @pytest.mark.parametrize("folds", [False, True])
 def test_mteb_classification(folds):
     rng = np.random.default_rng(5)
