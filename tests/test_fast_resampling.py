@@ -79,6 +79,21 @@ def test_blocks_hold_the_resamples_of_chunk_after_chunk(n, groups):
         assert len(blocks) >= min(parts, -(-resamples // chunk))
 
 
+@pytest.mark.parametrize("n, groups", [(1, None), (7, None), (9_927, None), (70_000, None), (3000, 3)])
+def test_counts_are_those_of_int64_draws(n, groups):
+    """resample_counts draws in uint32: the same draws as numpy's int64 ones, tallied one by one (the
+    resamples of earlier versions)."""
+    strata = None if groups is None else np.random.default_rng(1).integers(0, groups, n)
+    rng = stats.rng_for(2, "T", "all")
+    if strata is None:
+        draws = rng.integers(0, n, size=(5, n))
+    else:
+        parts = [np.flatnonzero(strata == g) for g in np.unique(strata)]
+        draws = np.concatenate([idx[rng.integers(0, len(idx), size=(5, len(idx)))] for idx in parts], axis=1)
+    expected = np.stack([np.bincount(row, minlength=n) for row in draws]).astype(np.float64)
+    np.testing.assert_array_equal(stats.resample_counts(stats.rng_for(2, "T", "all"), n, 5, strata), expected)
+
+
 def test_experiment_draws_of_a_block_are_those_of_its_chunks():
     n = 5000
     chunk = stats.CHUNK_CELLS // n
