@@ -883,6 +883,16 @@ def test_file_that_crashes_hdf5_is_refused(cli, data_dir, tmp_path):
     refused_twice(cli, tmp_path, [path, "--data", data_dir, "--tasks", "MR"], str(path), "MR")
 
 
+def test_a_file_that_crashes_hdf5_is_refused_before_the_task_datas_problems(cli, tmp_path):
+    """The task data loads while the guard reads the file: the file's crash is still what is said
+    (as when the data was loaded after it), a task without data no other line."""
+    path = tmp_path / "v.h5"
+    shutil.copy(os.path.join(FIXTURES, "hdf5_segfault.h5"), path)
+    (tmp_path / "empty").mkdir()
+    result = cli("score", path, "--data", tmp_path / "empty", "--tasks", "MR")
+    refused(result, str(path), "MR", "corrupted HDF5 file: the HDF5 library crashed")
+
+
 def test_file_that_hangs_hdf5_is_refused(cli, data_dir, tmp_path, monkeypatch):
     """tests/fixtures/hdf5_hang.h5 made libhdf5 2.0 loop forever reading an attribute of /MR."""
     monkeypatch.setattr(h5guard, "SECONDS", 1)

@@ -456,10 +456,11 @@ def plan(vectors, data_dir, tasks=None, config=None, strict=False, check_memory=
     try:
         if explicit:
             _load_ahead(specs, cache)
+        opened = VectorsFile(vectors, names=wanted, guard=guard)  # once the guard has finished unharmed
     except BaseException:
-        guard.cancel()
+        guard.cancel()  # the child ended, if it still runs
         raise
-    with VectorsFile(vectors, names=wanted, guard=guard) as vf:
+    with opened as vf:
         union = UnionRows(vf, cache, registry)
         union_tasks = union.tasks() or []
         todo, skipped = select(specs, explicit, vf, root, union_tasks, strict, registry)
