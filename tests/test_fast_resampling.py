@@ -145,6 +145,22 @@ def test_scores_and_labels(n, groups):
     check({"mean": stats.STATISTICS["values"]["mean"]}, {"value": np.round(rng.uniform(0, 1, n), 1)})
 
 
+@pytest.mark.parametrize("n, groups", [(2, 1), (300, 1), (3000, 3)])
+def test_correlations_with_few_ties(n, groups):
+    """Sides with few ties (ranked item by item, their tied runs mended): a few repeated values among
+    distinct ones, on one side or both, a tied run at either end."""
+    rng = np.random.default_rng(n + groups)
+    few = rng.normal(size=n)
+    few[rng.choice(n, size=n // 10)] = few[0]  # one long tied run
+    few[rng.choice(n, size=n // 20)] = few.max()  # another, at the top
+    pairs = np.round(rng.normal(size=n), 2)  # pairs and small runs
+    group = np.sort(rng.integers(0, groups, n))
+    for gold, system in ((few, pairs), (pairs, few), (few, rng.normal(size=n))):
+        scores = {"gold": gold, "system": system, "group": group}
+        check({name: stat for name, stat in stats.STATISTICS["scores"].items() if "." in name}, scores)
+        check({name: stats.STATISTICS["scores"][name] for name in ("spearman",)}, {"gold": gold, "system": system})
+
+
 @pytest.mark.parametrize("n, distinct", [(1, 1), (6, 2), (200, 5), (200, 200), (2500, 40)])
 def test_pair_classification(n, distinct):
     rng = np.random.default_rng(n + distinct)
