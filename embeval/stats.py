@@ -52,13 +52,13 @@ def resample_counts(rng, n, size, groups=None):
     groups: None (draw n items from all) or an int array (n,) of strata: each stratum's items are
     drawn from that stratum only, as many as it holds."""
     if groups is None:
-        draws = rng.integers(0, n, size=(size, n))
+        draws = _draw(rng, n, (size, n))
     else:
         groups = np.asarray(groups)
         parts = []
         for g in np.unique(groups):
             idx = np.flatnonzero(groups == g)
-            parts.append(idx[rng.integers(0, len(idx), size=(size, len(idx)))])
+            parts.append(idx[_draw(rng, len(idx), (size, len(idx)))])
         draws = np.concatenate(parts, axis=1) if parts else np.empty((size, 0), dtype=np.int64)
     counts = np.empty((size, n))
     rows = max(1, COUNT_BINS // max(n, 1))
@@ -68,6 +68,12 @@ def resample_counts(rng, n, size, groups=None):
         flat = (part + offsets[: len(part)]).ravel()
         counts[start : start + len(part)] = np.bincount(flat, minlength=len(part) * n).reshape(len(part), n)
     return counts
+
+
+def _draw(rng, n, shape):
+    """rng.integers(0, n, shape): drawn in uint32 below 2^32 items, the same draws as in int64 (numpy
+    draws a range below 2^32 from 32-bit values either way), written in half the memory."""
+    return rng.integers(0, n, size=shape, dtype=np.uint32 if n <= 1 << 32 else np.int64)
 
 
 def strata_of(arrays, stratified):
@@ -246,6 +252,18 @@ class _Sorted:
         self.starts = starts if len(starts) < len(ordered) else None
         self.run_of_item = np.empty(len(items), dtype=np.int64)
         self.run_of_item[self.local] = self.run
+        self.position = np.empty(len(items), dtype=np.int64)  # each of the set's items' place in the order
+        self.position[self.local] = np.arange(len(items))
+        # few ties (at least half as many runs as items): ranks item by item, the tied runs' mended
+        self.by_item = self.starts is None or 2 * len(starts) >= len(ordered)
+        self.tied = None
+        if self.by_item and self.starts is not None:
+            sizes = np.diff(np.r_[starts, len(ordered)])
+            tied = np.flatnonzero(sizes > 1)
+            self.tied = np.flatnonzero(sizes[self.run] > 1)  # the places in tied runs, in order
+            self.tied_first = np.repeat(starts[tied], sizes[tied])  # the first place of each one's run
+            self.tied_last = self.tied_first + np.repeat(sizes[tied], sizes[tied]) - 1
+            self.tied_starts = np.r_[0, np.cumsum(sizes[tied])[:-1]]  # each tied run's start among them
 
 
 class _RankPair:
@@ -255,6 +273,7 @@ class _RankPair:
     def __init__(self, x, y, items):
         self.x, self.y = _Sorted(x, items), _Sorted(y, items)
         self.y_run_in_x = self.y.run_of_item[self.x.local]
+        self.y_place_in_x = self.y.position[self.x.local]
 
 
 def counts32(W, arrays):
@@ -296,19 +315,60 @@ def _spread(per_run, doubled, cubes, m):
     return np.einsum("bk,bk,bk->b", per_run, doubled, doubled, dtype=np.float64)
 
 
+def _item_ranks(counts, side):
+    """(counts per item in the side's order (b, k), 2 x each item's centred mid-rank (b, k), the
+    resample's count m (b,), sum(c^3) over the tied runs less sum(w^3) over their items (b,) or 0),
+    for a side with few ties: the running sums of the items' counts give an item's doubled centred
+    rank 2 s - w - m (s its running sum, w its count); an item of a tied run takes its run's,
+    s_before + s_last - m, from the running sums around the run (float32, exact integers)."""
+    ordered = np.take(counts, side.items, axis=1)
+    running = _running_sum(ordered)
+    m = running[:, -1].copy() if running.shape[1] else np.zeros(len(counts), dtype=counts.dtype)
+    if side.tied is None:
+        correction = 0.0
+    else:
+        before = np.take(running, np.maximum(side.tied_first - 1, 0), axis=1)
+        before[:, side.tied_first == 0] = 0.0
+        mended = before + np.take(running, side.tied_last, axis=1) - m[:, None]
+        tied = np.take(ordered, side.tied, axis=1)
+        runs = np.add.reduceat(tied, side.tied_starts, axis=1)
+        correction = np.einsum("bk,bk,bk->b", runs, runs, runs, dtype=np.float64) - np.einsum(
+            "bk,bk,bk->b", tied, tied, tied, dtype=np.float64
+        )
+    running *= 2
+    running -= ordered
+    running -= m[:, None]
+    if side.tied is not None:
+        running[:, side.tied] = mended
+    return ordered, running, m, correction
+
+
 def _spearman_of(counts, pair, cubes=None):
     """Spearman's rho of each resample (float32 counts (b, n)) from the doubled centred ranks:
     r = sum(w rx ry) / sqrt(sum(w rx^2) sum(w ry^2)), the weighted Pearson of the ranks (their
     weighted means are exactly the centre), the sums of exact integer products taken in float64.
-    cubes: (b,) the sum of the cubed counts of the items (given for the whole set)."""
-    Wx, cx, tx = _ranks_of(counts, pair.x)
-    _, cy, ty = _ranks_of(counts, pair.y)
-    m = tx[:, -1].copy() if tx.shape[1] else np.zeros(len(counts), dtype=counts.dtype)
-    tx, ty = _doubled(cx, tx, m), _doubled(cy, ty, m)
-    rx = tx if pair.x.starts is None else np.take(tx, pair.x.run, axis=1)
-    cross = np.einsum("bk,bk,bk->b", Wx, rx, np.take(ty, pair.y_run_in_x, axis=1), dtype=np.float64)
-    vx = _spread(cx, tx, cubes if pair.x.starts is None else None, m)
-    vy = _spread(cy, ty, cubes if pair.y.starts is None else None, m)
+    A side's spread is (m^3 - sum(c^3)) / 3 over its runs' counts c (from the cubed counts of the
+    items where it has few ties). cubes: (b,) the sum of the cubed counts of the items (given for
+    the whole set)."""
+    if pair.x.by_item:
+        Wx, rx, m, x_correction = _item_ranks(counts, pair.x)
+    else:
+        Wx, cx, tx = _ranks_of(counts, pair.x)
+        m = tx[:, -1].copy() if tx.shape[1] else np.zeros(len(counts), dtype=counts.dtype)
+        tx = _doubled(cx, tx, m)
+        rx = np.take(tx, pair.x.run, axis=1)
+    if cubes is None and (pair.x.by_item or pair.y.by_item):
+        cubes = np.einsum("bk,bk,bk->b", Wx, Wx, Wx, dtype=np.float64)
+    if pair.y.by_item:
+        _, ry, _, y_correction = _item_ranks(counts, pair.y)
+        ry = np.take(ry, pair.y_place_in_x, axis=1)
+    else:
+        _, cy, ty = _ranks_of(counts, pair.y)
+        ty = _doubled(cy, ty, m)
+        ry = np.take(ty, pair.y_run_in_x, axis=1)
+    cross = np.einsum("bk,bk,bk->b", Wx, rx, ry, dtype=np.float64)
+    vx = _spread(None, None, cubes + x_correction, m) if pair.x.by_item else _spread(cx, tx, None, m)
+    vy = _spread(None, None, cubes + y_correction, m) if pair.y.by_item else _spread(cy, ty, None, m)
     with np.errstate(invalid="ignore", divide="ignore"):
         r = cross / np.sqrt(vx * vy)
     return np.clip(np.where((vx > 0) & (vy > 0), r, np.nan), -1.0, 1.0)

@@ -79,6 +79,21 @@ def test_blocks_hold_the_resamples_of_chunk_after_chunk(n, groups):
         assert len(blocks) >= min(parts, -(-resamples // chunk))
 
 
+@pytest.mark.parametrize("n, groups", [(1, None), (7, None), (9_927, None), (70_000, None), (3000, 3)])
+def test_counts_are_those_of_int64_draws(n, groups):
+    """resample_counts draws in uint32: the same draws as numpy's int64 ones, tallied one by one (the
+    resamples of earlier versions)."""
+    strata = None if groups is None else np.random.default_rng(1).integers(0, groups, n)
+    rng = stats.rng_for(2, "T", "all")
+    if strata is None:
+        draws = rng.integers(0, n, size=(5, n))
+    else:
+        parts = [np.flatnonzero(strata == g) for g in np.unique(strata)]
+        draws = np.concatenate([idx[rng.integers(0, len(idx), size=(5, len(idx)))] for idx in parts], axis=1)
+    expected = np.stack([np.bincount(row, minlength=n) for row in draws]).astype(np.float64)
+    np.testing.assert_array_equal(stats.resample_counts(stats.rng_for(2, "T", "all"), n, 5, strata), expected)
+
+
 def test_experiment_draws_of_a_block_are_those_of_its_chunks():
     n = 5000
     chunk = stats.CHUNK_CELLS // n
@@ -130,12 +145,58 @@ def test_scores_and_labels(n, groups):
     check({"mean": stats.STATISTICS["values"]["mean"]}, {"value": np.round(rng.uniform(0, 1, n), 1)})
 
 
+@pytest.mark.parametrize("n, groups", [(2, 1), (300, 1), (3000, 3)])
+def test_correlations_with_few_ties(n, groups):
+    """Sides with few ties (ranked item by item, their tied runs mended): a few repeated values among
+    distinct ones, on one side or both, a tied run at either end."""
+    rng = np.random.default_rng(n + groups)
+    few = rng.normal(size=n)
+    few[rng.choice(n, size=n // 10)] = few[0]  # one long tied run
+    few[rng.choice(n, size=n // 20)] = few.max()  # another, at the top
+    pairs = np.round(rng.normal(size=n), 2)  # pairs and small runs
+    group = np.sort(rng.integers(0, groups, n))
+    for gold, system in ((few, pairs), (pairs, few), (few, rng.normal(size=n))):
+        scores = {"gold": gold, "system": system, "group": group}
+        check({name: stat for name, stat in stats.STATISTICS["scores"].items() if "." in name}, scores)
+        check({name: stats.STATISTICS["scores"][name] for name in ("spearman",)}, {"gold": gold, "system": system})
+
+
 @pytest.mark.parametrize("n, distinct", [(1, 1), (6, 2), (200, 5), (200, 200), (2500, 40)])
 def test_pair_classification(n, distinct):
     rng = np.random.default_rng(n + distinct)
     scores = {name: rng.integers(0, distinct, n).astype(np.float64) for name in pair_scores.SCORES}
     gold = (rng.random(n) < rng.uniform(0.05, 0.95)).astype(np.int64)
     check(pair_scores.STATISTICS, pair_scores.pair_arrays(scores, gold), seeds=(0,))
+
+
+@pytest.mark.parametrize(
+    "n, distinct, positives",
+    [(3000, 3000, 0.01), (3000, 25, 0.01), (3000, 3000, 0.5), (2000, 8, 0.5), (500, 60, 0.0), (500, 60, 1.0)],
+)
+def test_pair_classification_rare_and_dense_positives(n, distinct, positives):
+    """The fast path reads only the cuts after runs holding a positive pair (and each resample's first
+    present run): rare positives (long stretches of negatives), half positives (most runs), ties
+    mixing both labels, and sets of one label only."""
+    rng = np.random.default_rng(n + distinct)
+    scores = {name: rng.integers(0, distinct, n).astype(np.float64) for name in pair_scores.SCORES}
+    gold = (rng.random(n) < positives).astype(np.int64)
+    check(pair_scores.STATISTICS, pair_scores.pair_arrays(scores, gold), seeds=(0,))
+
+
+def test_pair_figures_of_a_resample_whose_first_run_is_far_down():
+    """A resample whose first present run is beyond the first FIRST_RUNS runs: its figures are taken
+    plainly (the same values)."""
+    n = 400
+    rng = np.random.default_rng(8)
+    scores = {name: rng.normal(size=n) for name in pair_scores.SCORES}
+    arrays = pair_scores.pair_arrays(scores, (rng.random(n) < 0.3).astype(np.int64))
+    W = stats.resample_counts(stats.rng_for(0, "far", "all"), n, 6)
+    W[2] = 0.0
+    W[2, arrays["cosine.run"] > pair_scores.FIRST_RUNS + 5] = 1.0  # the top runs left out
+    derived = pair_scores._Thresholds(arrays["cosine.run"], arrays["gold"], n)
+    assert "missing" in pair_scores.fast_figures(pair_scores._float32_counts(W), derived)
+    for name, stat in pair_scores.STATISTICS.items():
+        assert_same(stat.fast(W, stats.Prepared(arrays).for_block()), stat.function(W, arrays), name)
 
 
 @pytest.mark.parametrize("folds", [False, True])

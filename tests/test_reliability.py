@@ -25,6 +25,7 @@ from reliability_helpers import (
     write_h5,
 )
 
+from embeval import errors
 from embeval.formats import h5guard
 from embeval.formats import sentences as export
 from embeval.formats.results import UNDEFINED_NOTE
@@ -882,6 +883,16 @@ def test_file_that_crashes_hdf5_is_refused(cli, data_dir, tmp_path):
     refused_twice(cli, tmp_path, [path, "--data", data_dir, "--tasks", "MR"], str(path), "MR")
 
 
+def test_a_file_that_crashes_hdf5_is_refused_before_the_task_datas_problems(cli, tmp_path):
+    """The task data loads while the guard reads the file: the file's crash is still what is said
+    (as when the data was loaded after it), a task without data no other line."""
+    path = tmp_path / "v.h5"
+    shutil.copy(os.path.join(FIXTURES, "hdf5_segfault.h5"), path)
+    (tmp_path / "empty").mkdir()
+    result = cli("score", path, "--data", tmp_path / "empty", "--tasks", "MR")
+    refused(result, str(path), "MR", "corrupted HDF5 file: the HDF5 library crashed")
+
+
 def test_file_that_hangs_hdf5_is_refused(cli, data_dir, tmp_path, monkeypatch):
     """tests/fixtures/hdf5_hang.h5 made libhdf5 2.0 loop forever reading an attribute of /MR."""
     monkeypatch.setattr(h5guard, "SECONDS", 1)
@@ -937,6 +948,39 @@ def test_guard_in_a_fresh_interpreter(data_dir, tmp_path):
     crash = Path(FIXTURES) / "hdf5_segfault.h5"
     failure, last = h5guard._spawned(crash, ["MR"], 60, inspect_metadata)
     assert last == "MR" and failure in (None, "crashed (SIGSEGV)")
+
+
+def test_guard_reads_a_file_once_per_process_while_it_stays_the_same(tmp_path, monkeypatch):
+    """A file read unharmed is not read in a child again for the names already read; other names, a
+    rewritten file, another inspect function and a failed read are."""
+    runs = []
+
+    def forked(path, names, seconds, inspect):
+        runs.append(list(names))
+        return ("crashed (SIGSEGV)", names[-1]) if "bad" in names else (None, names[-1])
+
+    def inspect(path, names, report):  # never run: the child is replaced
+        raise AssertionError
+
+    monkeypatch.setattr(h5guard, "_start_forked", lambda path, names, fn: lambda s: forked(path, names, s, fn))
+    monkeypatch.setattr(h5guard, "_spawned", forked)
+    monkeypatch.setattr(h5guard, "_CHECKED", {})
+    path = tmp_path / "v.h5"
+    path.write_bytes(b"one")
+    h5guard.check(path, ["A", "B"], inspect)
+    h5guard.check(path, ["B"], inspect)
+    assert runs == [["A", "B"]]
+    h5guard.check(path, ["C"], inspect)
+    assert runs[-1] == ["C"]
+    h5guard.check(path, ["A"], lambda p, n, r: None)
+    assert len(runs) == 3
+    for _ in range(2):
+        with pytest.raises(errors.VectorsError):
+            h5guard.check(path, ["bad"], inspect)
+    assert len(runs) == 5
+    path.write_bytes(b"rewritten")
+    h5guard.check(path, ["A"], inspect)
+    assert len(runs) == 6
 
 
 def test_written_files_get_ordinary_permissions(tmp_path):

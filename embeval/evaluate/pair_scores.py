@@ -31,8 +31,13 @@ What mteb does (AbsTaskPairClassification, PairClassificationEvaluator), on labe
 Bootstrap: `STATISTICS` holds each figure as f(W, arrays) -> (b,) over pairs resampled with counts W
 (embeval.stats); a threshold is re-chosen in every resample, as the figure defines it. A resample
 without a positive pair has AP 0, as scikit-learn gives. The fast path (`fast_figures`) sorts each
-score once and reads every resample's thresholds from running sums of its counts in that order.
+score once and sums a block of resamples' counts with one sparse product per score: per run holding a
+positive pair, its positives and the negatives since the previous such run; the best cuts can only
+follow such a run (or the resample's first present run), so every figure of every resample is read
+from the running sums of those few columns.
 """
+
+import warnings
 
 import numpy as np
 import torch
@@ -238,73 +243,54 @@ def resampled_figures(W, arrays, name):
     return stats.per_block(W, arrays, ("plain pair figures", name), build)
 
 
-class _Thresholds:
-    """What the fast path derives once from a score's runs (most similar first) and the labels.
+FIRST_RUNS = 32  # runs searched from the top for a resample's first present one (then all of them, plainly)
 
-    Only the runs holding a positive pair (`positive runs`) change the true positives, and only those
-    holding a negative one change the false positives; the counts of each are summed per run, and
-    the running sums of the two are read where they are needed: AP at every positive run, the
-    accuracy and F1 thresholds at the cuts followed by a run holding a negative pair (moving a cut
-    over runs of positives only never lowers either figure) and at each resample's last cut."""
+
+class _Thresholds:
+    """What the fast path derives once from a score's runs (most similar first) and the labels: one
+    sparse matrix whose product with a block's counts gives every sum the figures take.
+
+    Only a run holding a positive pair (a `positive run`) can end the best cut: moving a cut back over
+    runs of negatives only keeps the true positives and drops false ones, so the cut after the last
+    positive run before it is at least as good (or, without a true positive yet, the cut after the
+    resample's first present run). The matrix's rows: each positive run's positives; the negatives
+    between consecutive positive runs (a `stretch`: those before the first, ..., those after the last;
+    a run's negatives belong with its positives); all the pairs of each of the first FIRST_RUNS runs."""
 
     def __init__(self, run, gold, n):
-        import torch
-
         run, gold = np.asarray(run, dtype=np.int64), np.asarray(gold)
-        order = np.argsort(run, kind="stable")
-        positive = gold[order] == 1
         runs = int(run.max()) + 1 if len(run) else 0
-        has_positive, has_negative = np.zeros(runs, dtype=bool), np.zeros(runs, dtype=bool)
-        has_positive[run[order][positive]] = True
-        has_negative[run[order][~positive]] = True
-        positive_runs, negative_runs = np.flatnonzero(has_positive), np.flatnonzero(has_negative)
-        self.sizes = len(positive_runs), len(negative_runs)
-        self.tied = runs < len(run)
-        tensor = torch.from_numpy
-        # the items of each kind in order, after the counts' column n (always 0): summed, the counts'
-        # running sums start at 0 (index j: the sum over the first j runs of the kind)
-        self.items = tuple(tensor(np.r_[n, order[mask]]) for mask in (positive, ~positive))
-        self.run_of_item = tuple(
-            tensor(1 + np.searchsorted(ids, run[order][mask]))
-            for ids, mask in ((positive_runs, positive), (negative_runs, ~positive))
+        positive = gold == 1
+        has_positive = np.zeros(runs, dtype=bool)
+        has_positive[run[positive]] = True
+        positive_runs = np.flatnonzero(has_positive)
+        self.count = k = len(positive_runs)
+        self.first = min(FIRST_RUNS, runs)
+        self.first_negative_only = ~has_positive[: self.first]
+        self.all_first = self.first == runs
+        # each pair's row: its positive run's, or its stretch's; then the first runs' rows
+        row = np.where(positive, np.searchsorted(positive_runs, run), k + np.searchsorted(positive_runs, run))
+        early = np.flatnonzero(run < self.first)
+        rows = np.r_[row, 2 * k + 1 + run[early]]
+        columns = np.r_[np.arange(len(run)), early]
+        self.matrix = _sparse_rows(rows, columns, 2 * k + 1 + self.first, n)
+
+
+def _sparse_rows(rows, columns, height, n):
+    """A float32 torch CSR matrix (height, n) with ones at (rows, columns): row r sums the counts of its pairs."""
+    import torch
+
+    order = np.argsort(rows, kind="stable")
+    pointers = np.r_[0, np.cumsum(np.bincount(rows, minlength=height))]
+    with warnings.catch_warnings():  # torch's note that its sparse tensors are in beta
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(
+            torch.from_numpy(pointers.astype(np.int64)),
+            torch.from_numpy(columns[order].astype(np.int64)),
+            torch.ones(len(columns), dtype=torch.float32),
+            size=(height, n),
+            check_invariants=True,
         )
-        self.fp_at_positive = tensor(np.searchsorted(negative_runs, positive_runs, side="right"))
-        cuts = np.flatnonzero(has_negative[1:])  # cut after run r, run r + 1 holding a negative pair
-        self.tp_at_cut = tensor(np.searchsorted(positive_runs, cuts, side="right"))
-        self.fp_at_cut = tensor(np.searchsorted(negative_runs, cuts, side="right"))
-        self.run_ids = tensor(positive_runs), tensor(negative_runs)
-
-
-TAIL = 32  # runs of a kind searched from the end for a resample's last present one (then all of them)
-
-
-def _running(torch, counts, items, run_of_item, size, tied):
-    """((b, size + 1) the counts of one kind's items summed per run, from a leading 0, (b, size + 1)
-    their running sums)."""
-    picked = counts.index_select(1, items)
-    if tied:
-        picked = torch.zeros((len(counts), size + 1), dtype=counts.dtype).index_add_(1, run_of_item, picked[:, 1:])
-    return picked, picked.cumsum(1)
-
-
-def _last_present(torch, running, run_ids):
-    """((b,) the run, among all runs, of the last run of this kind with a count in each resample (-1:
-    none), (b,) that run's count): from the running sums (b, runs + 1), searched at the end first."""
-    b, width = running.shape
-    total = running[:, -1:]
-    if width == 1:
-        return torch.full((b,), -1, dtype=torch.int64), torch.zeros(b, dtype=running.dtype)
-    start = max(0, width - 1 - TAIL)
-    reached = (running[:, start:] < total).sum(1) + start  # the first index whose sum is the total
-    if start > 0:
-        missed = running[:, start] >= total[:, 0]  # reached at or before the tail: count over all
-        if bool(missed.any()):
-            reached[missed] = (running[missed] < total[missed]).sum(1)
-    found = total[:, 0] > 0
-    reached = reached.clamp(1, width - 1)
-    rows = torch.arange(b)
-    count = running[rows, reached] - running[rows, reached - 1]
-    return torch.where(found, run_ids[reached - 1], -1), torch.where(found, count, 0.0)
 
 
 def _best_cuts(torch, cut_tp, cut_fp, taken, wanted, total):
@@ -335,42 +321,55 @@ def _best_cuts(torch, cut_tp, cut_fp, taken, wanted, total):
     return errors, 2 * np.where(np.isfinite(best), best, 0.0)
 
 
+def _transposed(x, step=2048):
+    """x.T as a C-contiguous array, copied a band of rows at a time (a tall, narrow x: numpy's copy is
+    slower in one go)."""
+    out = np.empty(x.shape[::-1], dtype=x.dtype)
+    for start in range(0, len(x), step):
+        out[:, start : start + step] = x[start : start + step].T
+    return out
+
+
 def fast_figures(counts, derived):
-    """{"accuracy", "f1", "ap"}: (b,) numpy, the figures of resampled_figures from float32 counts
-    (b, n + 1, the last column 0) in torch and a score's _Thresholds, the same values to rounding:
-    counts and running sums are integers (exact in float32 below 2^24 pairs), ratios are float64."""
+    """{"accuracy", "f1", "ap"}: (b,) numpy, the figures of resampled_figures from the transposed float32
+    counts (n, b) in torch (_float32_counts) and a score's _Thresholds, the same values to rounding:
+    sums of counts are integers (exact in float32 below 2^24 pairs), ratios and products are float64.
+    With "missing": the resamples whose first present run is beyond the first FIRST_RUNS (their
+    accuracy is left to the caller)."""
     import torch
 
-    d = derived
-    positives, tp = _running(torch, counts, d.items[0], d.run_of_item[0], d.sizes[0], d.tied)  # (b, runs + 1)
-    negatives, fp = _running(torch, counts, d.items[1], d.run_of_item[1], d.sizes[1], d.tied)
-    wanted, unwanted = tp[:, -1].numpy().astype(np.float64), fp[:, -1].numpy().astype(np.float64)
-    total = wanted + unwanted
-    # AP: each positive run's positives x the precision there (the products are exact integers)
-    tp_run = tp[:, 1:]
-    taken = fp.index_select(1, d.fp_at_positive).add_(tp_run).clamp_min_(1.0)  # 0 only where nothing gained
-    gained = positives[:, 1:].mul(tp_run)
-    precision_sum = np.divide(gained.numpy(), taken.numpy(), dtype=np.float64).sum(1)
+    d, k = derived, derived.count
+    sums = torch.from_numpy(_transposed((d.matrix.to(counts.dtype) @ counts).numpy()))  # (b, rows)
+    b = len(sums)
+    tp = sums[:, :k].cumsum(1)  # after each positive run
+    fp_all = sums[:, k : 2 * k + 1].cumsum(1)
+    fp = fp_all[:, :k]
+    wanted = tp[:, -1:] if k else torch.zeros((b, 1), dtype=sums.dtype)
+    total = wanted + fp_all[:, -1:]
+    taken = tp + fp
+    # AP: each positive run's positives x the precision after it (taken > 0 where positives are)
+    precision = np.divide(tp.numpy(), taken.clamp_min(1.0).numpy(), dtype=np.float64)
+    gained = np.einsum("bk,bk->b", sums[:, :k].numpy(), precision, dtype=np.float64)
+    positives = wanted[:, 0].numpy().astype(np.float64)
+    ap = np.where(positives > 0, gained / np.where(positives > 0, positives, 1.0), 0.0)
+    errors, f1 = _best_cuts(torch, tp, fp, taken, wanted, total)
+    # without a true positive: the cut after the first present run, if it holds negatives only
+    first = sums[:, 2 * k + 1 :].numpy()
+    present = first > 0
+    found = present.any(1)
+    at = np.argmax(present, axis=1) if first.shape[1] else np.zeros(b, dtype=np.int64)
+    unwanted, total = fp_all[:, -1].numpy().astype(np.float64), total[:, 0].numpy().astype(np.float64)
+    if first.shape[1]:
+        count = first[np.arange(b), at].astype(np.float64)
+        extra = found & d.first_negative_only[at] & (count < total)
+        errors = np.where(extra, np.minimum(errors, count), errors)
     with np.errstate(invalid="ignore", divide="ignore"):
-        ap = np.where(wanted > 0, precision_sum / np.where(wanted > 0, wanted, 1.0), 0.0)
-    # the cuts followed by a run holding a negative pair (allowed: taking some pairs, not all)
-    cut_tp, cut_fp = tp.index_select(1, d.tp_at_cut), fp.index_select(1, d.fp_at_cut)
-    taken = cut_tp + cut_fp
-    errors, f1 = _best_cuts(torch, cut_tp, cut_fp, taken, tp[:, -1:], tp[:, -1:] + fp[:, -1:])
-    # each resample's last cut, before the last run holding a pair (allowed where it takes some)
-    last_positive, positive_count = _last_present(torch, tp, d.run_ids[0])
-    last_negative, negative_count = _last_present(torch, fp, d.run_ids[1])
-    last = torch.maximum(last_positive, last_negative)
-    last_tp = wanted - torch.where(last_positive == last, positive_count, 0.0).numpy()
-    last_fp = unwanted - torch.where(last_negative == last, negative_count, 0.0).numpy()
-    last_taken = last_tp + last_fp
-    last_ok = last_taken > 0
-    errors = np.where(last_ok, np.minimum(errors, last_fp - last_tp), errors)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        f1 = np.maximum(f1, np.where(last_ok & (last_tp > 0), 2 * last_tp / (wanted + last_taken), 0.0))
         accuracy = (unwanted - errors) / np.where(total > 0, total, 1.0)
     accuracy = np.where(np.isfinite(accuracy) & (accuracy > 0.0), accuracy, 0.0)
-    return {"accuracy": accuracy, "f1": np.where(f1 > 0.0, f1, 0.0), "ap": ap}
+    out = {"accuracy": accuracy, "f1": f1, "ap": ap}
+    if not d.all_first and not found.all():
+        out["missing"] = ~found
+    return out
 
 
 def _figures_fast(W, arrays, name):
@@ -378,23 +377,28 @@ def _figures_fast(W, arrays, name):
     from embeval import stats
 
     def build():
-        counts = stats.per_block(W, arrays, "counts32", lambda: _float32_counts(W))
+        counts = stats.per_block(W, arrays, "counts32.T", lambda: _float32_counts(W))
         n = W.shape[1]
         derived = stats.derived(arrays, ("thresholds", name), lambda a: _Thresholds(a[f"{name}.run"], a["gold"], n))
-        return fast_figures(counts, derived)
+        out = fast_figures(counts, derived)
+        missing = out.pop("missing", None)
+        if missing is not None:  # a first present run beyond the first runs (almost never): plainly
+            rows = np.flatnonzero(missing)
+            plain = resampled_figures(W[rows], {k: arrays[k] for k in (f"{name}.run", "gold")}, name)
+            for metric, values in plain.items():
+                out[metric][rows] = values
+        return out
 
     return stats.per_block(W, arrays, ("pair figures", name), build)
 
 
 def _float32_counts(W):
-    """The block's counts as a float32 tensor (b, n + 1) with a last column of zeros (float64 for
-    2^24 pairs or more, beyond float32's exact integers)."""
+    """The block's counts, transposed, as a float32 tensor (n, b) (float64 for 2^24 pairs or more,
+    beyond float32's exact integers)."""
     import torch
 
     dtype = np.float32 if W.shape[1] < 1 << 24 else np.float64
-    out = np.zeros((len(W), W.shape[1] + 1), dtype=dtype)
-    out[:, :-1] = W
-    return torch.from_numpy(out)
+    return torch.from_numpy(np.ascontiguousarray(W.T, dtype=dtype))
 
 
 def _one(metric, name):

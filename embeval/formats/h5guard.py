@@ -6,7 +6,9 @@ before the scorer opens a vectors file, a child process reads the same metadata 
 read (the same code: VectorsFile.dataset and .inspect); when the child dies on a signal or does
 not finish in time, the file is refused with a one-line error. Python-level errors are left to
 the scorer, which meets them again and reports them itself. On Linux the child is forked
-(milliseconds); elsewhere it is a fresh interpreter.
+(milliseconds); elsewhere it is a fresh interpreter. A file whose datasets a child read unharmed is
+not read in a child again by the same process while it stays the same file (device, inode, size,
+modification and change times).
 
 Before any of that, `check_file` refuses what cannot be an HDF5 file at all without loading HDF5 (or
 numpy): so a wrong path is answered at once.
@@ -55,19 +57,70 @@ def check_file(path):
     raise VectorsError("not an HDF5 file", file=path)
 
 
+# What this process's guards read without a failure: (the file's identity, inspect) -> the names read.
+# The same file (device, inode, size, modification and change times unchanged) holds the same bytes, so
+# its metadata, read unharmed once, is not read in a child again (a scorer called task by task).
+_CHECKED: dict[tuple[tuple[int, ...], object], set[str]] = {}
+CHECKED_FILES = 1024  # files remembered at most (then forgotten all at once)
+
+
 def check(path, names, inspect, seconds=None):
     """Run inspect(path, names, report) in a child process; raise VectorsError if the child crashes or
     hangs. `inspect` reads the metadata and calls report(name) before each dataset; it must be a
-    module-level function (a fresh interpreter imports it where fork is not available)."""
-    seconds = SECONDS if seconds is None else seconds
-    run = _forked if sys.platform.startswith("linux") else _spawned
-    failure, last = run(Path(path), list(names), seconds, inspect)
-    if failure is None:
-        return
-    where = f"reading /{last}" if last else "opening the file"
-    raise VectorsError(
-        f"corrupted HDF5 file: the HDF5 library {failure} while {where}; write the file again", file=path, task=last
-    )
+    module-level function (a fresh interpreter imports it where fork is not available). Names this
+    process's guard already read unharmed in the same file are not read again."""
+    start(path, names, inspect, seconds).wait()
+
+
+def start(path, names, inspect, seconds=None):
+    """check(), its child started: the caller may do other work (never reading the file) before the
+    Guard's wait(), which raises check()'s error; cancel() ends the child instead."""
+    return Guard(Path(path), list(names), inspect, SECONDS if seconds is None else seconds)
+
+
+class Guard:
+    """A guard process reading a file's metadata (see check)."""
+
+    def __init__(self, path, names, inspect, seconds):
+        self.path, self.names, self.inspect, self.seconds = path, names, inspect, seconds
+        self.identity = _identity(path)
+        self.outcome = self.finish = None
+        if self.identity is not None and set(names) <= _CHECKED.get((self.identity, inspect), set()):
+            self.outcome = (None, None)
+        elif sys.platform.startswith("linux"):
+            self.finish = _start_forked(path, names, inspect)
+        else:
+            self.outcome = _spawned(path, names, seconds, inspect)
+
+    def wait(self):
+        if self.outcome is None:
+            self.outcome = self.finish(self.seconds)
+        failure, last = self.outcome
+        if failure is None:
+            if self.identity is not None and _identity(self.path) == self.identity:  # unchanged while read
+                if len(_CHECKED) >= CHECKED_FILES:
+                    _CHECKED.clear()
+                _CHECKED.setdefault((self.identity, self.inspect), set()).update(self.names)
+            return
+        where = f"reading /{last}" if last else "opening the file"
+        raise VectorsError(
+            f"corrupted HDF5 file: the HDF5 library {failure} while {where}; write the file again",
+            file=self.path,
+            task=last,
+        )
+
+    def cancel(self):
+        if self.outcome is None:
+            self.outcome = self.finish(None)
+
+
+def _identity(path):
+    """(device, inode, size, modification and change times in ns) of the file at path; None if it cannot be read."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)
 
 
 def _failure(kind, value, seconds):
@@ -85,6 +138,12 @@ def _failure(kind, value, seconds):
 
 
 def _forked(path, names, seconds, inspect):
+    return _start_forked(path, names, inspect)(seconds)
+
+
+def _start_forked(path, names, inspect):
+    """Fork the child reading the file; returns finish(seconds): (failure or None, the last name the
+    child reported) once it ended (seconds None: kill it now)."""
     read_end, write_end = os.pipe()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -100,11 +159,18 @@ def _forked(path, names, seconds, inspect):
         finally:
             os._exit(code)
     os.close(write_end)
-    try:
-        (kind, value), reported = _wait(pid, seconds, read_end)
-    finally:
-        os.close(read_end)
-    return _failure(kind, value, seconds), _last(reported)
+
+    def finish(seconds):
+        try:
+            if seconds is None:
+                _kill(pid)
+                return "was stopped", None
+            (kind, value), reported = _wait(pid, seconds, read_end)
+        finally:
+            os.close(read_end)
+        return _failure(kind, value, seconds), _last(reported)
+
+    return finish
 
 
 def _wait(pid, seconds, fd):

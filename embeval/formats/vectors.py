@@ -88,11 +88,15 @@ class VectorsFile:
     """
 
     def __init__(self, path, names=None, guard=True):
+        """guard: True (check the file first), False (checked already), or a started guard of the
+        file's `names` (h5guard.start(path, names, inspect_metadata)): waited for first."""
         import h5py
 
         self.path = check_file(path)
         self.wanted = list(names) if names is not None else list(TASKS) + [UNION]
-        if guard:
+        if isinstance(guard, h5guard.Guard):
+            guard.wait()
+        elif guard:
             h5guard.check(self.path, self.wanted, inspect_metadata)
         try:
             self.h5 = h5py.File(self.path, "r")

@@ -19,6 +19,9 @@ import numpy as np
 
 from embeval.errors import DATA_HINT, DataFileError, VectorsError
 from embeval.evaluate import normalize
+from embeval.formats import h5guard
+from embeval.formats import vectors as vectors_format
+from embeval.formats.h5guard import check_file
 from embeval.formats.sentences import UNION, dataset_name, fingerprint, union_sentences
 from embeval.formats.vectors import VectorsFile, union_rows, warn_unverified
 from embeval.memory import check_bootstrap
@@ -447,8 +450,17 @@ def plan(vectors, data_dir, tasks=None, config=None, strict=False, check_memory=
     specs = [registry[t] if isinstance(t, str) else t for t in (tasks if explicit else registry)]
     if explicit:
         registry = Registry(list(registry.values()) + [s for s in specs if s.name not in registry])
-    with VectorsFile(vectors, names=wanted_datasets(specs, config, registry)) as vf:
-        cache = cache if cache is not None else TaskDataCache(root)
+    cache = cache if cache is not None else TaskDataCache(root)
+    wanted = wanted_datasets(specs, config, registry)
+    guard = h5guard.start(check_file(vectors), wanted, vectors_format.inspect_metadata)
+    try:
+        if explicit:
+            _load_ahead(specs, cache)
+        opened = VectorsFile(vectors, names=wanted, guard=guard)  # once the guard has finished unharmed
+    except BaseException:
+        guard.cancel()  # the child ended, if it still runs
+        raise
+    with opened as vf:
         union = UnionRows(vf, cache, registry)
         union_tasks = union.tasks() or []
         todo, skipped = select(specs, explicit, vf, root, union_tasks, strict, registry)
@@ -490,6 +502,18 @@ def plan(vectors, data_dir, tasks=None, config=None, strict=False, check_memory=
         for source in sources:
             units.append(_unit(spec, source, located, described, root, config))
     return Plan(units, skipped, model)
+
+
+def _load_ahead(specs, cache):
+    """Load and fingerprint the tasks' data while the vectors file's guard reads it (the data's own
+    errors are left to the plan, which meets them again in its order)."""
+    for spec in specs:
+        try:
+            for role, sentences in cache.lists(spec).items():
+                cache.list_fingerprint(spec, role, sentences)
+            cache.fingerprint(spec)
+        except Exception:
+            continue
 
 
 class AheadFingerprints:
