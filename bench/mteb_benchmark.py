@@ -101,7 +101,10 @@ def sizes(task):
         }
     if kind == "Clustering":
         return {"documents": s["num_samples"], "labels": s["labels_statistics"]["unique_labels"]}
-    if kind in ("PairClassification", "STS"):
+    if kind == "PairClassification":  # and the share of positive pairs (1% in SprintDuplicateQuestions)
+        counts = {label: c["count"] for label, c in s["labels_statistics"]["labels"].items()}
+        return {"pairs": s["num_samples"], "positive": counts.get("1", 0) / sum(counts.values())}
+    if kind == "STS":
         return {"pairs": s["num_samples"]}
     if kind == "Summarization":
         texts = s["num_samples"]
@@ -159,8 +162,10 @@ def synthesize(task, scale, seed):
         data["sizes"] = {"documents": n, "labels": real["labels"]}
     elif kind == "PairClassification":
         n = scaled(real["pairs"], scale, 100)
-        data["pairs"] = [(f"a{i}", f"b{i}", int(y)) for i, y in enumerate(rng.integers(0, 2, n))]
-        data["sizes"] = {"pairs": n}
+        labels = (rng.random(n) < real["positive"]).astype(int)
+        labels[:2] = 1, 0  # both labels present at any scale
+        data["pairs"] = [(f"a{i}", f"b{i}", int(y)) for i, y in enumerate(labels)]
+        data["sizes"] = {"pairs": n, "positive": round(float(labels.mean()), 4)}
     elif kind == "STS":
         n = scaled(real["pairs"], scale, 100)
         low, high = task.min_score, task.max_score
