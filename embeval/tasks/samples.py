@@ -112,14 +112,19 @@ def read_splits(spec, paths, keys, columns, target, training=None, labels_as_tex
 
     names = dict(spec.column_names)
     texts = columns[:-1]
-    tokenize = join_tokens if spec.tokenization == "whitespace" else (lambda text: text)
+    tokenized = spec.tokenization == "whitespace"
     loaded = {}
     for key in keys:
         path = paths[key]
         rows = tabular.read_rows(path, spec.format, columns, names, spec.name)
         parsed = []
         for line, row in rows:
-            sentences = [tokenize(tabular.text_field(row[c], names.get(c, c), path, spec.name, line)) for c in texts]
+            sentences = [row[c] for c in texts]  # text already, but in JSONL: checked
+            if spec.format == "jsonl" and not all(isinstance(text, str) for text in sentences):
+                for c in texts:
+                    tabular.text_field(row[c], names.get(c, c), path, spec.name, line)
+            if tokenized:
+                sentences = [join_tokens(text) for text in sentences]
             if target == "score":
                 value = tabular.number_field(
                     row[columns[-1]], names.get(columns[-1], columns[-1]), path, spec.name, line
