@@ -183,6 +183,20 @@ def test_pair_classification_rare_and_dense_positives(n, distinct, positives):
     check(pair_scores.STATISTICS, pair_scores.pair_arrays(scores, gold), seeds=(0,))
 
 
+def test_pair_scores_that_share_their_runs_are_resampled_once():
+    """Scores with the same runs (the model's cosine and the cosine; on unit vectors the dot product
+    and the Euclidean distance) are one computation per block, with the plain resampling's figures."""
+    rng = np.random.default_rng(21)
+    n = 300
+    a, b = rng.normal(size=(n, 8)), rng.normal(size=(n, 8))
+    a, b = a / np.linalg.norm(a, axis=1, keepdims=True), b / np.linalg.norm(b, axis=1, keepdims=True)
+    arrays = pair_scores.pair_arrays(pair_scores.pair_scores(a, b), (rng.random(n) < 0.3).astype(np.int64))
+    shared = {name: pair_scores._same_runs(arrays, name) for name in pair_scores.SCORES}
+    same = {"similarity": "similarity", "cosine": "similarity", "manhattan": "manhattan"}
+    assert shared == {**same, "euclidean": "similarity", "dot": "similarity"}
+    check(pair_scores.STATISTICS, arrays, seeds=(0,))
+
+
 def test_pair_figures_of_a_resample_whose_first_run_is_far_down():
     """A resample whose first present run is beyond the first FIRST_RUNS runs: its figures are taken
     plainly (the same values)."""

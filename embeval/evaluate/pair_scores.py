@@ -372,9 +372,25 @@ def fast_figures(counts, derived):
     return out
 
 
-def _figures_fast(W, arrays, name):
-    """resampled_figures' values by the fast path, computed once per block of resamples."""
+def _same_runs(arrays, name):
+    """The first of SCORES whose runs are `name`'s, number for number: its figures are `name`'s (the
+    figures depend on the runs and the labels only). The model's cosine similarity and the cosine
+    share their runs; on unit vectors the dot product and the Euclidean distance often do too."""
     from embeval import stats
+
+    def find(a):
+        mine = a[f"{name}.run"]
+        return next(other for other in SCORES if np.array_equal(a[f"{other}.run"], mine))
+
+    return stats.derived(arrays, ("same runs", name), find)
+
+
+def _figures_fast(W, arrays, name):
+    """resampled_figures' values by the fast path, computed once per block of resamples (and once for
+    the scores that share their runs)."""
+    from embeval import stats
+
+    name = _same_runs(arrays, name)
 
     def build():
         counts = stats.per_block(W, arrays, "counts32.T", lambda: _float32_counts(W))
