@@ -1,6 +1,7 @@
 """The test suite's cost: CPU seconds and peak memory of every test, and of the whole run.
 
-Runs pytest in this process with a small plugin. Per test (setup, call and teardown together, so a
+Runs pytest in this process with a small plugin, loaded by every pytest-xdist worker too (the
+suite's default `-n 2`: docs/testing.md). Per test (setup, call and teardown together, so a
 shared fixture's cost falls on the first test that uses it): CPU seconds of the test process and of
 the children it waited for (getrusage deltas: these do not depend on how loaded the machine is,
 unlike wall time), wall seconds, and the peak memory of the process tree (the test process and all
@@ -8,9 +9,11 @@ its descendants), sampled from /proc every --interval seconds while the test run
 memory summed over the processes (RSS, an upper bound: pages the processes share count once per
 process) and proportional set size (PSS: shared pages split between their users, what the tree
 really takes). Long-lived descendants (a server kept for a module) count their CPU when reaped.
+With workers, a test's figures are its worker's (the worker and its descendants), and the run's
+peak is that of the whole tree (this process, the workers and theirs), sampled here.
 
-    python bench/suite.py [--out bench/results/suite.json] [--top 25] [--interval 0.1] [-- PYTEST_ARGS]
-    e.g. python bench/suite.py -- -q -m "not slow"
+    python bench/suite.py [--out bench/results/suite.json] [--top 25] [--interval 0.2] [-- PYTEST_ARGS]
+    e.g. python bench/suite.py --out bench/results/suite_quick.json -- -q -m "not slow"
 
 Run from anywhere (pytest runs in the checkout). Prints the tests that took the most CPU and the
 most memory, and the totals; writes every test's figures to --out (JSON). Linux only (/proc).
@@ -22,6 +25,7 @@ import os
 import platform
 import resource
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -30,6 +34,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = os.sysconf("SC_PAGE_SIZE")
+# Where each test process writes its tests' records, and the sampling interval it uses (set by main()).
+RECORDS = "EMBEVAL_SUITE_RECORDS"
+INTERVAL = "EMBEVAL_SUITE_INTERVAL"
 
 
 def descendants(pid):
@@ -126,13 +133,20 @@ def cpu_seconds():
 
 
 class Measure:
-    """The pytest plugin: one record per test."""
+    """The pytest plugin of a process that runs tests: one record per test, written at the end of
+    the session to the folder $EMBEVAL_SUITE_RECORDS names."""
 
-    def __init__(self, sampler):
+    def __init__(self, sampler, name):
         self.sampler = sampler
+        self.name = name
         self.tests = []
         self.outcome = "passed"
         self.phases = {}
+
+    def pytest_sessionfinish(self, session):
+        self.sampler.stop.set()
+        records = Path(os.environ[RECORDS]) / f"{self.name}.json"
+        records.write_text(json.dumps({"tests": self.tests, "sampling_cpu_s": self.sampler.spent}))
 
     def phase(self, name):
         """Wraps one phase (setup, call, teardown): its CPU seconds into self.phases."""
@@ -177,6 +191,7 @@ class Measure:
         self.tests.append(
             {
                 "test": item.nodeid,
+                "worker": self.name,
                 "outcome": self.outcome,
                 "slow": item.get_closest_marker("slow") is not None,
                 "cpu_s": round(own1 - own0 - spent + kids1 - kids0, 3),
@@ -191,6 +206,30 @@ class Measure:
                 "processes": processes,
             }
         )
+
+
+def pytest_configure(config):
+    """Loaded by name (`-p suite`) in every test process: the process that runs tests (a worker, or
+    pytest itself with -n 0) measures them; a controller only hands tests out."""
+    if RECORDS not in os.environ or config.pluginmanager.has_plugin("suite-measure"):
+        return
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None and getattr(config.option, "numprocesses", None):
+        return  # the controller: its workers run the tests
+    sampler = Sampler(float(os.environ[INTERVAL]))
+    sampler.start()
+    config.pluginmanager.register(Measure(sampler, worker or "main"), "suite-measure")
+
+
+def files(rows):
+    """{test file: CPU and wall seconds of its tests}, the most CPU first."""
+    totals = {}
+    for row in rows:
+        figures = totals.setdefault(row["test"].split("::")[0], {"cpu_s": 0.0, "wall_s": 0.0})
+        figures["cpu_s"] += row["cpu_s"]
+        figures["wall_s"] += row["wall_s"]
+    ordered = sorted(totals.items(), key=lambda item: -item[1]["cpu_s"])
+    return {name: {k: round(v, 1) for k, v in figures.items()} for name, figures in ordered}
 
 
 def gib(n):
@@ -211,23 +250,35 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "suite.json")
     parser.add_argument("--top", type=int, default=25, help="tests listed by CPU and by memory")
-    parser.add_argument("--interval", type=float, default=0.1, help="seconds between memory samples")
+    parser.add_argument("--interval", type=float, default=0.2, help="seconds between memory samples")
     parser.add_argument("pytest_args", nargs="*", help="after --: pytest's arguments (default: -q)")
     args = parser.parse_args()
 
     os.chdir(ROOT)
-    sampler = Sampler(args.interval)
+    records = Path(tempfile.mkdtemp(prefix="embeval-suite-"))
+    # The test processes (workers are started with this environment) load this file as plugin `suite`.
+    path = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(ROOT / "bench") + (os.pathsep + path if path else "")
+    sys.path.insert(0, str(ROOT / "bench"))
+    os.environ.update({RECORDS: str(records), INTERVAL: str(args.interval)})
+    sampler = Sampler(args.interval)  # the whole tree: this process, the workers and their children
     sampler.start()
-    measure = Measure(sampler)
     own0, kids0 = cpu_seconds()
     wall0 = time.perf_counter()
-    code = pytest.main(list(args.pytest_args or ["-q"]), plugins=[measure])  # pytest extends the list
+    code = pytest.main(["-p", "suite", *(args.pytest_args or ["-q"])])
     wall = time.perf_counter() - wall0
     own1, kids1 = cpu_seconds()
     sampler.stop.set()
     sampler.sample()
 
-    rows = measure.tests
+    ours = (RECORDS, INTERVAL)
+    rows, spent = [], sampler.spent
+    for part in sorted(records.glob("*.json")):
+        measured = json.loads(part.read_text())
+        rows.extend(measured["tests"])
+        spent += measured["sampling_cpu_s"]
+        part.unlink()
+    records.rmdir()
     summary = {
         "command": "python bench/suite.py -- " + " ".join(args.pytest_args or ["-q"]),
         "pytest_exit": int(code),
@@ -237,32 +288,34 @@ def main():
             "load_average_at_end": os.getloadavg(),
             "python": platform.python_version(),
         },
-        "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("EMBEVAL_")},
+        "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("EMBEVAL_") and k not in ours},
         "tests_run": len(rows),
         "outcomes": {o: sum(r["outcome"] == o for r in rows) for o in ("passed", "failed", "skipped")},
+        "test_processes": len({r["worker"] for r in rows}),
         "wall_s": round(wall, 1),
-        "cpu_s": round(own1 - own0 - sampler.spent + kids1 - kids0, 1),
-        "sampling_cpu_s": round(sampler.spent, 1),
+        "cpu_s": round(own1 - own0 - spent + kids1 - kids0, 1),
+        "sampling_cpu_s": round(spent, 1),
         "children_cpu_s": round(kids1 - kids0, 1),
         "peak_rss_bytes": sampler.peak_rss,
         "peak_pss_bytes": sampler.peak_pss,
         "slow_cpu_s": round(sum(r["cpu_s"] for r in rows if r["slow"]), 1),
         "quick_cpu_s": round(sum(r["cpu_s"] for r in rows if not r["slow"]), 1),
-        "quick_peak_rss_bytes": max((r["peak_rss_bytes"] for r in rows if not r["slow"]), default=0),
-        "quick_peak_pss_bytes": max((r["peak_pss_bytes"] for r in rows if not r["slow"]), default=0),
+        "files": files(rows),
         "tests": rows,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(summary, indent=1) + "\n")
 
+    print(f"\nthe {args.top} files that took the most CPU (tests/conftest.py's LONG_FILES):")
+    for name, figures in list(summary["files"].items())[: args.top]:
+        print(f"{figures['cpu_s']:8.1f} {figures['wall_s']:8.1f}  {name}")
     print(f"\nthe {args.top} tests that took the most CPU:\n{table(rows, 'cpu_s', args.top)}")
     print(f"\nthe {args.top} tests with the highest peak memory:\n{table(rows, 'peak_pss_bytes', args.top)}")
     print(
         f"\n{len(rows)} tests: {summary['wall_s']} s wall, {summary['cpu_s']} s CPU "
         f"({summary['children_cpu_s']} s in child processes; {summary['slow_cpu_s']} s in tests marked slow); "
         f"peak memory {gib(sampler.peak_rss)} GiB resident summed over the processes, "
-        f"{gib(sampler.peak_pss)} GiB proportional (PSS); the quick subset's tests peak at "
-        f"{gib(summary['quick_peak_pss_bytes'])} GiB PSS; wrote {args.out}"
+        f"{gib(sampler.peak_pss)} GiB proportional (PSS); wrote {args.out}"
     )
     return int(code)
 

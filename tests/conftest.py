@@ -6,6 +6,7 @@ skipped with one reason; with EMBEVAL_REQUIRE_DATA=1 (set by CI) the run stops a
 """
 
 import os
+import shutil
 import tarfile
 from pathlib import Path
 
@@ -206,8 +207,49 @@ SLOW = {
 }
 
 
+# pytest-xdist hands whole files to its two workers (`-n 2 --dist loadfile --no-loadscope-reorder` in
+# pyproject.toml), in the order of the collection: the files that take longest go first, so that the
+# workers finish together (python bench/suite.py: CPU seconds per test), the ones that hold a large
+# process for a while (MEMORY_HEAVY) between others. A file not listed keeps its place after them.
+LONG_FILES = (
+    "test_docs.py",
+    "test_exporters.py",
+    "test_mteb_acceptance.py",
+    "test_search.py",
+    "test_api_exporter.py",
+    "test_classify.py",
+    "test_mteb_by_name.py",
+    "test_quickstart.py",
+    "test_vectors.py",
+    "test_predictions.py",
+    "test_exporter_roles.py",
+    "test_sweep.py",
+    "test_first_hour.py",
+    "test_rank.py",
+    "test_reliability.py",
+    "test_sweep_ray.py",
+    "test_mteb_kinds.py",
+    "test_own_tasks.py",
+    "test_docs_consistency.py",
+    "test_startup.py",
+)
+# The files whose tests run a large process beside the test process (a MiniLM model in PyTorch, JAX
+# or TensorFlow, an embedding server, a Ray cluster): one at a time across the workers, so that the
+# run's memory stays that of one such process and two test processes.
+MEMORY_HEAVY = {
+    "test_api_exporter.py",
+    "test_exporter_roles.py",
+    "test_exporters.py",
+    "test_quickstart.py",
+    "test_sweep_ray.py",
+}
+
+
 def pytest_collection_modifyitems(config, items):
-    """Mark the slow tests; a name in SLOW that its test file does not define stops the run."""
+    """Mark the slow tests; a name in SLOW that its test file does not define stops the run. The
+    LONG_FILES first."""
+    rank = {name: i for i, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file's order kept
     checked = set()
     for item in items:
         module = getattr(item, "module", None)
@@ -253,6 +295,39 @@ def build_view(source, view):
                 if member.isfile() and member.name.startswith("stsbenchmark/") and member.name.count("/") == 1:
                     (raw / Path(member.name).name).write_bytes(archive.extractfile(member).read())
     return view
+
+
+def built_once(tmp_path_factory, name, build):
+    """A folder `build(folder)` fills once per test run. pytest-xdist's workers (the suite's `-n 2`)
+    share it: the first that asks builds it in the run's common temporary folder while the others
+    wait for it, under a lock; a build that failed is tried again by the next worker that asks."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        folder = tmp_path_factory.mktemp(name)
+        build(folder)
+        return folder
+    from filelock import FileLock
+
+    common = tmp_path_factory.getbasetemp().parent
+    folder, done = common / name, common / f"{name}.done"
+    with FileLock(common / f"{name}.lock"):
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            done.touch()
+    return folder
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_memory_heavy_file_at_a_time(request, tmp_path_factory):
+    """Under pytest-xdist, a MEMORY_HEAVY file's tests run while no other worker runs one."""
+    if request.path.name not in MEMORY_HEAVY or "PYTEST_XDIST_WORKER" not in os.environ:
+        yield
+        return
+    from filelock import FileLock
+
+    with FileLock(tmp_path_factory.getbasetemp().parent / "memory-heavy.lock"):
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -308,9 +383,11 @@ def devbow_vectors(tmp_path_factory, data_dir):
     from embeval.formats.vectors import write
     from embeval.tasks.registry import TASKS
 
-    root = tmp_path_factory.mktemp("devbow")
-    export.export([TASKS[n].load(data_dir) for n in TEST_TASKS], root / "sentences")
-    write(root / "devbow.h5", root / "sentences", devbow_module.encode, batch_size=4096, progress=False)
+    def build(root):
+        export.export([TASKS[n].load(data_dir) for n in TEST_TASKS], root / "sentences")
+        write(root / "devbow.h5", root / "sentences", devbow_module.encode, batch_size=4096, progress=False)
+
+    root = built_once(tmp_path_factory, "devbow", build)
     return root / "sentences", root / "devbow.h5"
 
 
@@ -326,14 +403,17 @@ def minilm_sts16(tmp_path_factory, data_dir):
     from embeval.tasks.registry import TASKS
 
     need_modules(*MINILM_MODULES)
-    root = tmp_path_factory.mktemp("minilm_sts16")
-    sts16 = export.task_sentences(TASKS["STS16"].load(data_dir))
-    folder = write_export(root / "sentences", {"STS16": sts16, "STS12": EDGE_SENTENCES})
-    out = root / "torch.h5"
-    result = run_exporter(
-        "sentence_transformers_export.py", "--export", folder, "--out", out, "--batch-size", 32, "--device", "cpu"
-    )
-    assert result.returncode == 0, result.stderr
-    # Off a terminal (stderr is a pipe here) no loader's carriage-return progress bar garbles the log.
-    assert "\r" not in result.stderr and "Loading weights" not in result.stderr, result.stderr
-    return folder, out
+
+    def build(root):
+        sts16 = export.task_sentences(TASKS["STS16"].load(data_dir))
+        folder = write_export(root / "sentences", {"STS16": sts16, "STS12": EDGE_SENTENCES})
+        result = run_exporter(
+            "sentence_transformers_export.py", "--export", folder, "--out", root / "torch.h5", "--batch-size", 32,
+            "--device", "cpu",
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        # Off a terminal (stderr is a pipe here) no loader's carriage-return progress bar garbles the log.
+        assert "\r" not in result.stderr and "Loading weights" not in result.stderr, result.stderr
+
+    root = built_once(tmp_path_factory, "minilm_sts16", build)
+    return root / "sentences", root / "torch.h5"
