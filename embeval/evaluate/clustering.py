@@ -18,7 +18,7 @@ TwentyNewsgroups.v2).
   (16,384) of the level's documents drawn with replacement (`rng.choices(range(m), k=16384)`, the
   same random.Random that drew the sample, continued), clustered by fit_predict, and scored by
   scikit-learn's v_measure_score and adjusted_mutual_info_score against their labels (the latter as
-  embeval.evaluate.mutual_info computes it: the same figure to scikit-learn's own rounding, 1e-11).
+  embeval.evaluate.mutual_info computes it: the same figure within scikit-learn's own rounding error).
 - Figures: `v_measure` (main) the mean of every level's experiments pooled, `v_measure_std` their
   population standard deviation, `v_measures` {"Level i": [per experiment]}; `ami`, `ami_std`,
   `ami_scores` alike. One random.Random serves a task's subsets one after another (pass `rng` on).
