@@ -3,8 +3,10 @@
 Every task of the benchmark (or those of --tasks) gets synthetic data of its real size, read from the
 descriptive statistics mteb ships with the task object (its benchmark subset and evaluation split; the
 train split for classification), times --scale, and random vectors of --dims dimensions. Both arms
-score the same texts, labels and vectors, each arm in a fresh process that imports everything first,
-scores the first task once untimed (a warm-up) and then the tasks one after the other, its peak
+score the same texts, labels and vectors, each arm in a fresh process that imports its own libraries
+first (embeval's arms do not import mteb, whose half a gigabyte would slow every fork of the
+process: a user's scoring process does not hold it), scores the first task once untimed (a
+warm-up) and then the tasks one after the other, its peak
 memory reset before each (Linux clear_refs):
 
 embeval   `embeval.score` on the task written as a task file of the matching kind (the task's mteb
@@ -498,13 +500,15 @@ def worker(arm_name, names, folders, bootstrap, device="auto"):
     import warnings
 
     warnings.filterwarnings("ignore")
-    import mteb  # noqa: F401
     import torch  # noqa: F401
     from threadpoolctl import threadpool_limits
 
-    import embeval.run.execute  # noqa: F401  (both arms' imports before any timing)
-    import embeval.run.plan  # noqa: F401
-    import embeval.run.score  # noqa: F401
+    if arm_name == "mteb":  # each arm's own imports before any timing
+        import mteb  # noqa: F401
+    else:
+        import embeval.run.execute  # noqa: F401
+        import embeval.run.plan  # noqa: F401
+        import embeval.run.score  # noqa: F401
 
     threads = int(os.environ.get("BENCH_THREADS", "2"))
     results = []

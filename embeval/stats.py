@@ -51,15 +51,25 @@ def resample_counts(rng, n, size, groups=None):
 
     groups: None (draw n items from all) or an int array (n,) of strata: each stratum's items are
     drawn from that stratum only, as many as it holds."""
+    return counts_of(resample_draws(rng, n, size, groups), n)
+
+
+def resample_draws(rng, n, size, groups=None):
+    """(size, n) items drawn for `size` bootstrap resamples of n items (see resample_counts): the
+    random stream's part of the work, to be done in its order; counts_of the rest, anywhere."""
     if groups is None:
-        draws = _draw(rng, n, (size, n))
-    else:
-        groups = np.asarray(groups)
-        parts = []
-        for g in np.unique(groups):
-            idx = np.flatnonzero(groups == g)
-            parts.append(idx[_draw(rng, len(idx), (size, len(idx)))])
-        draws = np.concatenate(parts, axis=1) if parts else np.empty((size, 0), dtype=np.int64)
+        return _draw(rng, n, (size, n))
+    groups = np.asarray(groups)
+    parts = []
+    for g in np.unique(groups):
+        idx = np.flatnonzero(groups == g)
+        parts.append(idx[_draw(rng, len(idx), (size, len(idx)))])
+    return np.concatenate(parts, axis=1) if parts else np.empty((size, 0), dtype=np.int64)
+
+
+def counts_of(draws, n):
+    """(size, n) float64: how many times each of n items is in each row of draws."""
+    size = len(draws)
     counts = np.empty((size, n))
     rows = max(1, COUNT_BINS // max(n, 1))
     offsets = (np.arange(rows, dtype=np.int64) * n)[:, None]
@@ -547,10 +557,10 @@ def observed(stat, arrays):
 
 
 def _blocks(rng, n, groups, resamples, parts=1):
-    """(first resample, W) blocks of the resamples' counts, each up to BLOCK_BYTES and, where they can,
-    at least `parts` of them: the same counts, drawn in the same order, as the chunks of CHUNK_CELLS
-    drawn one after another (a stratified draw takes its strata in turn within each chunk), so a
-    block is whole chunks."""
+    """(first resample, draws) blocks of the resamples (counts_of(draws, n): their counts), each up to
+    BLOCK_BYTES of counts and, where they can, at least `parts` of them: the same draws, in the same
+    order, as the chunks of CHUNK_CELLS drawn one after another (a stratified draw takes its strata
+    in turn within each chunk), so a block is whole chunks."""
     chunk = max(1, CHUNK_CELLS // max(n, 1))
     budget = BLOCK_BYTES
     if memory_limit():
@@ -560,10 +570,12 @@ def _blocks(rng, n, groups, resamples, parts=1):
     for start in range(0, resamples, per):
         size = min(per, resamples - start)
         if groups is None:  # one call draws what the chunks' calls would, in the same order
-            W = resample_counts(rng, n, size)
+            drawn = resample_draws(rng, n, size)
         else:
-            W = np.concatenate([resample_counts(rng, n, min(chunk, size - a), groups) for a in range(0, size, chunk)])
-        yield start, W
+            drawn = np.concatenate(
+                [resample_draws(rng, n, min(chunk, size - a), groups) for a in range(0, size, chunk)]
+            )
+        yield start, drawn
 
 
 PARALLEL_CELLS = 1 << 20  # resamples x items x sets from which blocks are computed side by side
@@ -581,7 +593,8 @@ def _distribution(stat_list, arrays_list, rng, n, groups, resamples, progress=No
     sets = [Prepared(arrays) for arrays in arrays_list]
     reporting = threading.Lock()
 
-    def compute(start, W):
+    def compute(start, drawn):
+        W = counts_of(drawn, n)  # counted where the block is computed (side by side: on its thread)
         for i, arrays in enumerate(sets):
             block = arrays.for_block()
             for s, stat in enumerate(stat_list):
@@ -592,13 +605,13 @@ def _distribution(stat_list, arrays_list, rng, n, groups, resamples, progress=No
 
     if n * resamples * len(sets) < PARALLEL_CELLS:
         with threads.fair_share() as check:
-            for start, W in _blocks(rng, n, groups, resamples):
+            for start, drawn in _blocks(rng, n, groups, resamples):
                 check()
-                compute(start, W)
+                compute(start, drawn)
         return out
     with _side_by_side() as run:
-        for start, W in _blocks(rng, n, groups, resamples, PARALLEL_BLOCKS):
-            run(compute, start, W)
+        for start, drawn in _blocks(rng, n, groups, resamples, PARALLEL_BLOCKS):
+            run(compute, start, drawn)
     return out
 
 

@@ -73,7 +73,8 @@ def test_blocks_hold_the_resamples_of_chunk_after_chunk(n, groups):
     rng = stats.rng_for(4, "T", "all")
     chunks = [stats.resample_counts(rng, n, min(chunk, resamples - s), strata) for s in range(0, resamples, chunk)]
     for parts in (1, 4):
-        blocks = [W for _, W in stats._blocks(stats.rng_for(4, "T", "all"), n, strata, resamples, parts)]
+        found = stats._blocks(stats.rng_for(4, "T", "all"), n, strata, resamples, parts)
+        blocks = [stats.counts_of(drawn, n) for _, drawn in found]
         np.testing.assert_array_equal(np.concatenate(blocks), np.concatenate(chunks))
         assert all(len(W) % chunk == 0 for W in blocks[:-1])  # whole chunks: experiment_counts' seeding holds
         assert len(blocks) >= min(parts, -(-resamples // chunk))

@@ -784,3 +784,61 @@ def test_fuzz_integer_settings_of_a_task_file(data):
             assert result.exit_code == 0, result.stderr
         else:
             one_line(result, "b.toml", key)
+
+
+def _read_both(path, fmt, columns):
+    """(read_columns' outcome, read_rows' outcome by column): values, or the error's text."""
+    from embeval.errors import DataFileError
+    from embeval.tasks import tabular
+
+    def columnar():
+        lines, found = tabular.read_columns(path, fmt, columns, {}, "T")
+        return list(lines), found
+
+    def by_rows():
+        rows = tabular.read_rows(path, fmt, columns, {}, "T")
+        return [line for line, _ in rows], {c: [row[c] for _, row in rows] for c in columns}
+
+    outcomes = []
+    for read in (columnar, by_rows):
+        try:
+            outcomes.append(read())
+        except DataFileError as err:
+            outcomes.append(str(err))
+    return outcomes
+
+
+@FUZZ
+@given(st.data())
+def test_fuzz_columns_read_at_once_equal_the_rows(tmp_path_factory, data):
+    """A task file read by column (a TSV file split at once) gives read_rows' values, line numbers
+    and errors; numbers and labels parsed at once give number_field's and label_field's."""
+    from embeval.errors import DataFileError
+    from embeval.tasks import tabular
+
+    path = tmp_path_factory.mktemp("columns") / "data.tsv"
+    field = st.text(alphabet="ab1.-e\t\r \u00e9", max_size=6)
+    header = data.draw(st.sampled_from(["a\tb", "b\ta\tc", "a\r", "x\ta", "a\tb\ta"]))
+    rows = data.draw(st.lists(field, max_size=8))
+    ending = data.draw(st.sampled_from(["", "\n", "\r\n", "\n\n"]))
+    text = "\n".join([header, *rows]) + ending
+    path.write_text(text, encoding="utf-8")
+    for columns in (("a",), ("a", "b")):
+        columnar, by_rows = _read_both(path, "tsv", columns)
+        assert columnar == by_rows
+        if isinstance(columnar, str):
+            continue
+        lines, found = columnar
+        for read, one in ((tabular.number_column, tabular.number_field), (tabular.label_column, tabular.label_field)):
+            expected = []
+            for value, line in zip(found["a"], lines):
+                try:
+                    expected.append(one(value, "a", path, "T", line))
+                except DataFileError as err:
+                    expected = str(err)
+                    break
+            try:
+                got = read(found["a"], "a", path, "T", lines)
+            except DataFileError as err:
+                got = str(err)
+            assert got == expected

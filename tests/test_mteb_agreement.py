@@ -428,6 +428,7 @@ def test_agreement_matrix(cli, tmp_path, family, similarity, monkeypatch):
     from embeval.evaluate import retrieval
 
     monkeypatch.setattr(retrieval, "RERANK_QUERIES", 4)  # reranking's queries in parts, as at a large task's size
+    monkeypatch.setattr(retrieval, "RERANK_CELLS", 24 * DIM)  # gathers of 1 to 6 queries' candidates (4 to 20 each)
     mteb_client()
     kinds = [kind for kind, (similarities, _) in AGREEMENT.items() if similarity in similarities]
     built = {kind: CASES[kind](np.random.default_rng(7)) for kind in kinds}

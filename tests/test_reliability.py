@@ -10,6 +10,7 @@ import os
 import pickle
 import shutil
 import stat
+import time
 
 import h5py
 import numpy as np
@@ -948,6 +949,39 @@ def test_guard_in_a_fresh_interpreter(data_dir, tmp_path):
     crash = Path(FIXTURES) / "hdf5_segfault.h5"
     failure, last = h5guard._spawned(crash, ["MR"], 60, inspect_metadata)
     assert last == "MR" and failure in (None, "crashed (SIGSEGV)")
+
+
+def _slow_exit(path, names, report):
+    """A guard's reading (of nothing) whose child then exits slowly, as a large process's copy does."""
+    for name in names:
+        report(name)
+    write = os.write
+
+    def linger(fd, data):
+        written = write(fd, data)
+        if data == h5guard.DONE:
+            time.sleep(2)  # the child's "teardown" after its reading ended
+        return written
+
+    os.write = linger  # in the forked child only
+
+
+def test_guard_goes_on_when_the_reading_ended_and_reaps_the_child_aside(tmp_path, monkeypatch):
+    """The child's DONE line ends the wait (its exit, slow for a large process, is not waited for),
+    the names reported before it are the child's, and the child is reaped aside, not left a zombie."""
+    reaped, reap = [], h5guard._reap
+    monkeypatch.setattr(h5guard, "_reap", lambda pid: (reap(pid), reaped.append(pid)))
+    path = tmp_path / "v.h5"
+    path.write_bytes(b"x")
+    start = time.monotonic()
+    assert h5guard._start_forked(path, ["A", "B"], _slow_exit)(30) == (None, "B")
+    assert time.monotonic() - start < 2  # it did not wait for the child's exit
+    deadline = time.monotonic() + 30
+    while not reaped and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (pid,) = reaped
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # reaped already
 
 
 def test_guard_reads_a_file_once_per_process_while_it_stays_the_same(tmp_path, monkeypatch):

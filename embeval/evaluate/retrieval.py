@@ -19,7 +19,10 @@ from embeval.formats import predictions
 # The figures whose per-query values are kept for intervals and paired comparisons.
 KEPT = ("ndcg_at_10", "map_at_10", "map_at_1000", "mrr_at_10", "recall_at_100", "recall_at_1000")
 SET_KIND = "query_means"
-RERANK_CELLS = 1 << 24  # candidate vector entries gathered at once (64 MiB of float32)
+# Candidate vector entries gathered at once (8 MiB of float32): a gather small enough to be still in the
+# cache when its products read it (a 64 MiB one made the gather and products of MindSmallReranking's
+# 41 candidates of 1024 dimensions 2.4x slower: bench/rerank_chunks.py).
+RERANK_CELLS = 1 << 21
 RERANK_QUERIES = 1 << 16  # a reranking task's queries scored and evaluated at once (the memory of their
 # padded candidate lists, not of all of them: MindSmallReranking has 2.4 million queries)
 
@@ -90,10 +93,11 @@ def _scored(ctx, similarity, role, which, rows, needed, table):
         group = torch.as_tensor(np.flatnonzero(counts == count))
         step = max(1, RERANK_CELLS // (count * width))
         for a in range(0, len(group), step):
-            chunk = group[a : a + step]
-            documents = table[local[chunk, :count]]
+            chunk = group[a : a + step]  # gathered by index_select: torch's indexing by a tensor took
+            # milliseconds a call whatever its size (bench/rerank_chunks.py)
+            documents = table.index_select(0, local.index_select(0, chunk)[:, :count].reshape(-1))
             scores[chunk.numpy(), :count] = mteb_similarity.per_query(
-                queries[chunk], documents, similarity, prepared=True
+                queries.index_select(0, chunk), documents.view(len(chunk), count, width), similarity, prepared=True
             ).numpy()
     return scores
 

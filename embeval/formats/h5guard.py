@@ -19,6 +19,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -28,6 +29,10 @@ from embeval.untrusted import regular_file
 
 SECONDS = 120
 MEMORY_MARGIN = 4 << 30
+# The forked child's last line: its reading ended unharmed. HDF5 names hold no NUL byte, so no name
+# reported before it can be taken for it. The parent goes on at once; the child's exit (tearing down a
+# copy of a large process's address space takes longer than the reading) is waited for aside.
+DONE = b"\0\n"
 
 
 # An HDF5 file starts with this signature at offset 0, 512, 1024, 2048, ... (after a user block).
@@ -155,6 +160,7 @@ def _start_forked(path, names, inspect):
             _quiet()
             _limit_memory()
             inspect(path, names, lambda name: os.write(write_end, name.encode("utf-8") + b"\n"))
+            os.write(write_end, DONE)
             code = 0
         finally:
             os._exit(code)
@@ -175,8 +181,9 @@ def _start_forked(path, names, inspect):
 
 def _wait(pid, seconds, fd):
     """(('exit', code), ('signal', number) or ('timeout', None), what the child wrote to `fd`): the
-    pipe is read as the child writes, and its end (the child exited) ends the wait at once; the
-    child is killed on timeout or Ctrl-C."""
+    pipe is read as the child writes; its DONE line (the reading ended unharmed: ('exit', 0), the
+    child reaped aside) or its end (the child exited) ends the wait at once; the child is killed on
+    timeout or Ctrl-C."""
     deadline, chunks = time.monotonic() + seconds, []
     try:
         while True:
@@ -191,6 +198,10 @@ def _wait(pid, seconds, fd):
             if not chunk:
                 break
             chunks.append(chunk)
+            if DONE[:1] in chunk:  # only DONE holds a NUL byte
+                threading.Thread(target=_reap, args=(pid,), daemon=True).start()
+                written = b"".join(chunks)
+                return ("exit", 0), written[: written.index(DONE[:1])]
         _, status = os.waitpid(pid, 0)
     except BaseException:
         _kill(pid)
@@ -198,6 +209,13 @@ def _wait(pid, seconds, fd):
     if os.WIFSIGNALED(status):
         return ("signal", os.WTERMSIG(status)), b"".join(chunks)
     return ("exit", os.WEXITSTATUS(status)), b"".join(chunks)
+
+
+def _reap(pid):
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
 
 
 def _kill(pid):

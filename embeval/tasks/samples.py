@@ -116,38 +116,33 @@ def read_splits(spec, paths, keys, columns, target, training=None, labels_as_tex
     loaded = {}
     for key in keys:
         path = paths[key]
-        rows = tabular.read_rows(path, spec.format, columns, names, spec.name)
-        parsed = []
-        for line, row in rows:
-            sentences = [row[c] for c in texts]  # text already, but in JSONL: checked
-            if spec.format == "jsonl" and not all(isinstance(text, str) for text in sentences):
+        lines, found = tabular.read_columns(path, spec.format, columns, names, spec.name)
+        last = columns[-1]
+        read = tabular.number_column if target == "score" else tabular.label_column
+        if spec.format == "jsonl" and not all(isinstance(t, str) for c in texts for t in found[c]):
+            for i, line in enumerate(lines):  # the first problem in row order (texts, then the target)
                 for c in texts:
-                    tabular.text_field(row[c], names.get(c, c), path, spec.name, line)
-            if tokenized:
-                sentences = [join_tokens(text) for text in sentences]
-            if target == "score":
-                value = tabular.number_field(
-                    row[columns[-1]], names.get(columns[-1], columns[-1]), path, spec.name, line
-                )
-            else:
-                value = tabular.label_field(
-                    row[columns[-1]], names.get(columns[-1], columns[-1]), path, spec.name, line
-                )
-            parsed.append((line, sentences, value))
-        loaded[key] = (path, parsed)
+                    tabular.text_field(found[c][i], names.get(c, c), path, spec.name, line)
+                read([found[last][i]], names.get(last, last), path, spec.name, [line])
+        columns_read = [[join_tokens(t) for t in found[c]] if tokenized else found[c] for c in texts]
+        values = read(found[last], names.get(last, last), path, spec.name, lines)
+        loaded[key] = (path, lines, columns_read, values)
     classes = None
     if target == "label":
         declared = getattr(spec.params, "labels", None)
         source = training or keys[0]
-        classes = list(declared) if declared else label_order({v for _, _, v in loaded[source][1]}, labels_as_text)
+        classes = list(declared) if declared else label_order(set(loaded[source][3]), labels_as_text)
         ids = {c: i for i, c in enumerate(classes)}
-        for key, (path, parsed) in loaded.items():
-            for line, _, value in parsed:
-                if value not in ids:
-                    where = f"the declared labels ({', '.join(classes)})" if declared else f"the {source} split"
-                    raise DataFileError(
-                        f"label {value!r} of the {key} split is not in {where}", file=path, task=spec.name, line=line
-                    )
+        for key, (path, lines, _, values) in loaded.items():
+            unknown = next((i for i, v in enumerate(values) if v not in ids), None)
+            if unknown is not None:
+                where = f"the declared labels ({', '.join(classes)})" if declared else f"the {source} split"
+                raise DataFileError(
+                    f"label {values[unknown]!r} of the {key} split is not in {where}",
+                    file=path,
+                    task=spec.name,
+                    line=lines[unknown],
+                )
         if len(classes) < 2:
             path = loaded[source][0]
             raise DataFileError(
@@ -156,12 +151,9 @@ def read_splits(spec, paths, keys, columns, target, training=None, labels_as_tex
                 task=spec.name,
             )
     splits = {}
-    for key, (_path, parsed) in loaded.items():
-        values = [v for _, _, v in parsed]
+    for key, (_path, _lines, texts_read, values) in loaded.items():
         y = np.array([ids[v] for v in values], dtype=np.int64) if target == "label" else np.array(values)
-        a = [s[0] for _, s, _ in parsed]
-        b = [s[1] for _, s, _ in parsed] if len(texts) == 2 else None
-        splits[key] = Split(key, a, y, b=b)
+        splits[key] = Split(key, texts_read[0], y, b=texts_read[1] if len(texts) == 2 else None)
     return TaskData(
-        spec.name, splits, classes, [p for p, _ in loaded.values()], spaced=spec.tokenization == "whitespace"
+        spec.name, splits, classes, [v[0] for v in loaded.values()], spaced=spec.tokenization == "whitespace"
     )

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from embeval.errors import DataFileError
-from embeval.tasks.files import finite_number
+from embeval.tasks.files import MAX_MAGNITUDE, finite_number
 from embeval.untrusted import check_data_file, loads_json, warn_duplicates
 
 Row = tuple[int, dict[str, Any]]  # (line number, {column: value})
@@ -128,6 +128,68 @@ def read_rows(path: Path, fmt: str, columns: Sequence[str], names: Mapping[str, 
     if not rows:
         raise DataFileError("no rows (an empty split)", file=path, task=task)
     return rows
+
+
+def read_columns(
+    path: Path, fmt: str, columns: Sequence[str], names: Mapping[str, str], task: str
+) -> tuple[Sequence[int], dict[str, list[Any]]]:
+    """read_rows by column: (each row's line number, {column: its values in row order}); the same
+    values and errors. A TSV file whose rows all have the header's number of fields is split at once
+    (one list, not a list and a dict per row: thousands of small containers cost the garbage
+    collector more than the splitting)."""
+    wanted = {column: names.get(column, column) for column in columns}
+    text = _text(path, task)
+    found = _tsv_columns(text, wanted, path, task) if fmt == "tsv" else None
+    if found is not None:
+        return found
+    rows = _jsonl(text, wanted, path, task) if fmt == "jsonl" else _delimited(text, fmt, wanted, path, task)
+    if not rows:
+        raise DataFileError("no rows (an empty split)", file=path, task=task)
+    return [line for line, _ in rows], {column: [row[column] for _, row in rows] for column in columns}
+
+
+def _tsv_columns(
+    text: str, wanted: Mapping[str, str], path: Path, task: str
+) -> tuple[range, dict[str, list[str]]] | None:
+    """_delimited's TSV columns when every row has the header's number of fields; None otherwise
+    (_delimited then says what is wrong, and where)."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if len(lines) < 2:
+        return None
+    if "\r" in text:
+        lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+    header = lines[0].split("\t")
+    positions = _header_columns(header, wanted, path, task)
+    tabs = len(header) - 1
+    body = lines[1:]
+    if any(line.count("\t") != tabs for line in body):
+        return None
+    fields = "\t".join(body).split("\t") if tabs else body
+    width = tabs + 1
+    return range(2, len(body) + 2), {column: fields[i::width] for column, i in positions.items()}
+
+
+def number_column(values: Sequence[Any], column: str, path: Path, task: str, lines: Sequence[int]) -> list[float]:
+    """number_field of each value (its row's line in `lines`), the texts of a TSV or CSV file parsed at once."""
+    if all(type(value) is str for value in values):
+        import numpy as np
+
+        try:
+            numbers = np.fromiter(map(float, values), dtype=np.float64, count=len(values))
+        except (ValueError, OverflowError):
+            numbers = None
+        if numbers is not None and bool(np.all(np.abs(numbers) <= MAX_MAGNITUDE)):  # NaN fails too
+            return numbers.tolist()
+    return [number_field(value, column, path, task, line) for value, line in zip(values, lines)]
+
+
+def label_column(values: Sequence[Any], column: str, path: Path, task: str, lines: Sequence[int]) -> list[str]:
+    """label_field of each value (its row's line in `lines`)."""
+    if all(type(value) is str for value in values) and "" not in values:
+        return list(values)
+    return [label_field(value, column, path, task, line) for value, line in zip(values, lines)]
 
 
 def text_field(value: Any, column: str, path: Path, task: str, line: int) -> str:
