@@ -40,16 +40,23 @@ def best_scores(
     human_text: the text index of each summary), computed as mteb computes them: float32, one machine
     summary against its text's human summaries (the model's similarity one pair at a time)."""
     machines, human_rows = mteb_similarity.tensor(machine), mteb_similarity.tensor(human)
+    # each row normalized once (its bits depend on the row alone): the products below are mteb's
+    # matrix(one machine summary, ...) on the same values and shapes
+    ready = {kind: (mteb_similarity.normalized(machines, kind), mteb_similarity.normalized(human_rows, kind))
+             for kind in {*KINDS, similarity}}  # fmt: skip
     out = {kind: np.full(len(machines), np.nan) for kind in (*KINDS, "similarity")}
     for text in np.unique(machine_text):
         m, h = np.flatnonzero(machine_text == text), np.flatnonzero(human_text == text)
         if len(h) == 0:
             raise ValueError(f"text {text} has machine summaries but no human summary")
-        humans = human_rows[torch.as_tensor(h)]
-        for i in m:
-            for kind in KINDS:
-                out[kind][i] = torch.max(mteb_similarity.matrix(machines[i], humans, kind)).item()
-            pairs = [mteb_similarity.matrix(machines[i], row, similarity).item() for row in humans]
+        rows = torch.as_tensor(h)
+        for kind in KINDS:
+            summaries, humans = ready[kind][0], ready[kind][1].index_select(0, rows).transpose(0, 1)
+            for i in m.tolist():
+                out[kind][i] = torch.max(summaries[i : i + 1] @ humans).item()
+        summaries, humans = ready[similarity][0], ready[similarity][1]
+        for i in m.tolist():
+            pairs = [(summaries[i : i + 1] @ humans[j : j + 1].transpose(0, 1)).item() for j in h.tolist()]
             out["similarity"][i] = torch.max(torch.tensor(pairs)).item()
     return out
 
