@@ -402,15 +402,20 @@ class VectorsFile:
         dim = ds.shape[1]
         h = hashlib.sha256(f"{count}x{dim}\n".encode())
         bad, reference, same, degenerate = [], None, True, []
-        hashed = None  # a block's hashing runs beside the next block's reading and checks (hashlib
-        with ThreadPoolExecutor(1) as hasher:  # lets other threads run while it hashes)
+        # a block's hashing runs beside the next block's reading and checks (hashlib lets other
+        # threads run while it hashes); a table of one block is hashed here, without a thread
+        hasher, hashed, last = None, None, None
+        try:
             for first, values in self.blocks(ds, task, rows, block_bytes=block_bytes, check_finite=False):
                 if stop is not None and stop.is_set():
                     raise Cancelled(ds.name)
                 values = np.ascontiguousarray(values)
-                if hashed is not None:
-                    hashed.result()
-                hashed = hasher.submit(h.update, values.data)
+                if last is not None:
+                    hasher = hasher or ThreadPoolExecutor(1)
+                    if hashed is not None:
+                        hashed.result()
+                    hashed = hasher.submit(h.update, last.data)
+                last = values
                 bad += [first + row for row in _nonfinite_rows(values)]
                 degenerate += [first + row for row in _degenerate_norm_rows(values)]
                 if same and len(values):
@@ -418,6 +423,11 @@ class VectorsFile:
                     same = bool((values[-1] == reference).all()) and bool((values == reference).all())
             if hashed is not None:
                 hashed.result()
+            if last is not None:
+                h.update(last.data)
+        finally:
+            if hasher is not None:
+                hasher.shutdown(wait=True)
         if bad:
             raise self._error(f"{len(bad)} of {count} vectors contain NaN or Inf (first at row {bad[0]})", task)
         warning = None

@@ -535,12 +535,22 @@ class AheadFingerprints:
         for spec in specs:
             for role in spec.kind_module.roles(spec):
                 name = dataset_name(spec.name, role)
-                if name in present and name not in wanted:
+                if name in present and name not in wanted and self._large(vf, name, spec.name):
                     wanted[name] = spec.name
         self.pool = ThreadPoolExecutor(1) if wanted else None
         self.futures = {}
         for name, task in wanted.items():
             self.futures[(name, task)] = self.pool.submit(self._fingerprint, vf, name, task)
+
+    def _large(self, vf, name, task):
+        """Whether the dataset holds AHEAD_BYTES or more (a small one is read where it is described,
+        without a thread); a dataset refused by its checks is left to the reading ahead, whose error
+        surfaces where it did."""
+        try:
+            ds = vf.dataset(name, task)
+        except VectorsError:
+            return True
+        return ds.shape[0] * ds.shape[1] * ds.dtype.itemsize >= self.AHEAD_BYTES
 
     def _fingerprint(self, vf, name, task):
         ds = vf.dataset(name, task)
