@@ -312,6 +312,8 @@ def test_bag_of_words_baseline_scores_both_lists(tmp_path, cli):
         "query-id\tcorpus-id\tscore\nq1\td1\t1_0\n",  # not an integer for trec_eval
         "query-id\tcorpus-id\tscore\nq1\td1\t99999999999\n",  # outside int32
         "query-id\tcorpus-id\tscore\nq1\td1\n",  # a column short
+        "query-id\tcorpus-id\tscore\nq1\td1\t1\t\nq2\td2\n",  # a field more, then one fewer: as many tabs
+        "query-id\tcorpus-id\tscore\nq1\td1\t1\n\u00e9\td2\t1\n",  # a query id the queries do not hold
     ],
 )
 def test_qrels_read_at_once_equal_the_line_by_line_reader(tmp_path, body):

@@ -305,6 +305,14 @@ def _fields_at_once(records, with_title):
     return ids, texts, blank, tabs, empty
 
 
+def _tabs_on_every_line(lines, tabs):
+    """Whether every line holds exactly `tabs` tab characters (counted at once, in their UTF-8 bytes)."""
+    raw = np.frombuffer("\n".join(lines).encode("utf-8"), dtype=np.uint8)
+    ends = np.append(np.flatnonzero(raw == 10), len(raw))
+    before = np.searchsorted(np.flatnonzero(raw == 9), ends)  # tabs before each line's end
+    return bool((np.diff(before, prepend=0) == tabs).all())
+
+
 def _read_pairs(path, task, header, query_index, doc_index, what):
     """(query rows, document rows, third column, line numbers) of a qrels or candidates TSV. A file
     with nothing wrong is read at once (_pairs_at_once); any other goes line by line, which names
@@ -366,14 +374,15 @@ def _pairs_at_once(path, task, header, query_index, doc_index, chunk_bytes=PAIR_
                 kept, numbers = kept[1:], numbers[1:]
             if not kept:
                 continue
-            if any(line.count("\t") != width - 1 for line in kept):
+            if not _tabs_on_every_line(kept, width - 1):
                 return None
             fields = "\t".join(kept).split("\t")  # one flat list: no list per line for the collector to scan
             del kept
             # int32 until the end (rows of the indexes; line numbers below 2**31 checked there): half the memory
-            query = np.array([query_index.get(f, -1) for f in fields[0::width]], dtype=np.int32)
-            doc = np.array([doc_index.get(f, -1) for f in fields[1::width]], dtype=np.int32)
-            if (query < 0).any() or (doc < 0).any():
+            try:  # .get: None for an id the queries or the corpus do not hold (a _GrowingIndex gives it a row)
+                query = np.fromiter(map(query_index.get, fields[0::width]), np.int32, len(fields) // width)
+                doc = np.fromiter(map(doc_index.get, fields[1::width]), np.int32, len(fields) // width)
+            except TypeError:  # None: an id not held
                 return None
             grade = None
             if width == 3:
