@@ -15,6 +15,7 @@ import platform
 import time
 from pathlib import Path
 
+import _checkout  # noqa: F401  (this clone's embeval, from any folder)
 import numpy as np
 from sklearn.metrics.cluster import contingency_matrix
 from sklearn.metrics.cluster._expected_mutual_info_fast import expected_mutual_information

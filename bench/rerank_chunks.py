@@ -15,6 +15,7 @@ import platform
 import time
 from pathlib import Path
 
+import _checkout  # noqa: F401  (this clone's embeval, from any folder)
 import torch
 
 from embeval.evaluate import mteb_similarity
