@@ -21,6 +21,7 @@ prompt applied is one asked for on the command line, and a note on stderr lists 
 left unused.
 """
 
+import json
 import logging
 import os
 import sys
@@ -119,6 +120,35 @@ def load_model(model, device, quiet=False, bars=True):
         raise _format.ExportError(f"{model}: cannot load the model offline ({first}){hint}")
 
 
+def _offline():
+    """Whether the loader will stay offline (load_model sets HF_HUB_OFFLINE=1 unless it is set)."""
+    return os.environ.get("HF_HUB_OFFLINE", "1").strip().upper() in ("1", "ON", "YES", "TRUE")
+
+
+def _check_cached(name):
+    """Offline, a model name with no model files in the Hugging Face cache is refused before the
+    libraries load (seconds sooner), in the words of the loader's own failure."""
+    if not _offline():
+        return
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return
+    names = [name] if "/" in name else [name, f"sentence-transformers/{name}"]  # older loaders' short names
+    for repo in names:
+        for filename in ("modules.json", "config.json"):
+            try:
+                if isinstance(try_to_load_from_cache(repo, filename), str):
+                    return
+            except Exception:  # a name the hub library rejects: let the loader say what is wrong
+                return
+    raise _format.ExportError(
+        f"{name}: cannot load the model offline (not in the Hugging Face cache); a model name is read from the "
+        "Hugging Face cache ($HF_HOME, default ~/.cache/huggingface): "
+        f"fetch it once on a connected machine ({_download_program()} download {name}) or pass a model folder"
+    )
+
+
 def _download_program():
     """The Hugging Face command of the installed huggingface_hub: `hf` from 0.34 on, `huggingface-cli` before."""
     import importlib.metadata
@@ -131,9 +161,25 @@ def _download_program():
     return "hf" if version >= (0, 34) else "huggingface-cli"
 
 
-def model_prompts(model, prompts, names):
-    """{role: prompt text}: --prompt values, and --prompt-name values looked up in the model's prompts."""
-    declared = dict(getattr(model, "prompts", None) or {})
+# The prompt names sentence-transformers (5 and later) declares for every model, empty unless the model's own.
+LOADER_PROMPTS = ("query", "document")
+
+
+def folder_prompts(model):
+    """The prompts a model folder declares (its config_sentence_transformers.json), or None when it
+    declares none there or `model` is not a folder."""
+    config = Path(model) / "config_sentence_transformers.json"
+    try:
+        prompts = json.loads(config.read_text(encoding="utf-8")).get("prompts") if config.is_file() else None
+    except (OSError, ValueError, AttributeError):
+        return None
+    return prompts if isinstance(prompts, dict) else None
+
+
+def model_prompts(model, prompts, names, declared=None):
+    """{role: prompt text}: --prompt values, and --prompt-name values looked up in the model's prompts
+    (`declared`, else the loaded model's)."""
+    declared = dict(getattr(model, "prompts", None) or {}) if declared is None else dict(declared)
     resolved = dict(prompts)
     for role, name in names.items():
         if name not in declared:
@@ -191,7 +237,13 @@ def main(argv=None):
     out = _format.check_output(args.out, args.overwrite)
     jobs = _format.read_export(args.export)
     bars = args.progress_every is None and sys.stderr.isatty()  # off a terminal: plain lines only
-    model = load_model(resolve_model(args.model), resolve_device(args.device), args.quiet, bars)
+    where = resolve_model(args.model)
+    if not Path(where).exists():
+        _check_cached(where)
+    declared = folder_prompts(where)
+    if declared is not None:  # a name neither the folder nor the loader declares: said before the model loads
+        model_prompts(None, {}, {r: n for r, n in names.items() if n not in LOADER_PROMPTS}, declared)
+    model = load_model(where, resolve_device(args.device), args.quiet, bars)
     _format.apply_prompts(jobs, model_prompts(model, prompts, names), PROG, args.quiet)
     note_unused_prompts(model, names, args.quiet)
     dimension = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension

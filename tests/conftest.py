@@ -417,3 +417,26 @@ def minilm_sts16(tmp_path_factory, data_dir):
 
     root = built_once(tmp_path_factory, "minilm_sts16", build)
     return root / "sentences", root / "torch.h5"
+
+
+@pytest.fixture(scope="session")
+def minilm_roles(tmp_path_factory):
+    """exporter_helpers' role export with the reference's lists beside it (combined_lists), embedded by
+    the sentence-transformers exporter with all-MiniLM-L6-v2 and a prompt per role (PROMPT_ARGS, CPU),
+    once for the role tests of that exporter and of the API exporter: (export folder, vectors path)."""
+    from exporter_helpers import MINILM_MODULES, PROMPT_ARGS, combined_lists, need_modules, run_exporter
+
+    from embeval.formats.sentences import export
+
+    need_modules(*MINILM_MODULES)
+
+    def build(root):
+        export(combined_lists(), root / "combined")
+        result = run_exporter(
+            "sentence_transformers_export.py", "--export", root / "combined", "--out", root / "torch.h5", "--quiet",
+            "--device", "cpu", *PROMPT_ARGS,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+
+    root = built_once(tmp_path_factory, "minilm_roles", build)
+    return root / "combined", root / "torch.h5"

@@ -35,6 +35,48 @@ EDGE_SENTENCES = [
 ]
 
 
+# The role export of tests/test_exporter_roles.py (see its docstring): a one-list task and a retrieval
+# task's query and document lists (each with a line break: JSON lines), and a prompt per role.
+PROMPTS = {"query": "query: ", "document": "passage: "}
+PROMPT_ARGS = ["--prompt", "query=query: ", "--prompt", "document=passage: "]
+TEXT_SENTENCES = ["A man is playing a guitar .", "two\nlines", "", "caf\u00e9 CAF\u00c9", "cat"]
+QUERIES = ["what is a cat", "where\nis the dog", "cat", ""]
+DOCUMENTS = ["A cat is a small animal .", "Title\nThe dog is in the garden .", "cat", "", "emoji \U0001f600"]
+TASK, RETRIEVAL = "STS12", "FakeRetrieval"
+
+
+def role_lists(prompts=None, plain_queries=False):
+    """The export's lists ({task: {role: sentences}}), with the prompts already in the sentences."""
+    prompts = prompts or {}
+    lists = {
+        TASK: {"text": TEXT_SENTENCES},
+        RETRIEVAL: {
+            "query": [prompts.get("query", "") + s for s in QUERIES],
+            "document": [prompts.get("document", "") + s for s in DOCUMENTS],
+        },
+    }
+    if plain_queries:
+        lists["PlainQueries"] = {"text": QUERIES}
+    return lists
+
+
+# The reference's lists as one-list tasks beside the role lists, in one export ("combined"): the
+# dataset of the role lists (and of the one-list task) -> the dataset of its reference.
+REFERENCES = {TASK: "RefText", f"{RETRIEVAL}.query": "RefQuery", f"{RETRIEVAL}.document": "RefDocument"}
+
+
+def combined_lists():
+    """The role export's lists and, as tasks of their own, the reference's (see REFERENCES)."""
+    prompted = role_lists(PROMPTS)
+    return dict(
+        role_lists(),
+        RefText={"text": prompted[TASK]["text"]},
+        RefQuery={"text": prompted[RETRIEVAL]["query"]},
+        RefDocument={"text": prompted[RETRIEVAL]["document"]},
+        PlainQueries={"text": QUERIES},
+    )
+
+
 def required():
     return os.environ.get("EMBEVAL_REQUIRE_EXPORTERS") == "1"
 

@@ -24,11 +24,16 @@ from api_helpers import (
     infinity_program,
 )
 from exporter_helpers import (
+    PROMPT_ARGS,
+    PROMPTS,
+    RETRIEVAL,
+    TASK,
     cosines,
     manifest_entries,
     need_modules,
     one_line_error,
     read_vectors,
+    role_lists,
     run_exporter,
     write_export,
 )
@@ -173,54 +178,28 @@ def test_agrees_with_sentence_transformers_and_scores_the_same(tmp_path, server,
                 assert abs(x - y) < 5e-4, (subset, coef, x, y)
 
 
-def test_role_lists_and_prompts(tmp_path, server, cli):
+def test_role_lists_and_prompts(tmp_path, server, cli, minilm_roles):
     """A retrieval-style export (query and document lists, JSON lines) with a prompt per role: the same
     vectors, bit for bit, as an export whose lists hold the prompted sentences sent without prompts
     (same texts in the same batches, one request at a time); each dataset records its prompt; cosine
-    >= 0.9999 with the sentence-transformers exporter given the same prompts."""
+    >= 0.9999 with the sentence-transformers exporter given the same prompts (conftest's minilm_roles:
+    the same lists)."""
     from embeval.formats.sentences import export
 
-    queries = ["what is a cat", "where\nis the dog", "cat"]
-    documents = ["A cat is a small animal .", "Title\nThe dog is in the garden .", "cat", ""]
-    prompts = {"query": "query: ", "document": "passage: "}
-    export(
-        {"STS12": {"text": ["cat", "A man is playing a guitar ."]}, "R": {"query": queries, "document": documents}},
-        tmp_path / "roles",
-    )
-    export(
-        {
-            "STS12": {"text": ["cat", "A man is playing a guitar ."]},
-            "R": {
-                "query": [prompts["query"] + q for q in queries],
-                "document": [prompts["document"] + d for d in documents],
-            },
-        },
-        tmp_path / "reference",
-    )
-    prompt_args = ["--prompt", "query=query: ", "--prompt", "document=passage: "]
+    export(role_lists(), tmp_path / "roles")
+    export(role_lists(PROMPTS), tmp_path / "reference")
     out, ref = tmp_path / "api.h5", tmp_path / "ref.h5"
-    for export_dir, path, extra in ((tmp_path / "roles", out, prompt_args), (tmp_path / "reference", ref, [])):
+    for export_dir, path, extra in ((tmp_path / "roles", out, PROMPT_ARGS), (tmp_path / "reference", ref, [])):
         result = run_api(*export_args(export_dir, path, server.url, "--batch-size", 4, "--concurrency", 1, *extra))
         assert result.returncode == 0, result.stderr
     assert cli("vectors", "check", out, "--export", tmp_path / "roles").exit_code == 0
     got, expected = read_vectors(out), read_vectors(ref)
-    assert sorted(got) == ["R.document", "R.query", "STS12"]
-    for name, prompt in (("R.query", "query: "), ("R.document", "passage: "), ("STS12", None)):
+    query, document = f"{RETRIEVAL}.query", f"{RETRIEVAL}.document"
+    assert sorted(got) == sorted([query, document, TASK])
+    for name, prompt in ((query, "query: "), (document, "passage: "), (TASK, None)):
         assert got[name][1].get("prompt") == prompt
         np.testing.assert_array_equal(got[name][0], expected[name][0])
-    torch_out = tmp_path / "torch.h5"
-    torch = run_exporter(
-        "sentence_transformers_export.py",
-        "--export",
-        tmp_path / "roles",
-        "--out",
-        torch_out,
-        "--device",
-        "cpu",
-        "--quiet",
-        *prompt_args,
-    )
-    assert torch.returncode == 0, torch.stderr
+    _, torch_out = minilm_roles
     theirs = read_vectors(torch_out)
     for name in got:
         assert got[name][1] == theirs[name][1]

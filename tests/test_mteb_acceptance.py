@@ -6,14 +6,14 @@ queries named like their documents; judgments naming documents that are not in t
 listed twice, a copy that records no revision), then
 
     embeval export-sentences --mteb "MTEB(eng, v2)" --mteb-data datasets/ --out sentences/ --union
-    vectors of the union (embeval.vectors.write, hashed word counts: many exact ties)
+    python my_encoder.py sentences/ vectors.h5   (embeval.vectors.write, hashed word counts: many exact ties)
     embeval score vectors.h5 --mteb "MTEB(eng, v2)" --mteb-data datasets/ --out results.json
-    embeval export-mteb results.json --model my-org/hashed --out mteb-results/
+    embeval export-mteb results.json --model my-org/my-encoder --out mteb-results/
 
-and mteb's ResultCache loads the export; every task's main score equals `mteb.evaluate`'s on the same
-copies and vectors. The docs' own shell blocks of docs/mteb-by-name.md run as written on the same
-copies (bash, `embeval` on the PATH), and the `hf download` they show is a command of the installed
-huggingface_hub with the options shown.
+run as docs/mteb-by-name.md's own shell block writes it (bash, `embeval` on the PATH; the docs' other
+blocks run too), and mteb's ResultCache loads the export; every task's main score equals
+`mteb.evaluate`'s on the same copies and vectors. The `hf download` the docs show is a command of the
+installed huggingface_hub with the options shown.
 
 Agreement measured with mteb 2.26.24: every main score equal within 1e-6 (retrieval, reranking,
 classification, clustering, pair classification and summarization exactly; STS within float32)."""
@@ -30,11 +30,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from mteb_helpers import mteb_client
-from mteb_snapshots import encode, words
+from mteb_snapshots import words
 from test_mteb_by_name import HashedCounts
 from threadpoolctl import threadpool_limits
-
-from embeval.formats.vectors import write
 
 REPO = Path(__file__).resolve().parents[1]
 BENCHMARK = "MTEB(eng, v2)"
@@ -131,51 +129,6 @@ def theirs(client, workspace):
     return {r.task_name: r for r in result.task_results}
 
 
-@pytest.mark.slow
-@pytest.mark.filterwarnings("ignore::sklearn.exceptions.UndefinedMetricWarning")
-def test_the_documented_workflow_on_the_whole_benchmark_equals_mteb(client, workspace, theirs, cli):
-    root, tasks = workspace
-    names = [t.metadata.name for t in tasks]
-    assert tasks[0].metadata.type == "Retrieval" and len(names) == 41  # retrieval first, as mteb lists it
-    here = root / "run"
-    done = cli(
-        "export-sentences", "--mteb", BENCHMARK, "--mteb-data", root / "datasets", "--out", here / "sentences",
-        "--union",
-    )  # fmt: skip
-    assert done.exit_code == 0, done.stderr
-    assert "the union saves" in done.stdout
-    assert f"{NO_REVISION}: " in done.stderr and "records no revision" in done.stderr
-    assert "documents not in the corpus" in done.stderr and str(root / "cache") not in done.stderr
-    write(here / "vectors.h5", here / "sentences", encode, progress=False)
-    with threadpool_limits(1):
-        done = cli(
-            "score", here / "vectors.h5", "--mteb", BENCHMARK, "--mteb-data", root / "datasets", "--out",
-            here / "results.json", "--bootstrap", "0",
-        )  # fmt: skip
-    assert done.exit_code == 0, done.stderr
-    record = json.loads((here / "results.json").read_text())
-    assert list(record["mteb"]) == names
-    assert {s["type"] for s in record["mteb"].values()} == {t.metadata.type for t in tasks}
-    assert "revision_unverified" in record["mteb"][NO_REVISION]
-    for name, summary in record["mteb"].items():
-        assert summary["value"] == pytest.approx(theirs[name].get_score(), abs=TOLERANCE), name
-        if summary["type"] in ("Retrieval", "Reranking"):
-            assert summary["tie_exposure"]["queries"] > 0, name
-    arguana = record["mteb"]["ArguAna"]["parts"]["ArguAna"]["notes"]
-    assert any("documents not in the corpus" in note and "/datasets/mteb/arguana/" in note for note in arguana)
-    done = cli("export-mteb", here / "results.json", "--model", "my-org/hashed", "--out", here / "mteb-results")
-    assert done.exit_code == 0, done.stderr
-    loaded = client.ResultCache(cache_path=here / "mteb-results").load_results(
-        tasks=BENCHMARK, include_remote=False, validate_and_filter=True, require_model_meta=True
-    )
-    exported = {r.task_name: r for r in loaded.model_results[0].task_results}
-    assert sorted(exported) == sorted(names)
-    for name, result in exported.items():
-        assert result.get_score() == pytest.approx(theirs[name].get_score(), abs=1e-5), name  # MTEB's rounding
-    notes = exported[NO_REVISION].scores["test"][0]["embeval_notes"]
-    assert "not verified" in notes["revision_unverified"]
-
-
 def shell_blocks(path):
     """The shell blocks of a markdown file, with the reason of a `<!-- not run: ... -->` before them."""
     from test_docs import SHELL, blocks
@@ -192,11 +145,16 @@ write(sys.argv[2], sys.argv[1], encode, progress=False)
 
 
 @pytest.mark.slow
-def test_the_docs_commands_run_as_written(workspace, tmp_path):
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.UndefinedMetricWarning")
+def test_the_documented_workflow_on_the_whole_benchmark_equals_mteb(client, workspace, theirs, tmp_path):
     """Every shell block of docs/mteb-by-name.md that runs embeval runs as written (bash, in a folder
-    holding datasets/ and the docs' my_encoder.py); the one that downloads is a command of the
-    installed huggingface_hub with the options it shows."""
-    root, _ = workspace
+    holding datasets/ and the docs' my_encoder.py, `embeval` on the PATH): the workflow on the whole
+    benchmark, whose every task's main score, in the results and in the export mteb's ResultCache
+    loads, equals mteb.evaluate's on the same copies and vectors. The one block that downloads is a
+    command of the installed huggingface_hub with the options it shows."""
+    root, tasks = workspace
+    names = [t.metadata.name for t in tasks]
+    assert tasks[0].metadata.type == "Retrieval" and len(names) == 41  # retrieval first, as mteb lists it
     here = tmp_path / "user"
     here.mkdir()
     (here / "datasets").symlink_to(root / "datasets")
@@ -214,7 +172,7 @@ def test_the_docs_commands_run_as_written(workspace, tmp_path):
         HF_DATASETS_OFFLINE="1",
         OMP_NUM_THREADS="1",
     )
-    ran, downloads = 0, []
+    ran, downloads, workflow = 0, [], None
     for block in shell_blocks(REPO / "docs" / "mteb-by-name.md"):
         if re.search(r"^\s*(hf|huggingface-cli) download", block.text, re.M):
             downloads.append(block)
@@ -226,8 +184,39 @@ def test_the_docs_commands_run_as_written(workspace, tmp_path):
             timeout=900,
         )  # fmt: skip
         assert done.returncode == 0, f"{block.where}:\n{block.text}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+        if "embeval export-mteb" in block.text:
+            workflow = (block, done)
         ran += 1
-    assert ran >= 2 and (here / "mteb-results").is_dir()
+    assert ran >= 2 and workflow is not None
+    block, done = workflow
+    for step in ("export-sentences --mteb", "python my_encoder.py", "embeval score", "embeval export-mteb"):
+        assert step in block.text, (step, block.where)  # the whole workflow in one block: its output is checked
+    assert f'--mteb "{BENCHMARK}"' in block.text and "--union" in block.text
+
+    # export-sentences: the union, the copy without a revision, the judgments naming missing documents
+    assert "the union saves" in done.stdout
+    assert f"{NO_REVISION}: " in done.stderr and "records no revision" in done.stderr
+    assert "documents not in the corpus" in done.stderr and str(root / "cache") not in done.stderr
+    record = json.loads((here / "results.json").read_text())
+    assert list(record["mteb"]) == names
+    assert {s["type"] for s in record["mteb"].values()} == {t.metadata.type for t in tasks}
+    assert "revision_unverified" in record["mteb"][NO_REVISION]
+    for name, summary in record["mteb"].items():
+        assert summary["value"] == pytest.approx(theirs[name].get_score(), abs=TOLERANCE), name
+        if summary["type"] in ("Retrieval", "Reranking"):
+            assert summary["tie_exposure"]["queries"] > 0, name
+    arguana = record["mteb"]["ArguAna"]["parts"]["ArguAna"]["notes"]
+    assert any("documents not in the corpus" in note and "/datasets/mteb/arguana/" in note for note in arguana)
+    loaded = client.ResultCache(cache_path=here / "mteb-results").load_results(
+        tasks=BENCHMARK, include_remote=False, validate_and_filter=True, require_model_meta=True
+    )
+    exported = {r.task_name: r for r in loaded.model_results[0].task_results}
+    assert sorted(exported) == sorted(names)
+    for name, result in exported.items():
+        assert result.get_score() == pytest.approx(theirs[name].get_score(), abs=1e-5), name  # MTEB's rounding
+    notes = exported[NO_REVISION].scores["test"][0]["embeval_notes"]
+    assert "not verified" in notes["revision_unverified"]
+
     assert downloads, "the docs show how to download a dataset"
     hf = shutil.which("hf")
     assert hf is not None, "huggingface_hub's hf command"
