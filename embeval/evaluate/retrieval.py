@@ -21,7 +21,7 @@ KEPT = ("ndcg_at_10", "map_at_10", "map_at_1000", "mrr_at_10", "recall_at_100", 
 SET_KIND = "query_means"
 # Candidate vector entries gathered at once (8 MiB of float32): a gather small enough to be still in the
 # cache when its products read it (a 64 MiB one made the gather and products of MindSmallReranking's
-# 41 candidates of 1024 dimensions 2.4x slower: bench/rerank_chunks.py).
+# 41 candidates 1.8x slower at 384 dimensions, 2.1x at 1024: bench/rerank_chunks.py).
 RERANK_CELLS = 1 << 21
 RERANK_QUERIES = 1 << 16  # a reranking task's queries scored and evaluated at once (the memory of their
 # padded candidate lists, not of all of them: MindSmallReranking has 2.4 million queries)
