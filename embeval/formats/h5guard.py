@@ -31,7 +31,8 @@ SECONDS = 120
 MEMORY_MARGIN = 4 << 30
 # The forked child's last line: its reading ended unharmed. HDF5 names hold no NUL byte, so no name
 # reported before it can be taken for it. The parent goes on at once; the child's exit (tearing down a
-# copy of a large process's address space takes longer than the reading) is waited for aside.
+# copy of a large process's address space takes longer than the reading) is waited for aside, and
+# joined before the scoring measures the CPU other work leaves it (Guard.exited).
 DONE = b"\0\n"
 
 
@@ -74,7 +75,9 @@ def check(path, names, inspect, seconds=None):
     hangs. `inspect` reads the metadata and calls report(name) before each dataset; it must be a
     module-level function (a fresh interpreter imports it where fork is not available). Names this
     process's guard already read unharmed in the same file are not read again."""
-    start(path, names, inspect, seconds).wait()
+    guard = start(path, names, inspect, seconds)
+    guard.wait()
+    guard.exited()
 
 
 def start(path, names, inspect, seconds=None):
@@ -117,6 +120,13 @@ class Guard:
     def cancel(self):
         if self.outcome is None:
             self.outcome = self.finish(None)
+
+    def exited(self):
+        """Wait for the child's exit when its reading ended before it (DONE): a caller that measures
+        the CPU other work leaves it (threads.FairShare) must not count the child's teardown."""
+        join = getattr(self.finish, "exited", None)
+        if join is not None:
+            join()
 
 
 def _identity(path):
@@ -165,25 +175,31 @@ def _start_forked(path, names, inspect):
         finally:
             os._exit(code)
     os.close(write_end)
+    reapers = []  # the thread reaping the child once its reading ended (DONE)
 
     def finish(seconds):
         try:
             if seconds is None:
                 _kill(pid)
                 return "was stopped", None
-            (kind, value), reported = _wait(pid, seconds, read_end)
+            (kind, value), reported = _wait(pid, seconds, read_end, reapers)
         finally:
             os.close(read_end)
         return _failure(kind, value, seconds), _last(reported)
 
+    def exited():
+        for reaper in reapers:
+            reaper.join()
+
+    finish.exited = exited  # type: ignore[attr-defined]
     return finish
 
 
-def _wait(pid, seconds, fd):
+def _wait(pid, seconds, fd, reapers=None):
     """(('exit', code), ('signal', number) or ('timeout', None), what the child wrote to `fd`): the
     pipe is read as the child writes; its DONE line (the reading ended unharmed: ('exit', 0), the
-    child reaped aside) or its end (the child exited) ends the wait at once; the child is killed on
-    timeout or Ctrl-C."""
+    child reaped on a thread appended to `reapers`) or its end (the child exited) ends the wait at
+    once; the child is killed on timeout or Ctrl-C."""
     deadline, chunks = time.monotonic() + seconds, []
     try:
         while True:
@@ -199,7 +215,10 @@ def _wait(pid, seconds, fd):
                 break
             chunks.append(chunk)
             if DONE[:1] in chunk:  # only DONE holds a NUL byte
-                threading.Thread(target=_reap, args=(pid,), daemon=True).start()
+                reaper = threading.Thread(target=_reap, args=(pid,), daemon=True)
+                reaper.start()
+                if reapers is not None:
+                    reapers.append(reaper)
                 written = b"".join(chunks)
                 return ("exit", 0), written[: written.index(DONE[:1])]
         _, status = os.waitpid(pid, 0)
