@@ -184,20 +184,31 @@ def using(threads: Threads) -> Iterator[Threads]:
         torch.set_num_threads(before)
 
 
+def _running(path: str) -> bool:
+    """Whether the task whose stat file is `path` is running or ready to run."""
+    try:
+        with open(path) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "R"
+    except (OSError, IndexError):
+        return False
+
+
 def _own_running(tasks: str = "/proc/self/task") -> int:
-    """This process's threads that are running or ready to run now (at least the caller)."""
+    """This process's threads, and its child processes (the HDF5 guard's child still exiting), that
+    are running or ready to run now (at least the caller): its own work, not other work."""
     running = 0
     try:
         names = os.listdir(tasks)
     except OSError:
         return 1
     for name in names:
+        running += _running(f"{tasks}/{name}/stat")
         try:
-            with open(f"{tasks}/{name}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
+            with open(f"{tasks}/{name}/children") as f:
+                children = f.read().split()
+        except OSError:
             continue
-        running += state == "R"
+        running += sum(_running(f"/proc/{child}/stat") for child in children)
     return max(1, running)
 
 

@@ -228,3 +228,25 @@ def test_lbfgs_gives_the_same_bits_whatever_its_threads_do_while_it_runs(monkeyp
     finally:
         torch.set_num_threads(before)
     assert all(torch.equal(runs[0], other) for other in runs[1:])
+
+
+def test_own_running_counts_this_process_running_children():
+    """A child process of this one that runs (the HDF5 guard's child tearing down its copy of the
+    process) is this process's own work, not other work that FairShare leaves CPUs to."""
+    import time
+
+    alone = threads._own_running()
+    pid = os.fork()
+    if pid == 0:
+        end = time.monotonic() + 3
+        while time.monotonic() < end:  # runs, never sleeps
+            pass
+        os._exit(0)
+    try:
+        deadline, counted = time.monotonic() + 2.5, 0
+        while time.monotonic() < deadline and counted <= alone:
+            counted = threads._own_running()
+        assert counted > alone
+    finally:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)

@@ -31,8 +31,8 @@ SECONDS = 120
 MEMORY_MARGIN = 4 << 30
 # The forked child's last line: its reading ended unharmed. HDF5 names hold no NUL byte, so no name
 # reported before it can be taken for it. The parent goes on at once; the child's exit (tearing down a
-# copy of a large process's address space takes longer than the reading) is waited for aside, and
-# joined before the scoring measures the CPU other work leaves it (Guard.exited).
+# copy of a large process's address space takes longer than the reading) is waited for aside; the
+# CPU it takes meanwhile is this process's own work to threads.FairShare (a child of the process).
 DONE = b"\0\n"
 
 
@@ -122,8 +122,7 @@ class Guard:
             self.outcome = self.finish(None)
 
     def exited(self):
-        """Wait for the child's exit when its reading ended before it (DONE): a caller that measures
-        the CPU other work leaves it (threads.FairShare) must not count the child's teardown."""
+        """Wait for the child's exit when its reading ended before it (DONE)."""
         join = getattr(self.finish, "exited", None)
         if join is not None:
             join()

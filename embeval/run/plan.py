@@ -496,7 +496,6 @@ def plan(vectors, data_dir, tasks=None, config=None, strict=False, check_memory=
             unverified = sorted({r.dataset_name for r in roles if not r.verified})
             if unverified:
                 warn_unverified(vf.path, unverified)
-    guard.exited()  # the guard's child gone (its teardown overlapped the plan): not counted as other work
     sources = [Source(str(vectors), "")] + ([Source(str(vectors), "", bow_dim)] if bow_dim else [])
     units = []
     for spec in todo:
