@@ -154,7 +154,7 @@ class FaultProxy:
         self.drop, self.cut, self.rate_429, self.rate_503 = drop, cut, rate_429, rate_503
         self.retry_after, self.short, self.dims_every = retry_after, short, dims_every
         self.reject_after, self.first_429 = reject_after, first_429
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # answered() may run under it (an answer given while it is held)
         self.arrivals, self.forwarded_inputs = [], []
         self.faults = {"drop": 0, "cut": 0, "429": 0, "503": 0}
         self.in_flight = self.max_in_flight = 0
@@ -177,13 +177,22 @@ class FaultProxy:
                     proxy.max_in_flight = max(proxy.max_in_flight, proxy.in_flight)
                     roll = proxy.random.random()
                     number = len(proxy.arrivals)
+                self.counted = True
                 try:
                     proxy.handle(self, body, roll, number)
                 finally:
+                    self.answered()
+
+            def answered(self):
+                """No longer in flight: called before the first byte of the answer (or the hang-up)
+                reaches the client, which may send its next request as soon as it sees it."""
+                if getattr(self, "counted", False):
+                    self.counted = False
                     with proxy.lock:
                         proxy.in_flight -= 1
 
             def _answer(self, status, data, headers=()):
+                self.answered()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -230,10 +239,12 @@ class FaultProxy:
 
     def fault(self, handler, name, body):
         if name == "drop":
+            handler.answered()
             handler.close_connection = True
             handler.connection.shutdown(socket.SHUT_RDWR)
         elif name == "cut":
             status, data = self.forward(handler, body)
+            handler.answered()
             handler.send_response(status)
             handler.send_header("Content-Type", "application/json")
             handler.send_header("Content-Length", str(len(data)))

@@ -75,6 +75,27 @@ NO_DATA = (
 def pytest_configure(config):
     if MISSING and data_required():
         raise pytest.UsageError(f"{NO_DATA} (EMBEVAL_REQUIRE_DATA=1)")
+    share_the_cores(config)
+
+
+# The variables that set the threads of OpenMP (torch), MKL and OpenBLAS (numpy, SciPy), read when
+# each process loads them.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def share_the_cores(config):
+    """In pytest-xdist's controller, before it starts its test processes: each of them, and every
+    process a test starts, gets the cores divided among the test processes as its threads (one each
+    for `-n 2` on 2 cores), unless the variable is set. Two test processes of two threads each on two
+    cores spent a fifth of the suite's time on each other's threads (docs/testing.md)."""
+    workers = getattr(config.option, "numprocesses", None)
+    if not workers or hasattr(config, "workerinput"):
+        return  # one process (-n 0), or a test process: it inherits the controller's variables
+    from embeval.threads import affinity_cpus
+
+    count = max(1, affinity_cpus() // workers) if isinstance(workers, int) else 1
+    for name in THREAD_VARIABLES:
+        os.environ.setdefault(name, str(count))
 
 
 # The tests that take more than a few seconds on a 2-core CPU (python -m pytest --durations=0), by

@@ -1,6 +1,7 @@
 """The vectors file: round trips through every storage layout, union mode, and the reader's checks."""
 
 import json
+import os
 
 import h5py
 import numpy as np
@@ -159,3 +160,52 @@ def test_writer_detects_an_edited_export_file(exported, devbow, tmp_path):
         f.write("an extra line\n")
     with pytest.raises(EmbevalError, match="STS16.*manifest fingerprint"):
         write(tmp_path / "v.h5", copy, devbow.encode, progress=False)
+
+
+def test_tables_read_for_their_fingerprints_are_kept_for_the_scoring(
+    exported, f32_vectors, data_dir, devbow, monkeypatch
+):
+    """A table the plan reads whole to fingerprint it is the table the scoring gets (not read again):
+    the same figures as reading it again, per task and from a union's rows; a table is taken once,
+    only for the same rows of the same file unchanged, within the budget."""
+    from embeval.formats import vectors as vectors_module
+
+    taken = []
+    take = vectors_module.KeptTables.take
+
+    def counted(self, path, name, rows):
+        found = take(self, path, name, rows)
+        taken.append(found is not None)
+        return found
+
+    monkeypatch.setattr(vectors_module.KeptTables, "take", counted)
+    union = exported / "f32-union.h5"
+    write(union, exported / "union", devbow.encode, progress=False)
+    tasks = ["STS13", "STS16"]
+    for path in (f32_vectors, union):
+        taken.clear()
+        kept = scores_of(score(path, data_dir, tasks=tasks, config=CONFIG, progress=False, log=quiet))
+        assert taken and all(taken), path
+        taken.clear()
+        monkeypatch.setattr(vectors_module, "KEPT_BYTES", 0)
+        again = scores_of(score(path, data_dir, tasks=tasks, config=CONFIG, progress=False, log=quiet))
+        assert again == kept and taken and not any(taken), path
+        monkeypatch.setattr(vectors_module, "KEPT_BYTES", 256 << 20)
+
+    table = np.arange(12, dtype=np.float32).reshape(4, 3)
+    store = vectors_module.KeptTables(budget=table.nbytes)
+    store.keep(f32_vectors, "/STS13", None, table)
+    store.keep(f32_vectors, "/STS12", None, table)  # past the budget: not kept
+    assert take(store, f32_vectors, "/STS12", None) is None
+    assert take(store, f32_vectors, "/STS13", [0, 1, 2, 3]) is None  # other rows
+    assert take(store, f32_vectors, "/STS13", None) is table
+    assert take(store, f32_vectors, "/STS13", None) is None  # taken once
+    store.keep(f32_vectors, "/STS13", [2, 0], table[[2, 0]])
+    assert (take(store, f32_vectors, "/STS13", np.array([2, 0])) == table[[2, 0]]).all()
+    copy = exported / "kept-copy.h5"
+    copy.write_bytes(f32_vectors.read_bytes())
+    store.keep(copy, "/STS13", None, table)
+    os.utime(copy, ns=(1, 1))  # the file changed (its modification time) since the table was read
+    assert take(store, copy, "/STS13", None) is None and store.held == table.nbytes
+    store.clear()
+    assert store.held == 0 and not store.tables

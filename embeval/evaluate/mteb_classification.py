@@ -40,10 +40,6 @@ from typing import Any, Protocol
 
 import numpy as np
 from scipy import sparse
-from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import accuracy_score, average_precision_score, f1_score, precision_score, recall_score
-from sklearn.model_selection import KFold
-from sklearn.utils.multiclass import type_of_target
 
 from embeval import stats
 from embeval.stats import Statistic
@@ -84,7 +80,11 @@ def training_rows(
     return rows
 
 
-def classifier(seed: int = SEED, max_iter: int = MAX_ITER) -> LogisticRegression:
+def classifier(seed: int = SEED, max_iter: int = MAX_ITER) -> Any:
+    """mteb's classifier: scikit-learn's LogisticRegression (imported here: the statistics below are
+    used without scikit-learn, e.g. by `embeval rank`)."""
+    from sklearn.linear_model import LogisticRegression
+
     return LogisticRegression(max_iter=max_iter, random_state=seed)
 
 
@@ -113,6 +113,8 @@ def ap_values(gold, pred, values=None):
     label_values'; None: gold and pred are the values), or None where scikit-learn raises and mteb's
     run stops: labels that are not numbers (or not whole numbers), or two gold labels without the
     positive label 1."""
+    from sklearn.utils.multiclass import type_of_target
+
     gold, pred = np.asarray(gold), np.asarray(pred)
     if values is not None:
         gold, pred = values[gold], values[pred]
@@ -123,6 +125,8 @@ def ap_values(gold, pred, values=None):
 
 def experiment_figures(gold, pred, values=None) -> dict:
     """mteb's figures of one experiment's predictions (values: see ap_values)."""
+    from sklearn.metrics import accuracy_score, average_precision_score, f1_score, precision_score, recall_score
+
     scores = {
         "accuracy": accuracy_score(gold, pred),
         "f1": f1_score(gold, pred, average="macro"),
@@ -187,6 +191,8 @@ def folds(labels, n_splits: int = N_SPLITS, samples_per_label: int = SAMPLES_PER
     """[(train rows drawn, test rows)] of each fold of the cross-validated protocol, as row indices of
     the split in mteb's order: KFold(n_splits, shuffle=True, random_state=seed); each fold's train rows
     undersampled in the order carried over from the previous fold (its length the first fold's)."""
+    from sklearn.model_selection import KFold
+
     labels = np.asarray(labels)
     out, order = [], None
     for train, test in KFold(n_splits=n_splits, shuffle=True, random_state=seed).split(labels):

@@ -41,7 +41,6 @@ import warnings
 
 import numpy as np
 import torch
-from sklearn.metrics.pairwise import paired_cosine_distances, paired_euclidean_distances, paired_manhattan_distances
 
 from embeval.errors import EmbevalError
 from embeval.stats import Statistic
@@ -58,6 +57,8 @@ SIMILARITIES = ("cosine", "dot")
 def pair_scores(a: np.ndarray, b: np.ndarray, similarity: str = "cosine") -> dict[str, np.ndarray]:
     """{score name: (n,) float64} of the pairs (a[i], b[i]), computed as mteb computes them from the
     encoder's output (vectors in the dtype given). similarity: the model's own ("cosine" or "dot")."""
+    from sklearn.metrics.pairwise import paired_cosine_distances, paired_euclidean_distances, paired_manhattan_distances
+
     if similarity not in SIMILARITIES:
         raise ValueError(f"similarity must be one of {SIMILARITIES}, not {similarity!r}")
     a, b = np.asarray(a), np.asarray(b)

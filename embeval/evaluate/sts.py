@@ -64,9 +64,14 @@ def correlations(system, gold):
 
 
 def aggregate(per_subset, pooled_system, pooled_gold):
-    """SentEval's `all` entry (mean, wmean) plus `pooled`: one correlation over all pairs."""
+    """SentEval's `all` entry (mean, wmean) plus `pooled`: one correlation over all pairs (of one
+    subset: its own correlations, the same pairs)."""
     weights = np.array([r["nsamples"] for r in per_subset.values()], dtype=np.float64)
-    pooled = correlations(pooled_system, pooled_gold)
+    if len(per_subset) == 1:
+        (only,) = per_subset.values()
+        pooled = (only["pearson"], only["spearman"])
+    else:
+        pooled = correlations(pooled_system, pooled_gold)
     out = {}
     for i, coef in enumerate(("pearson", "spearman")):
         values = np.array([r[coef] for r in per_subset.values()], dtype=np.float64)

@@ -91,7 +91,7 @@ class Guard:
 
     def __init__(self, path, names, inspect, seconds):
         self.path, self.names, self.inspect, self.seconds = path, names, inspect, seconds
-        self.identity = _identity(path)
+        self.identity = identity(path)
         self.outcome = self.finish = None
         if self.identity is not None and set(names) <= _CHECKED.get((self.identity, inspect), set()):
             self.outcome = (None, None)
@@ -105,7 +105,7 @@ class Guard:
             self.outcome = self.finish(self.seconds)
         failure, last = self.outcome
         if failure is None:
-            if self.identity is not None and _identity(self.path) == self.identity:  # unchanged while read
+            if self.identity is not None and identity(self.path) == self.identity:  # unchanged while read
                 if len(_CHECKED) >= CHECKED_FILES:
                     _CHECKED.clear()
                 _CHECKED.setdefault((self.identity, self.inspect), set()).update(self.names)
@@ -128,7 +128,7 @@ class Guard:
             join()
 
 
-def _identity(path):
+def identity(path):
     """(device, inode, size, modification and change times in ns) of the file at path; None if it cannot be read."""
     try:
         found = os.stat(path)

@@ -10,6 +10,7 @@ import hashlib
 import logging
 import os
 import re
+import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -34,6 +35,7 @@ log = logging.getLogger("embeval")
 
 FLOAT_SIZES = (2, 4, 8)
 BLOCK_BYTES = 64 << 20
+KEPT_BYTES = 256 << 20  # tables a run keeps from its fingerprints for its scoring at most (KeptTables)
 MAX_LINK_HOPS = 16
 ROOT_TEXT = ("model",)  # root attributes the scorer reads as text: `model`, the results' name for the vectors
 # HDF5's built-in filters (gzip, shuffle, fletcher32, szip, nbit, scaleoffset) and LZF, which h5py
@@ -79,6 +81,45 @@ DATA_CHANGED = (
 OTHER_EXPORT = "the vectors were computed from another export (or another version of it); embed this export again"
 
 
+class KeptTables:
+    """The tables a run's fingerprints read whole (in one block), kept for the scoring that reads
+    them next instead of reading and checking the same bytes again: each taken once, of the same
+    file only (device, inode, size and times unchanged), at most `budget` bytes held at once."""
+
+    def __init__(self, budget: int | None = None) -> None:
+        self.budget, self.held = KEPT_BYTES if budget is None else budget, 0
+        self.tables: dict[Any, np.ndarray] = {}
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def _key(path: Any, name: str, rows: Any) -> Any:
+        which = None if rows is None else hashlib.blake2b(np.asarray(rows, dtype=np.int64).tobytes()).digest()
+        return (h5guard.identity(path), name, which)
+
+    def keep(self, path: Any, name: str, rows: Any, table: np.ndarray) -> None:
+        key = self._key(path, name, rows)
+        with self.lock:
+            if key[0] is None or key in self.tables or self.held + table.nbytes > self.budget:
+                return
+            self.tables[key] = table
+            self.held += table.nbytes
+
+    def take(self, path: Any, name: str, rows: Any) -> np.ndarray | None:
+        if not self.tables:
+            return None
+        key = self._key(path, name, rows)
+        with self.lock:
+            table = self.tables.pop(key, None)
+            if table is not None:
+                self.held -= table.nbytes
+            return table
+
+    def clear(self) -> None:
+        with self.lock:
+            self.tables.clear()
+            self.held = 0
+
+
 class VectorsFile:
     """An open vectors file. Use as a context manager; every problem is a VectorsError.
 
@@ -87,11 +128,14 @@ class VectorsFile:
     the HDF5 library crashes or hangs on it is refused instead of killing this process.
     """
 
-    def __init__(self, path, names=None, guard=True):
+    def __init__(self, path, names=None, guard=True, kept=None):
         """guard: True (check the file first), False (checked already), or a started guard of the
-        file's `names` (h5guard.start(path, names, inspect_metadata)): waited for first."""
+        file's `names` (h5guard.start(path, names, inspect_metadata)): waited for first. kept: the
+        KeptTables a run's fingerprints keep their tables in and its reads take them from (None: none
+        kept)."""
         import h5py
 
+        self.kept = kept
         self.path = check_file(path)
         self.wanted = list(names) if names is not None else list(TASKS) + [UNION]
         if isinstance(guard, h5guard.Guard):
@@ -334,9 +378,15 @@ class VectorsFile:
         when given."""
         count = ds.shape[0] if rows is None else len(rows)
         dim = ds.shape[1]
+        if out is not None and (out.shape != (count, dim) or out.dtype != np.float32 or not out.flags.c_contiguous):
+            raise ValueError(f"out must be C-contiguous float32 of shape {(count, dim)}, not {out.shape}")
+        kept = self.kept.take(self.path, ds.name, rows) if self.kept is not None else None
+        if kept is not None:  # read and checked by the fingerprint of the same file
+            if out is None:
+                return kept
+            out[...] = kept
+            return out
         if out is not None:
-            if out.shape != (count, dim) or out.dtype != np.float32 or not out.flags.c_contiguous:
-                raise ValueError(f"out must be C-contiguous float32 of shape {(count, dim)}, not {out.shape}")
             table = out
         else:
             self.check_memory(count, dim, task)
@@ -383,21 +433,21 @@ class VectorsFile:
         except H5_ERRORS as err:
             raise self._error(f"corrupted or truncated HDF5 file: cannot read {ds.name} ({_h5_reason(err)})", task)
 
-    def fingerprint_rows(self, ds, task, rows=None, block_bytes=BLOCK_BYTES):
+    def fingerprint_rows(self, ds, task, rows=None, block_bytes=BLOCK_BYTES, keep=False):
         """(sha256, count, dim, constant) of the float32 table of ds's rows (all, or ds[rows]), read block
         by block: the fingerprint a table of those rows has (embeval.run.plan.table_fingerprint), and
         "zero" or "identical" when every row is the same (two rows or more), else None. Each block is
         compared with the first row until one differs: for most tables its last row already does, and
         the check costs nothing beside the hashing."""
-        found, warning = self.fingerprint_quietly(ds, task, rows, block_bytes)
+        found, warning = self.fingerprint_quietly(ds, task, rows, block_bytes, keep=keep)
         if warning:
             log.warning(warning)
         return found
 
-    def fingerprint_quietly(self, ds, task, rows=None, block_bytes=BLOCK_BYTES, stop=None):
+    def fingerprint_quietly(self, ds, task, rows=None, block_bytes=BLOCK_BYTES, stop=None, keep=False):
         """fingerprint_rows' result and the warning it would log (None when there is none), for a
         caller that logs it later; stop: a threading.Event that ends the reading early (raises
-        Cancelled)."""
+        Cancelled); keep: a table read in one block is kept (self.kept) for the read_rows to come."""
         count = ds.shape[0] if rows is None else len(rows)
         dim = ds.shape[1]
         h = hashlib.sha256(f"{count}x{dim}\n".encode())
@@ -430,6 +480,8 @@ class VectorsFile:
                 hasher.shutdown(wait=True)
         if bad:
             raise self._error(f"{len(bad)} of {count} vectors contain NaN or Inf (first at row {bad[0]})", task)
+        if keep and self.kept is not None and last is not None and len(last) == count:
+            self.kept.keep(self.path, ds.name, rows, last)
         warning = None
         if degenerate:
             warning = (

@@ -18,7 +18,7 @@ from embeval.evaluate import geometry, normalize
 from embeval.evaluate.classify import drive
 from embeval.evaluate.context import QUIET, Context
 from embeval.formats import predictions
-from embeval.formats.vectors import VectorsFile
+from embeval.formats.vectors import KeptTables, VectorsFile
 from embeval.run import baseline
 from embeval.run.plan import Located, TaskDataCache, UnionRows, table_fingerprint
 from embeval.tasks.kind import TEXT
@@ -88,11 +88,12 @@ class Workspace:
     def __init__(self, shards=None):
         self._files, self._caches, self._unions = {}, {}, {}
         self._baseline = (None, None)
+        self.kept = KeptTables()  # the tables plan() read whole for their fingerprints, for the units
         self.shards = shards  # where searches over a corpus run (embeval.run.shards.RayShards), or here
 
     def vectors_file(self, path):
         if path not in self._files:
-            self._files[path] = VectorsFile(path, guard=False)
+            self._files[path] = VectorsFile(path, guard=False, kept=self.kept)
         return self._files[path]
 
     def data_cache(self, data_dir):
@@ -124,6 +125,7 @@ class Workspace:
         for vf in self._files.values():
             vf.close()
         self._files.clear()
+        self.kept.clear()
 
 
 def truncate(table, dims):

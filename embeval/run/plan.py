@@ -434,14 +434,17 @@ def _locate_lender(spec, vf, union, cache, borrowers, method):
     return Located(spec, vf, union, cache)
 
 
-def plan(vectors, data_dir, tasks=None, config=None, strict=False, check_memory=None, cache=None, registry=None):
+def plan(
+    vectors, data_dir, tasks=None, config=None, strict=False, check_memory=None, cache=None, registry=None, kept=None
+):
     """The work units of scoring `vectors` on `tasks` (TaskSpecs or names of `registry`'s tasks; None:
     every task of the registry the file and data hold), in the order given, after every check.
     Raises EmbevalError when there is nothing to score.
 
     check_memory(count, dim, task): an extra memory check of each table (the device's), or None.
     cache: a TaskDataCache of data_dir to reuse (a sweep plans many files on the same data).
-    registry: the tasks known to this run (default: the built-ins)."""
+    registry: the tasks known to this run (default: the built-ins).
+    kept: a KeptTables the tables read whole for their fingerprints are kept in, for the scoring."""
     config = as_config(config)
     check_bootstrap(config.bootstrap)
     registry = registry if registry is not None else builtin()
@@ -456,7 +459,7 @@ def plan(vectors, data_dir, tasks=None, config=None, strict=False, check_memory=
     try:
         if explicit:
             _load_ahead(specs, cache)
-        opened = VectorsFile(vectors, names=wanted, guard=guard)  # once the guard has finished unharmed
+        opened = VectorsFile(vectors, names=wanted, guard=guard, kept=kept)  # once the guard has finished unharmed
     except BaseException:
         guard.cancel()  # the child ended, if it still runs
         raise
@@ -536,11 +539,11 @@ class AheadFingerprints:
             for role in spec.kind_module.roles(spec):
                 name = dataset_name(spec.name, role)
                 if name in present and name not in wanted and self._large(vf, name, spec.name):
-                    wanted[name] = spec.name
+                    wanted[name] = (spec.name, role not in spec.kind_module.streamed)
         self.pool = ThreadPoolExecutor(1) if wanted else None
         self.futures = {}
-        for name, task in wanted.items():
-            self.futures[(name, task)] = self.pool.submit(self._fingerprint, vf, name, task)
+        for name, (task, keep) in wanted.items():
+            self.futures[(name, task)] = self.pool.submit(self._fingerprint, vf, name, task, keep)
 
     def _large(self, vf, name, task):
         """Whether the dataset holds AHEAD_BYTES or more (a small one is read where it is described,
@@ -552,7 +555,7 @@ class AheadFingerprints:
             return True
         return ds.shape[0] * ds.shape[1] * ds.dtype.itemsize >= self.AHEAD_BYTES
 
-    def _fingerprint(self, vf, name, task):
+    def _fingerprint(self, vf, name, task, keep):
         ds = vf.dataset(name, task)
         if ds.ndim != 2 or ds.shape[0] * ds.shape[1] * ds.dtype.itemsize < self.AHEAD_BYTES:
             return None  # small (or refused when located): read where it is described
@@ -560,7 +563,7 @@ class AheadFingerprints:
             vf.check_memory(ds.shape[0], ds.shape[1], task)
         except VectorsError:
             return None  # refused before any read where the plan checks it (its rows could each be gigabytes)
-        return vf.fingerprint_quietly(ds, task, stop=self.stop)
+        return vf.fingerprint_quietly(ds, task, stop=self.stop, keep=keep)
 
     def __enter__(self):
         return self
@@ -570,12 +573,12 @@ class AheadFingerprints:
             self.stop.set()
             self.pool.shutdown(wait=True, cancel_futures=True)
 
-    def fingerprint_rows(self, vf, ds, task, rows):
-        """vf.fingerprint_rows(ds, task, rows), read ahead when it was."""
+    def fingerprint_rows(self, vf, ds, task, rows, keep=False):
+        """vf.fingerprint_rows(ds, task, rows, keep=keep), read ahead when it was."""
         future = self.futures.pop((ds.name.lstrip("/"), task), None) if rows is None else None
         found = future.result() if future is not None else None
         if found is None:
-            return vf.fingerprint_rows(ds, task, rows)
+            return vf.fingerprint_rows(ds, task, rows, keep=keep)
         result, warning = found
         if warning:
             logger.warning(warning)
@@ -589,10 +592,11 @@ def _describe(loc, vf, constant, ahead=None):
     for each list whose vectors are all zero or all identical."""
     roles = {}
     for role, found in loc.roles.items():
+        keep = role not in loc.spec.kind_module.streamed  # read whole by the scoring, not block by block
         if ahead is not None:
-            sha, count, dim, same = ahead.fingerprint_rows(vf, found.dataset, loc.name, found.rows)
+            sha, count, dim, same = ahead.fingerprint_rows(vf, found.dataset, loc.name, found.rows, keep)
         else:
-            sha, count, dim, same = vf.fingerprint_rows(found.dataset, loc.name, found.rows)
+            sha, count, dim, same = vf.fingerprint_rows(found.dataset, loc.name, found.rows, keep=keep)
         if same is not None:
             where = ""
             if found.rows is not None:

@@ -215,7 +215,8 @@ def _score(
         size = Path(vectors).stat().st_size
         if size >= CHECK_NOTE_BYTES:  # a large file's checks take a while before the first task: say so
             log(f"checking {vectors} ({size / 2**30:.1f} GiB: every vector it holds for the tasks is read once) ...")
-        work = plan(vectors, root, tasks, config, strict, cache=workspace.data_cache(str(root)), registry=registry)
+        cache = workspace.data_cache(str(root))
+        work = plan(vectors, root, tasks, config, strict, cache=cache, registry=registry, kept=workspace.kept)
         check_device_tables(device_tables(work.units), device)
         check_budgets(work.units, workspace, device)
         with run_threads.using(chosen):
