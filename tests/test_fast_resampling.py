@@ -105,14 +105,40 @@ def test_experiment_draws_of_a_block_are_those_of_its_chunks():
 
 
 def test_blocks_computed_side_by_side_equal_one_after_another(monkeypatch):
+    """Blocks computed two at a time on two threads, whatever the test process's own thread count and
+    the machine's load (the fair share left as large as the pool), give the values of one block after
+    another."""
+    import threading
+    import time
+
+    import torch
+
+    from embeval import threads
+
     rng = np.random.default_rng(3)
     n = 2000
     arrays = {"gold": np.round(rng.uniform(0, 5, n), 0), "system": np.round(rng.normal(size=n), 1)}
     stat = stats.STATISTICS["scores"]["spearman"]
     alone = stats.resampled(stat, [arrays], 0, "T", 300)
     monkeypatch.setattr(stats, "PARALLEL_CELLS", 0)
-    monkeypatch.setattr(stats, "BLOCK_BYTES", 8 * n * 200)  # several blocks
-    np.testing.assert_array_equal(stats.resampled(stat, [arrays], 0, "T", 300), alone)
+    monkeypatch.setattr(stats, "BLOCK_BYTES", 8 * n * 20)  # many blocks
+    monkeypatch.setattr(threads.FairShare, "share", lambda self: None)
+    counts_of, seen = stats.counts_of, set()
+
+    def counted(draws, items):  # on the thread that computes the block
+        seen.add(threading.get_ident())
+        time.sleep(0.005)  # the next block is handed over while this one is computed
+        return counts_of(draws, items)
+
+    monkeypatch.setattr(stats, "counts_of", counted)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        side_by_side = stats.resampled(stat, [arrays], 0, "T", 300)
+    finally:
+        torch.set_num_threads(before)
+    np.testing.assert_array_equal(side_by_side, alone)
+    assert len(seen) == 2 and threading.get_ident() not in seen
 
 
 def test_a_set_of_one_stratum_is_resampled_as_a_whole():
