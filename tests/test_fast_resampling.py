@@ -121,7 +121,7 @@ def test_blocks_computed_side_by_side_equal_one_after_another(monkeypatch):
     stat = stats.STATISTICS["scores"]["spearman"]
     alone = stats.resampled(stat, [arrays], 0, "T", 300)
     monkeypatch.setattr(stats, "PARALLEL_CELLS", 0)
-    monkeypatch.setattr(stats, "BLOCK_BYTES", 8 * n * 20)  # many blocks
+    monkeypatch.setattr(stats, "BLOCK_BYTES", 8 * n * 20)  # blocks of one chunk each (131 resamples): 3
     monkeypatch.setattr(threads.FairShare, "share", lambda self: None)
     counts_of, seen = stats.counts_of, set()
 
