@@ -228,6 +228,23 @@ def others_runnable(samples: int = 3, gap: float = 0.001, path: str = "/proc/loa
     return float(max(0, sorted(counts)[len(counts) // 2] - _own_running()))
 
 
+RECENT_S = 0.25  # a reading of the machine's other work this recent is reused (each reading sleeps ~2 ms)
+_recent: tuple[Any, float, float | None] = (None, 0.0, None)  # (the probe read, when, its reading)
+
+
+def recent_others_runnable() -> float | None:
+    """others_runnable(), a reading under RECENT_S (and FairShare.CHECK_EVERY_S) old reused: a run's
+    many short sections (each task's intervals, ...) measure the machine once, not each."""
+    global _recent
+    probe, now = others_runnable, time.monotonic()
+    last_probe, when, reading = _recent
+    if last_probe is probe and now - when < min(RECENT_S, FairShare.CHECK_EVERY_S):
+        return reading
+    reading = probe()
+    _recent = (probe, time.monotonic(), reading)
+    return reading
+
+
 class FairShare:
     """torch's threads adapted while running to the CPUs other work leaves idle: at most `most` (the
     run's count), at least one. `check()` between steps measures at most every CHECK_EVERY_S; a
@@ -237,7 +254,7 @@ class FairShare:
 
     def __init__(self, most: int, probe: Any = None, clock: Any = time.monotonic) -> None:
         self.most, self.clock = most, clock
-        self.probe = probe or (lambda: others_runnable())
+        self.probe = probe or recent_others_runnable
         self.cpus = os.cpu_count() or most
         self.next_check = clock()  # the first check measures
         self.counts: list[int] = []  # the counts chosen, in order (a record for benches and tests)

@@ -209,3 +209,27 @@ def test_tables_read_for_their_fingerprints_are_kept_for_the_scoring(
     assert take(store, copy, "/STS13", None) is None and store.held == table.nbytes
     store.clear()
     assert store.held == 0 and not store.tables
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "chunked", "float16"])
+@pytest.mark.parametrize("rows", [None, [9, 2, 3, 4, 0, 17, 5]])
+def test_a_table_fingerprinted_in_many_blocks_is_kept_whole(tmp_path, layout, rows):
+    """A table whose fingerprint reads it in many blocks is kept whole when it fits the room left: the
+    same fingerprint as without keeping, and the table read_rows gives (all rows, or a union's rows);
+    without room it is not kept, and the fingerprint is the same."""
+    from embeval.formats.vectors import KeptTables
+    from embeval.run.plan import table_fingerprint
+
+    values = np.random.default_rng(0).standard_normal((20, 6)).astype(np.float16 if layout == "float16" else np.float32)
+    with h5py.File(tmp_path / "v.h5", "w") as f:
+        f.create_dataset("X", data=values, chunks=(3, 6) if layout == "chunked" else None)
+    table = values.astype(np.float32) if rows is None else values.astype(np.float32)[rows]
+    for budget, expect_kept in ((1 << 20, True), (table.nbytes - 1, False)):
+        kept = KeptTables(budget)
+        with VectorsFile(tmp_path / "v.h5", guard=False, kept=kept) as vf:
+            ds = vf.dataset("X", "X")
+            sha, count, dim, _ = vf.fingerprint_rows(ds, "X", rows, block_bytes=40, keep=True)
+            assert (sha, count, dim) == (table_fingerprint(table), len(table), 6)
+            assert bool(kept.tables) == expect_kept and kept.held == (table.nbytes if expect_kept else 0)
+            read = vf.read_rows(ds, "X", rows)
+            assert read.dtype == np.float32 and (read == table).all() and not kept.tables

@@ -33,26 +33,27 @@ def cosine(table, ia, ib):
     return out
 
 
-def mteb_cosine(table, ia, ib):
-    """mteb's STS cosine: 1 - scikit-learn's paired cosine distance, in the vectors' own dtype
-    (pairs of equal cosine may differ in the last bits, as in mteb)."""
+def mteb_cosines(table, ia, ib):
+    """(mteb's STS cosine, mteb's model similarity) per pair, both float64, from one gather of the pairs'
+    vectors:
+    - the cosine: 1 - scikit-learn's paired cosine distance, in the vectors' own dtype (pairs of equal
+      cosine may differ in the last bits, as in mteb); its check that every value is finite is
+      skipped (the vectors were checked when read);
+    - the model similarity (mteb's `pearson` and `spearman` keys with a cosine model): float32 torch,
+      each side L2-normalized, then the pairwise products summed (mteb's pairwise_cos_sim)."""
+    import sklearn
     from sklearn.metrics.pairwise import paired_cosine_distances
 
-    x = table.detach().cpu().numpy() if isinstance(table, torch.Tensor) else np.asarray(table)
-    ia, ib = np.asarray(ia, dtype=np.int64), np.asarray(ib, dtype=np.int64)
-    return (1 - paired_cosine_distances(x[ia], x[ib])).astype(np.float64)
-
-
-def mteb_model_cosine(table, ia, ib):
-    """mteb's model similarity for STS (its `pearson` and `spearman` keys with a cosine model): float32
-    torch, each side L2-normalized, then the pairwise products summed (mteb's pairwise_cos_sim)."""
     from embeval.evaluate import mteb_similarity
 
     x = table.detach().cpu().numpy() if isinstance(table, torch.Tensor) else np.asarray(table)
     ia, ib = np.asarray(ia, dtype=np.int64), np.asarray(ib, dtype=np.int64)
-    a = torch.nn.functional.normalize(mteb_similarity.tensor(x[ia]), p=2, dim=1)
-    b = torch.nn.functional.normalize(mteb_similarity.tensor(x[ib]), p=2, dim=1)
-    return (a * b).sum(dim=-1).numpy().astype(np.float64)
+    u, v = x[ia], x[ib]
+    with sklearn.config_context(assume_finite=True):
+        cosines = (1 - paired_cosine_distances(u, v)).astype(np.float64)
+    a = torch.nn.functional.normalize(mteb_similarity.tensor(u), p=2, dim=1)
+    b = torch.nn.functional.normalize(mteb_similarity.tensor(v), p=2, dim=1)
+    return cosines, (a * b).sum(dim=-1).numpy().astype(np.float64)
 
 
 def correlations(system, gold):
@@ -87,12 +88,13 @@ def subset_scores(table, ctx):
     """Per subset {pearson, spearman, nsamples}, SentEval's `all`, and the prediction set of every pair."""
     results, systems, golds, groups, models = {}, [], [], [], []
     as_mteb = getattr(ctx.task.params, "cosine", "exact") == "mteb"
-    similarity = mteb_cosine if as_mteb else cosine
     for g, (name, split) in enumerate(ctx.data.splits.items()):
         ia, ib = ctx.rows[name]
-        system = similarity(table, ia, ib)
         if as_mteb:
-            models.append(mteb_model_cosine(table, ia, ib))
+            system, model = mteb_cosines(table, ia, ib)
+            models.append(model)
+        else:
+            system = cosine(table, ia, ib)
         pearson, spearman = correlations(system, split.y)
         results[name] = {"pearson": pearson, "spearman": spearman, "nsamples": len(split)}
         systems.append(system)

@@ -82,7 +82,7 @@ OTHER_EXPORT = "the vectors were computed from another export (or another versio
 
 
 class KeptTables:
-    """The tables a run's fingerprints read whole (in one block), kept for the scoring that reads
+    """The tables a run's fingerprints read, kept for the scoring that reads
     them next instead of reading and checking the same bytes again: each taken once, of the same
     file only (device, inode, size and times unchanged), at most `budget` bytes held at once."""
 
@@ -103,6 +103,11 @@ class KeptTables:
                 return
             self.tables[key] = table
             self.held += table.nbytes
+
+    def room(self, nbytes: int) -> bool:
+        """Whether a table of nbytes would be kept now (a reader may then read it whole at once)."""
+        with self.lock:
+            return self.held + nbytes <= self.budget
 
     def take(self, path: Any, name: str, rows: Any) -> np.ndarray | None:
         if not self.tables:
@@ -408,10 +413,11 @@ class VectorsFile:
             raise self._error(f"{len(bad)} of {count} vectors contain NaN or Inf (first at row {bad[0]})", task)
         return table
 
-    def blocks(self, ds, task, rows=None, start=0, stop=None, block_bytes=BLOCK_BYTES, check_finite=True):
+    def blocks(self, ds, task, rows=None, start=0, stop=None, block_bytes=BLOCK_BYTES, check_finite=True, into=None):
         """(first row, float32 block) over rows start..stop of ds (or over ds[rows], in that order),
         reading a block at a time (each checked to be finite unless told not to): never the whole
-        table in memory."""
+        table in memory, unless `into` is given (a C-contiguous float32 array of every row, from row 0):
+        then each block is read into its rows there and is a view of them."""
         dim = ds.shape[1]
         stop = (ds.shape[0] if rows is None else len(rows)) if stop is None else stop
         block = max(1, block_bytes // (dim * ds.dtype.itemsize))
@@ -421,7 +427,15 @@ class VectorsFile:
             source = self._memmap(ds)
             for first in range(start, stop, block):
                 last = min(stop, first + block)
-                if rows is None:
+                if into is not None:
+                    values = into[first:last]
+                    if rows is not None:
+                        self._gather(source, ds, np.asarray(rows[first:last], dtype=np.int64), values, block)
+                    elif isinstance(source, _FileRows) and source.dtype == values.dtype:
+                        source.read_into(first, values)
+                    else:
+                        values[...] = source[first:last]
+                elif rows is None:
                     values = np.asarray(source[first:last], dtype=np.float32)
                 else:
                     values = np.empty((last - first, dim), dtype=np.float32)
@@ -447,16 +461,20 @@ class VectorsFile:
     def fingerprint_quietly(self, ds, task, rows=None, block_bytes=BLOCK_BYTES, stop=None, keep=False):
         """fingerprint_rows' result and the warning it would log (None when there is none), for a
         caller that logs it later; stop: a threading.Event that ends the reading early (raises
-        Cancelled); keep: a table read in one block is kept (self.kept) for the read_rows to come."""
+        Cancelled); keep: the table read is kept (self.kept) for the read_rows to come, when it fits the
+        room left there (then read into one array, block by block)."""
         count = ds.shape[0] if rows is None else len(rows)
         dim = ds.shape[1]
+        whole, nbytes = None, count * dim * 4
+        if keep and self.kept is not None and self.kept.room(nbytes) and nbytes <= (available_memory() or nbytes):
+            whole = np.empty((count, dim), dtype=np.float32)
         h = hashlib.sha256(f"{count}x{dim}\n".encode())
         bad, reference, same, degenerate = [], None, True, []
         # a block's hashing runs beside the next block's reading and checks (hashlib lets other
         # threads run while it hashes); a table of one block is hashed here, without a thread
         hasher, hashed, last = None, None, None
         try:
-            for first, values in self.blocks(ds, task, rows, block_bytes=block_bytes, check_finite=False):
+            for first, values in self.blocks(ds, task, rows, block_bytes=block_bytes, check_finite=False, into=whole):
                 if stop is not None and stop.is_set():
                     raise Cancelled(ds.name)
                 values = np.ascontiguousarray(values)
@@ -480,8 +498,8 @@ class VectorsFile:
                 hasher.shutdown(wait=True)
         if bad:
             raise self._error(f"{len(bad)} of {count} vectors contain NaN or Inf (first at row {bad[0]})", task)
-        if keep and self.kept is not None and last is not None and len(last) == count:
-            self.kept.keep(self.path, ds.name, rows, last)
+        if whole is not None:
+            self.kept.keep(self.path, ds.name, rows, whole)
         warning = None
         if degenerate:
             warning = (
