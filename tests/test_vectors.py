@@ -216,7 +216,9 @@ def test_tables_read_for_their_fingerprints_are_kept_for_the_scoring(
 def test_a_table_fingerprinted_in_many_blocks_is_kept_whole(tmp_path, layout, rows):
     """A table whose fingerprint reads it in many blocks is kept whole when it fits the room left: the
     same fingerprint as without keeping, and the table read_rows gives (all rows, or a union's rows);
-    without room it is not kept, and the fingerprint is the same."""
+    without room (the store's budget, or a quarter of --memory-budget) it is not kept, and the
+    fingerprint is the same."""
+    from embeval import memory
     from embeval.formats.vectors import KeptTables
     from embeval.run.plan import table_fingerprint
 
@@ -224,9 +226,13 @@ def test_a_table_fingerprinted_in_many_blocks_is_kept_whole(tmp_path, layout, ro
     with h5py.File(tmp_path / "v.h5", "w") as f:
         f.create_dataset("X", data=values, chunks=(3, 6) if layout == "chunked" else None)
     table = values.astype(np.float32) if rows is None else values.astype(np.float32)[rows]
-    for budget, expect_kept in ((1 << 20, True), (table.nbytes - 1, False)):
+    for budget, limit, expect_kept in (
+        (1 << 20, None, True),
+        (table.nbytes - 1, None, False),
+        (1 << 20, 4 * table.nbytes - 4, False),
+    ):
         kept = KeptTables(budget)
-        with VectorsFile(tmp_path / "v.h5", guard=False, kept=kept) as vf:
+        with memory.limited(limit), VectorsFile(tmp_path / "v.h5", guard=False, kept=kept) as vf:
             ds = vf.dataset("X", "X")
             sha, count, dim, _ = vf.fingerprint_rows(ds, "X", rows, block_bytes=40, keep=True)
             assert (sha, count, dim) == (table_fingerprint(table), len(table), 6)

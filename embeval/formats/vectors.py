@@ -28,7 +28,7 @@ from embeval.formats.sentences import (
     manifest_files,
     read_export_file,
 )
-from embeval.memory import available_memory
+from embeval.memory import available_memory, memory_limit
 from embeval.tasks.registry import TASKS
 
 log = logging.getLogger("embeval")
@@ -84,7 +84,8 @@ OTHER_EXPORT = "the vectors were computed from another export (or another versio
 class KeptTables:
     """The tables a run's fingerprints read, kept for the scoring that reads
     them next instead of reading and checking the same bytes again: each taken once, of the same
-    file only (device, inode, size and times unchanged), at most `budget` bytes held at once."""
+    file only (device, inode, size and times unchanged), at most `budget` bytes held at once (and a
+    quarter of the run's --memory-budget)."""
 
     def __init__(self, budget: int | None = None) -> None:
         self.budget, self.held = KEPT_BYTES if budget is None else budget, 0
@@ -99,7 +100,7 @@ class KeptTables:
     def keep(self, path: Any, name: str, rows: Any, table: np.ndarray) -> None:
         key = self._key(path, name, rows)
         with self.lock:
-            if key[0] is None or key in self.tables or self.held + table.nbytes > self.budget:
+            if key[0] is None or key in self.tables or self.held + table.nbytes > self._budget():
                 return
             self.tables[key] = table
             self.held += table.nbytes
@@ -107,7 +108,12 @@ class KeptTables:
     def room(self, nbytes: int) -> bool:
         """Whether a table of nbytes would be kept now (a reader may then read it whole at once)."""
         with self.lock:
-            return self.held + nbytes <= self.budget
+            return self.held + nbytes <= self._budget()
+
+    def _budget(self) -> int:
+        """The bytes held at most: `budget`, and a quarter of the run's --memory-budget when given."""
+        limit = memory_limit()
+        return self.budget if not limit else min(self.budget, limit // 4)
 
     def take(self, path: Any, name: str, rows: Any) -> np.ndarray | None:
         if not self.tables:
