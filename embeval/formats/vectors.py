@@ -472,8 +472,10 @@ class VectorsFile:
         count = ds.shape[0] if rows is None else len(rows)
         dim = ds.shape[1]
         whole, nbytes = None, count * dim * 4
-        if keep and self.kept is not None and self.kept.room(nbytes) and nbytes <= (available_memory() or nbytes):
-            whole = np.empty((count, dim), dtype=np.float32)
+        if keep and self.kept is not None and self.kept.room(nbytes):
+            free = available_memory()
+            if free is None or nbytes <= free:
+                whole = np.empty((count, dim), dtype=np.float32)
         h = hashlib.sha256(f"{count}x{dim}\n".encode())
         bad, reference, same, degenerate = [], None, True, []
         # a block's hashing runs beside the next block's reading and checks (hashlib lets other
