@@ -78,11 +78,6 @@ def pytest_configure(config):
     share_the_cores(config)
 
 
-# The variables that set the threads of OpenMP (torch), MKL and OpenBLAS (numpy, SciPy), read when
-# each process loads them.
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-
-
 def share_the_cores(config):
     """In pytest-xdist's controller, before it starts its test processes: each of them, and every
     process a test starts, gets the cores divided among the test processes as its threads (one each
@@ -91,10 +86,10 @@ def share_the_cores(config):
     workers = getattr(config.option, "numprocesses", None)
     if not workers or hasattr(config, "workerinput"):
         return  # one process (-n 0), or a test process: it inherits the controller's variables
-    from embeval.threads import affinity_cpus
+    from embeval.threads import THREAD_VARIABLES, affinity_cpus
 
     count = max(1, affinity_cpus() // workers) if isinstance(workers, int) else 1
-    for name in THREAD_VARIABLES:
+    for name in THREAD_VARIABLES + ("OPENBLAS_NUM_THREADS",):  # OpenMP, MKL, and numpy's OpenBLAS
         os.environ.setdefault(name, str(count))
 
 

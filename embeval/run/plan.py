@@ -434,6 +434,11 @@ def _locate_lender(spec, vf, union, cache, borrowers, method):
     return Located(spec, vf, union, cache)
 
 
+def read_whole(spec, role) -> bool:
+    """Whether the scoring reads a role's table whole (not block by block: a kind's `streamed` roles)."""
+    return role not in spec.kind_module.streamed
+
+
 def plan(
     vectors, data_dir, tasks=None, config=None, strict=False, check_memory=None, cache=None, registry=None, kept=None
 ):
@@ -484,7 +489,7 @@ def plan(
             for loc in located.values():
                 loc.spec.kind_module.check_data(loc.spec, loc.data, config)
                 for role in loc.roles:
-                    if role in loc.spec.kind_module.streamed:
+                    if not read_whole(loc.spec, role):
                         continue  # read block by block: never whole in memory
                     vf.check_memory(*loc.shape(role), loc.name)
                     if check_memory is not None:
@@ -539,7 +544,7 @@ class AheadFingerprints:
             for role in spec.kind_module.roles(spec):
                 name = dataset_name(spec.name, role)
                 if name in present and name not in wanted and self._large(vf, name, spec.name):
-                    wanted[name] = (spec.name, role not in spec.kind_module.streamed)
+                    wanted[name] = (spec.name, read_whole(spec, role))
         self.pool = ThreadPoolExecutor(1) if wanted else None
         self.futures = {}
         for name, (task, keep) in wanted.items():
@@ -592,7 +597,7 @@ def _describe(loc, vf, constant, ahead=None):
     for each list whose vectors are all zero or all identical."""
     roles = {}
     for role, found in loc.roles.items():
-        keep = role not in loc.spec.kind_module.streamed  # read whole by the scoring, not block by block
+        keep = read_whole(loc.spec, role)  # kept for the scoring, which reads it whole
         if ahead is not None:
             sha, count, dim, same = ahead.fingerprint_rows(vf, found.dataset, loc.name, found.rows, keep)
         else:
