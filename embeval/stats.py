@@ -32,6 +32,11 @@ import numpy as np
 from embeval import threads
 from embeval.memory import memory_limit
 
+try:  # the compiled kernels (embeval/_kernels.c), built at install where a C compiler is: the same values
+    from embeval import _kernels
+except ImportError:  # pragma: no cover - an install without a C compiler: numpy computes them
+    _kernels = None
+
 LEVEL = 0.95
 RESAMPLES = 1000
 CHUNK_CELLS = 1 << 18  # resamples x items drawn per call of the generator (the order of the draws)
@@ -67,10 +72,15 @@ def resample_draws(rng, n, size, groups=None):
     return np.concatenate(parts, axis=1) if parts else np.empty((size, 0), dtype=np.int64)
 
 
-def counts_of(draws, n):
-    """(size, n) float64: how many times each of n items is in each row of draws."""
+def counts_of(draws, n, out=None):
+    """(size, n) float64: how many times each of n items is in each row of draws (written into `out`,
+    a float64 buffer of at least size * n, when given)."""
     size = len(draws)
-    counts = np.empty((size, n))
+    counts = np.empty((size, n)) if out is None else out[: size * n].reshape(size, n)
+    kind = {np.dtype(np.uint32): "I", np.dtype(np.int64): "q"}.get(np.asarray(draws).dtype)
+    if _kernels is not None and kind is not None:
+        _kernels.counts(np.ascontiguousarray(draws), kind, size, n, counts)
+        return counts
     rows = max(1, COUNT_BINS // max(n, 1))
     offsets = (np.arange(rows, dtype=np.int64) * n)[:, None]
     for start in range(0, size, rows):
@@ -82,8 +92,53 @@ def counts_of(draws, n):
 
 def _draw(rng, n, shape):
     """rng.integers(0, n, shape): drawn in uint32 below 2^32 items, the same draws as in int64 (numpy
-    draws a range below 2^32 from 32-bit values either way), written in half the memory."""
+    draws a range below 2^32 from 32-bit values either way), written in half the memory; by the
+    compiled kernel where numpy's own draws are checked to be its (twice as fast: the draws are the
+    one part of the resampling done in order)."""
+    if n < 1 << 32 and _compiled_draws_agree() and type(rng.bit_generator) is np.random.PCG64:
+        return _compiled_draw(rng, n, shape)
     return rng.integers(0, n, size=shape, dtype=np.uint32 if n <= 1 << 32 else np.int64)
+
+
+_MASK64 = (1 << 64) - 1
+
+
+def _compiled_draw(rng, n, shape):
+    """rng.integers(0, n, shape, dtype=uint32) by the compiled kernel, which takes the PCG64 state from
+    the generator and gives it back advanced as numpy would (n below 2^32)."""
+    generator = rng.bit_generator
+    out = np.empty(shape, dtype=np.uint32)
+    with generator.lock:
+        state = generator.state
+        now, inc = state["state"]["state"], state["state"]["inc"]
+        high, low, has, spare = _kernels.draw_pcg64(
+            now >> 64, now & _MASK64, inc >> 64, inc & _MASK64, state["has_uint32"], state["uinteger"], n, out
+        )
+        state["state"] = {"state": (high << 64) | low, "inc": inc}
+        state["has_uint32"], state["uinteger"] = has, spare
+        generator.state = state
+    return out
+
+
+_DRAWS_AGREE: list[bool] = []
+
+
+def _compiled_draws_agree():
+    """Whether the compiled draws are numpy's, bit for bit, with this numpy (checked once per process on
+    a few ranges and sizes: the draws and the generator's state after them)."""
+    if not _DRAWS_AGREE:
+        agree = _kernels is not None and hasattr(_kernels, "draw_pcg64")
+        for n, sizes in ((1, (3, 5)), (5, (7,)), (9927, (3, 1001)), (3_000_000_001, (5, 3))):
+            if not agree:
+                break
+            ours, numpys = (np.random.Generator(np.random.PCG64([7, n])) for _ in range(2))
+            for size in (sizes, (1,), sizes):
+                agree = agree and np.array_equal(
+                    _compiled_draw(ours, n, size), numpys.integers(0, n, size=size, dtype=np.uint32)
+                )
+            agree = agree and ours.bit_generator.state == numpys.bit_generator.state
+        _DRAWS_AGREE.append(bool(agree))
+    return _DRAWS_AGREE[0]
 
 
 def strata_of(arrays, stratified):
@@ -256,7 +311,8 @@ class _Sorted:
         self.local = np.argsort(values[items], kind="stable")
         ordered = values[items][self.local]
         new = np.r_[True, ordered[1:] != ordered[:-1]] if len(ordered) else np.zeros(0, dtype=bool)
-        self.items = items[self.local]
+        self.items = np.ascontiguousarray(items[self.local], dtype=np.int64)
+        self.fresh = new.astype(np.uint8)  # 1 where a run begins (the compiled kernel's runs)
         self.run = np.cumsum(new) - 1
         starts = np.flatnonzero(new)
         self.starts = starts if len(starts) < len(ordered) else None
@@ -284,6 +340,7 @@ class _RankPair:
         self.x, self.y = _Sorted(x, items), _Sorted(y, items)
         self.y_run_in_x = self.y.run_of_item[self.x.local]
         self.y_place_in_x = self.y.position[self.x.local]
+        self.x_place_of_y = np.ascontiguousarray(self.x.position[self.y.local], dtype=np.int64)
 
 
 def counts32(W, arrays):
@@ -384,6 +441,25 @@ def _spearman_of(counts, pair, cubes=None):
     return np.clip(np.where((vx > 0) & (vy > 0), r, np.nan), -1.0, 1.0)
 
 
+COMPILED_ITEMS = 1 << 17  # the compiled Spearman's sums are exact integers in float64 up to this many items
+
+
+def _spearman_compiled(W, pair):
+    """_spearman_of by the compiled kernel (float64 counts (b, n), a set of at most COMPILED_ITEMS
+    items): the same integer sums (in int64), so the same values bit for bit."""
+    W = np.ascontiguousarray(W, dtype=np.float64)
+    sums = np.empty((4, len(W)))
+    _kernels.spearman_sums(W, len(W), W.shape[1], pair.x.items, pair.x.fresh, pair.y.fresh, pair.x_place_of_y, sums)
+    cross, vx, vy = sums[0], sums[1], sums[2]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = cross / np.sqrt(vx * vy)
+    return np.clip(np.where((vx > 0) & (vy > 0), r, np.nan), -1.0, 1.0)
+
+
+def _compiled(W):
+    return _kernels is not None and np.shape(W)[1] <= COMPILED_ITEMS
+
+
 def _strata(a):
     """[(stratum, its items)] of a set, in stratum order; one stratum of all items without 'group'."""
     groups = a.get("group")
@@ -399,6 +475,8 @@ def _spearman_fast(W, a, pooled=True):
     def build():
         if pooled:
             pair = derived(a, "spearman.pooled", lambda a: _RankPair(a["system"], a["gold"], np.arange(len(a["gold"]))))
+            if _compiled(W):
+                return _spearman_compiled(W, pair)
             cubes = per_block(W, a, "cubes", lambda: np.einsum("bk,bk,bk->b", W, W, W))
             return _spearman_of(counts32(W, a), pair, cubes)
         pairs = derived(
@@ -406,6 +484,8 @@ def _spearman_fast(W, a, pooled=True):
         )
         if len(pairs) == 1:
             return _spearman_fast(W, a, True)[None, :]
+        if _compiled(W):
+            return np.stack([_spearman_compiled(W, pair) for pair in pairs])
         return np.stack([_spearman_of(counts32(W, a), pair) for pair in pairs])
 
     return per_block(W, a, ("spearman", pooled), build)
@@ -593,8 +673,12 @@ def _distribution(stat_list, arrays_list, rng, n, groups, resamples, progress=No
     sets = [Prepared(arrays) for arrays in arrays_list]
     reporting = threading.Lock()
 
+    buffers = threading.local()  # each thread's counts, reused block after block (no new pages to fault in)
+
     def compute(start, drawn):
-        W = counts_of(drawn, n)  # counted where the block is computed (side by side: on its thread)
+        if getattr(buffers, "counts", None) is None or len(buffers.counts) < drawn.size:
+            buffers.counts = np.empty(drawn.size)
+        W = counts_of(drawn, n, buffers.counts)  # counted where the block is computed (side by side: on its thread)
         for i, arrays in enumerate(sets):
             block = arrays.for_block()
             for s, stat in enumerate(stat_list):

@@ -16,6 +16,18 @@ from embeval.tasks.catalog import statistic as catalog_statistic
 TOLERANCE = 1e-12
 
 
+@pytest.fixture(params=["compiled", "numpy"])
+def engine(request, monkeypatch):
+    """The compiled kernels (embeval/_kernels.c, where the install built them) and the numpy paths (an
+    install without a C compiler): each must give the plain definitions' values."""
+    if request.param == "numpy":
+        monkeypatch.setattr(stats, "_kernels", None)
+        monkeypatch.setattr(stats, "_DRAWS_AGREE", [False])
+    elif stats._kernels is None:
+        pytest.skip("needs embeval's compiled kernels (built at install where a C compiler is)")
+    return request.param
+
+
 def plain(stat):
     """The statistic without its fast path: the engine computes its plain definition."""
     return stats.Statistic(stat.function, stat.stratified, stat.centred)
@@ -64,7 +76,7 @@ def check(named, arrays, resamples=60, task="fast", seeds=(0, 1)):
 
 
 @pytest.mark.parametrize("n, groups", [(5, None), (3000, None), (3000, 3), (70_000, 2)])
-def test_blocks_hold_the_resamples_of_chunk_after_chunk(n, groups):
+def test_blocks_hold_the_resamples_of_chunk_after_chunk(n, groups, engine):
     """The counts the engine hands the statistics, block by block, are those of CHUNK_CELLS chunks
     drawn one after another (strata in turn within each chunk): earlier versions' resamples."""
     strata = None if groups is None else np.random.default_rng(0).integers(0, groups, n)
@@ -81,7 +93,7 @@ def test_blocks_hold_the_resamples_of_chunk_after_chunk(n, groups):
 
 
 @pytest.mark.parametrize("n, groups", [(1, None), (7, None), (9_927, None), (70_000, None), (3000, 3)])
-def test_counts_are_those_of_int64_draws(n, groups):
+def test_counts_are_those_of_int64_draws(n, groups, engine):
     """resample_counts draws in uint32: the same draws as numpy's int64 ones, tallied one by one (the
     resamples of earlier versions)."""
     strata = None if groups is None else np.random.default_rng(1).integers(0, groups, n)
@@ -125,10 +137,10 @@ def test_blocks_computed_side_by_side_equal_one_after_another(monkeypatch):
     monkeypatch.setattr(threads.FairShare, "share", lambda self: None)
     counts_of, seen = stats.counts_of, set()
 
-    def counted(draws, items):  # on the thread that computes the block
+    def counted(draws, items, out=None):  # on the thread that computes the block
         seen.add(threading.get_ident())
         time.sleep(0.005)  # the next block is handed over while this one is computed
-        return counts_of(draws, items)
+        return counts_of(draws, items, out)
 
     monkeypatch.setattr(stats, "counts_of", counted)
     before = torch.get_num_threads()
@@ -160,7 +172,7 @@ def test_a_set_of_one_stratum_is_resampled_as_a_whole():
 
 
 @pytest.mark.parametrize("n, groups", [(1, 1), (2, 1), (7, 2), (300, 1), (300, 3), (3000, 4)])
-def test_scores_and_labels(n, groups):
+def test_scores_and_labels(n, groups, engine):
     rng = np.random.default_rng(n + groups)
     group = np.sort(rng.integers(0, groups, n))
     scores = {"gold": np.round(rng.uniform(0, 5, n), 0), "system": np.round(rng.normal(size=n), 1), "group": group}
@@ -173,7 +185,7 @@ def test_scores_and_labels(n, groups):
 
 
 @pytest.mark.parametrize("n, groups", [(2, 1), (300, 1), (3000, 3)])
-def test_correlations_with_few_ties(n, groups):
+def test_correlations_with_few_ties(n, groups, engine):
     """Sides with few ties (ranked item by item, their tied runs mended): a few repeated values among
     distinct ones, on one side or both, a tied run at either end."""
     rng = np.random.default_rng(n + groups)

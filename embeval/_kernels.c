@@ -1,0 +1,291 @@
+/* Compiled kernels of the bootstrap (embeval.stats): the same values as its numpy paths, bit for bit,
+ * at a fraction of the cost per resample. Built at install when a C compiler is there; without it,
+ * embeval.stats computes the same figures in numpy.
+ *
+ * Every function takes C-contiguous buffers (numpy arrays), checks their sizes, and releases the GIL
+ * while it computes, so that blocks of resamples are computed side by side on threads.
+ *
+ *   counts(draws, kind, rows, n, out): out (rows, n) float64 = how many times each of n items is
+ *       in each row of draws (rows, n); kind "I" (uint32) or "q" (int64) draws.
+ *   draw_pcg64(...): Generator(PCG64).integers(0, n, dtype=uint32)'s draws and the generator's next
+ *       state (numpy's algorithm, checked against numpy by embeval.stats before it is used).
+ *   spearman_sums(W, rows, n, x_items, x_fresh, y_fresh, x_place_of_y, out): for each resample (row of
+ *       the float64 counts W (rows, n)) and the k items of a set (x_items: their indices in ascending
+ *       x, x_fresh[p] = 1 where a run of equal x begins, y_fresh the same in ascending y, and
+ *       x_place_of_y[q]: the place in x's order of y's q-th item), the three integer sums of
+ *       Spearman's rho from the doubled centred mid-ranks t (mid-rank - (m + 1) / 2, doubled):
+ *       out[0] = sum(w tx ty), out[1] = sum over x's runs of c tx^2, out[2] = the same for y,
+ *       out[3] = m (the resample's count of the set's items); all exact integers in int64, written as
+ *       float64 (exact below 2^53: sets of at most 2^17 items).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int check_size(Py_buffer *view, Py_ssize_t items, Py_ssize_t itemsize, const char *what)
+{
+    if (view->len != items * itemsize) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd bytes, expected %zd", what, view->len, items * itemsize);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *counts(PyObject *self, PyObject *args)
+{
+    Py_buffer draws, out;
+    int kind;
+    Py_ssize_t rows, n;
+    if (!PyArg_ParseTuple(args, "y*Cnnw*", &draws, &kind, &rows, &n, &out))
+        return NULL;
+    Py_ssize_t width = kind == 'I' ? 4 : 8;
+    int bad = 0;
+    if ((kind != 'I' && kind != 'q') || rows < 0 || n < 0) {
+        PyErr_SetString(PyExc_ValueError, "counts: kind must be 'I' or 'q', rows and n at least 0");
+        bad = 1;
+    }
+    if (!bad && (check_size(&draws, rows * n, width, "counts' draws") || check_size(&out, rows * n, 8, "counts' out")))
+        bad = 1;
+    Py_ssize_t outside = 0;
+    if (!bad) {
+        Py_BEGIN_ALLOW_THREADS
+        double *o = (double *)out.buf;
+        memset(o, 0, (size_t)(rows * n) * sizeof(double));
+        for (Py_ssize_t r = 0; r < rows; r++) {
+            double *row = o + r * n;
+            if (kind == 'I') {
+                const uint32_t *d = (const uint32_t *)draws.buf + r * n;
+                for (Py_ssize_t i = 0; i < n; i++) {
+                    if ((Py_ssize_t)d[i] < n)
+                        row[d[i]] += 1.0;
+                    else
+                        outside++;
+                }
+            } else {
+                const int64_t *d = (const int64_t *)draws.buf + r * n;
+                for (Py_ssize_t i = 0; i < n; i++) {
+                    if (d[i] >= 0 && d[i] < n)
+                        row[d[i]] += 1.0;
+                    else
+                        outside++;
+                }
+            }
+        }
+        Py_END_ALLOW_THREADS
+        if (outside) {
+            PyErr_Format(PyExc_ValueError, "counts: %zd draws outside 0..%zd", outside, n - 1);
+            bad = 1;
+        }
+    }
+    PyBuffer_Release(&draws);
+    PyBuffer_Release(&out);
+    if (bad)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* One resample's sums over a set of k items (see spearman_sums), w the resample's counts of the set's n
+ * items, xs k slots (scratch). x's pass writes each item's count and doubled mid-rank
+ * u = 2 (count below its run) + (its run's count) in x order; y's pass reads them through y's order. */
+typedef struct {
+    int32_t w, u;
+} slot;
+
+static void resample_sums(const double *w, const int64_t *x_items, const uint8_t *x_fresh, const uint8_t *y_fresh,
+                          const int64_t *x_place_of_y, Py_ssize_t k, slot *xs, double *cross_out, double *sx_out,
+                          double *sy_out, double *m_out)
+{
+    int64_t below = 0, sx = 0;
+    if (x_fresh == NULL) { /* no ties in x: each item its own run */
+        for (Py_ssize_t p = 0; p < k; p++) {
+            int64_t c = (int64_t)w[x_items[p]], u = 2 * below + c;
+            sx += c * u * u;
+            xs[p].w = (int32_t)c;
+            xs[p].u = (int32_t)u;
+            below += c;
+        }
+    }
+    else {
+        for (Py_ssize_t p = 0; p < k; p++)
+            xs[p].w = (int32_t)w[x_items[p]];
+    }
+    for (Py_ssize_t p = 0; x_fresh != NULL && p < k;) {
+        Py_ssize_t end = p + 1;
+        int64_t c = xs[p].w;
+        while (end < k && !x_fresh[end])
+            c += xs[end++].w;
+        int64_t u = 2 * below + c;
+        sx += c * u * u;
+        for (Py_ssize_t q = p; q < end; q++)
+            xs[q].u = (int32_t)u;
+        below += c;
+        p = end;
+    }
+    int64_t m = below, sy = 0, cross = 0;
+    below = 0;
+    for (Py_ssize_t p = 0; p < k;) {
+        slot first = xs[x_place_of_y[p]];
+        int64_t c = first.w, wu = (int64_t)first.w * first.u;
+        Py_ssize_t end = p + 1;
+        while (end < k && !y_fresh[end]) {
+            slot next = xs[x_place_of_y[end++]];
+            c += next.w;
+            wu += (int64_t)next.w * next.u;
+        }
+        int64_t u = 2 * below + c;
+        sy += c * u * u;
+        cross += wu * u;
+        below += c;
+        p = end;
+    }
+    /* centred on the mean doubled rank m: sum(c u) = m^2 on each side, sum(w) = m */
+    int64_t cube = m * m * m;
+    *cross_out = (double)(cross - cube);
+    *sx_out = (double)(sx - cube);
+    *sy_out = (double)(sy - cube);
+    *m_out = (double)m;
+}
+
+static PyObject *spearman_sums(PyObject *self, PyObject *args)
+{
+    Py_buffer W, x_items, x_fresh, y_fresh, x_place_of_y, out;
+    Py_ssize_t rows, n;
+    if (!PyArg_ParseTuple(args, "y*nny*y*y*y*w*", &W, &rows, &n, &x_items, &x_fresh, &y_fresh, &x_place_of_y, &out))
+        return NULL;
+    Py_ssize_t k = x_items.len / 8;
+    int bad = rows < 0 || n < 0 || n > ((Py_ssize_t)1 << 17) || k > n;
+    if (bad)
+        PyErr_SetString(PyExc_ValueError, "spearman_sums: at most 2^17 items, of a set of n");
+    if (!bad && (check_size(&W, rows * n, 8, "spearman_sums' counts") || check_size(&x_items, k, 8, "x_items") ||
+                 check_size(&x_fresh, k, 1, "x_fresh") || check_size(&y_fresh, k, 1, "y_fresh") ||
+                 check_size(&x_place_of_y, k, 8, "x_place_of_y") || check_size(&out, 4 * rows, 8, "spearman_sums' out")))
+        bad = 1;
+    if (!bad) {
+        const int64_t *xi = (const int64_t *)x_items.buf, *yx = (const int64_t *)x_place_of_y.buf;
+        for (Py_ssize_t p = 0; p < k && !bad; p++)
+            bad = xi[p] < 0 || xi[p] >= n || yx[p] < 0 || yx[p] >= k;
+        if (bad)
+            PyErr_SetString(PyExc_ValueError, "spearman_sums: an item outside the set");
+    }
+    slot *xs = NULL;
+    if (!bad) {
+        xs = (slot *)malloc((size_t)(k > 0 ? k : 1) * sizeof(slot));
+        if (xs == NULL) {
+            PyErr_NoMemory();
+            bad = 1;
+        }
+    }
+    if (!bad) {
+        const uint8_t *xf = (const uint8_t *)x_fresh.buf;
+        Py_ssize_t runs = 0;
+        for (Py_ssize_t p = 0; p < k; p++)
+            runs += xf[p] != 0;
+        if (runs == k)
+            xf = NULL;
+        Py_BEGIN_ALLOW_THREADS
+        const double *counts = (const double *)W.buf;
+        double *o = (double *)out.buf;
+        for (Py_ssize_t r = 0; r < rows; r++)
+            resample_sums(counts + r * n, (const int64_t *)x_items.buf, xf,
+                          (const uint8_t *)y_fresh.buf, (const int64_t *)x_place_of_y.buf, k, xs, o + r,
+                          o + rows + r, o + 2 * rows + r, o + 3 * rows + r);
+        Py_END_ALLOW_THREADS
+    }
+    free(xs);
+    PyBuffer_Release(&W);
+    PyBuffer_Release(&x_items);
+    PyBuffer_Release(&x_fresh);
+    PyBuffer_Release(&y_fresh);
+    PyBuffer_Release(&x_place_of_y);
+    PyBuffer_Release(&out);
+    if (bad)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+#ifdef __SIZEOF_INT128__
+/* numpy's PCG64 (O'Neill's PCG XSL RR 128/64: the state advanced, then its output), its 32-bit values
+ * (each 64-bit output gives its low half, then, on the next call, its high half), and numpy's bounded
+ * draw of 32-bit integers (Lemire's multiply with rejection): the same values as
+ * Generator.integers(0, n, dtype=uint32), leaving the generator in the same state. */
+typedef struct {
+    unsigned __int128 state, inc;
+    int has_uint32;
+    uint32_t uinteger;
+} pcg64;
+
+static inline uint32_t pcg64_next32(pcg64 *g)
+{
+    if (g->has_uint32) {
+        g->has_uint32 = 0;
+        return g->uinteger;
+    }
+    const unsigned __int128 multiplier = ((unsigned __int128)0x2360ED051FC65DA4ULL << 64) | 0x4385DF649FCCF645ULL;
+    g->state = g->state * multiplier + g->inc;
+    uint64_t value = (uint64_t)(g->state >> 64) ^ (uint64_t)g->state;
+    unsigned rot = (unsigned)(g->state >> 122);
+    uint64_t next = (value >> rot) | (value << ((64 - rot) & 63));
+    g->has_uint32 = 1;
+    g->uinteger = (uint32_t)(next >> 32);
+    return (uint32_t)(next & 0xffffffffULL);
+}
+
+static PyObject *draw_pcg64(PyObject *self, PyObject *args)
+{
+    unsigned long long state_hi, state_lo, inc_hi, inc_lo, uinteger, n;
+    int has_uint32;
+    Py_buffer out;
+    if (!PyArg_ParseTuple(args, "KKKKiKKw*", &state_hi, &state_lo, &inc_hi, &inc_lo, &has_uint32, &uinteger, &n, &out))
+        return NULL;
+    if (n < 1 || n > 0xFFFFFFFFULL || out.len % 4) {
+        PyBuffer_Release(&out);
+        PyErr_SetString(PyExc_ValueError, "draw_pcg64: n must be 1 to 2^32 - 1, out uint32");
+        return NULL;
+    }
+    pcg64 g = {((unsigned __int128)state_hi << 64) | state_lo, ((unsigned __int128)inc_hi << 64) | inc_lo,
+               has_uint32 != 0, (uint32_t)uinteger};
+    uint32_t *o = (uint32_t *)out.buf;
+    Py_ssize_t count = out.len / 4;
+    const uint32_t range = (uint32_t)(n - 1), bound = (uint32_t)n;
+    Py_BEGIN_ALLOW_THREADS
+    if (range == 0) {
+        memset(o, 0, (size_t)count * 4);
+    } else {
+        const uint32_t threshold = (UINT32_MAX - range) % bound;
+        for (Py_ssize_t i = 0; i < count; i++) {
+            uint64_t m = (uint64_t)pcg64_next32(&g) * bound;
+            uint32_t leftover = (uint32_t)m;
+            if (leftover < bound) {
+                while (leftover < threshold) {
+                    m = (uint64_t)pcg64_next32(&g) * bound;
+                    leftover = (uint32_t)m;
+                }
+            }
+            o[i] = (uint32_t)(m >> 32);
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&out);
+    return Py_BuildValue("KKiK", (unsigned long long)(g.state >> 64), (unsigned long long)g.state, g.has_uint32,
+                         (unsigned long long)g.uinteger);
+}
+#endif
+
+static PyMethodDef methods[] = {
+#ifdef __SIZEOF_INT128__
+    {"draw_pcg64", draw_pcg64, METH_VARARGS,
+     "draw_pcg64(state_hi, state_lo, inc_hi, inc_lo, has_uint32, uinteger, n, out): numpy's PCG64 draws of "
+     "integers below n (uint32) into out; returns the generator's new (state_hi, state_lo, has_uint32, uinteger)."},
+#endif
+    {"counts", counts, METH_VARARGS, "counts(draws, kind, rows, n, out): each row's counts of n items (float64)."},
+    {"spearman_sums", spearman_sums, METH_VARARGS,
+     "spearman_sums(W, rows, n, x_items, x_fresh, y_fresh, x_place_of_y, out): Spearman's sums per resample."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernels", "embeval's compiled bootstrap kernels.", -1,
+                                    methods};
+
+PyMODINIT_FUNC PyInit__kernels(void) { return PyModule_Create(&module); }

@@ -1,0 +1,132 @@
+"""The compiled kernels of the bootstrap (embeval/_kernels.c) give the numpy paths' values bit for bit.
+
+They are built at install where a C compiler is (`pip install` of the project); without them embeval
+computes the same figures in numpy. Here both are run on the same resamples: the draws (numpy's own
+PCG64 draws, and the generator's state after them), the counts, Spearman's sums, and whole intervals
+on tie-heavy data, pooled and per stratum."""
+
+import numpy as np
+import pytest
+
+from embeval import stats
+
+needs_kernels = pytest.mark.skipif(
+    stats._kernels is None, reason="needs embeval's compiled kernels (built at install where a C compiler is)"
+)
+pytestmark = needs_kernels
+
+
+@pytest.fixture
+def numpy_only(monkeypatch):
+    """Run the numpy paths: as an install without a C compiler does."""
+
+    def use_numpy():
+        monkeypatch.setattr(stats, "_kernels", None)
+        monkeypatch.setattr(stats, "_DRAWS_AGREE", [False])
+
+    return use_numpy
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 9927, 2**31 + 11, 2**32 - 1])
+def test_compiled_draws_are_numpys(n):
+    """The same integers as Generator.integers(0, n, dtype=uint32), and the generator left in the same
+    state (the next draws, of any kind, are the same), whatever half-used 64-bit value it held."""
+    assert stats._compiled_draws_agree()
+    ours, numpys = (np.random.Generator(np.random.PCG64([3, n])) for _ in range(2))
+    for shape in ((5,), (3, 7), (1,), (0,), (26, 257), (2, 3)):
+        np.testing.assert_array_equal(
+            stats._compiled_draw(ours, n, shape), numpys.integers(0, n, size=shape, dtype=np.uint32)
+        )
+        assert ours.bit_generator.state == numpys.bit_generator.state
+    assert ours.random() == numpys.random()
+    assert ours.integers(0, 10**12) == numpys.integers(0, 10**12)
+
+
+def test_draws_fall_back_to_numpy_where_the_kernel_disagrees(monkeypatch):
+    """A kernel whose draws are not numpy's (another numpy's algorithm) is checked once and not used."""
+
+    def wrong(*args):
+        out = args[-1]
+        np.frombuffer(out, dtype=np.uint32)[:] = 0
+        return args[0], args[1], args[4], args[5]
+
+    kernels = type("Kernels", (), {"draw_pcg64": staticmethod(wrong)})
+    monkeypatch.setattr(stats, "_kernels", kernels)
+    monkeypatch.setattr(stats, "_DRAWS_AGREE", [])
+    assert not stats._compiled_draws_agree()
+    rng, reference = stats.rng_for(1, "T", "all"), stats.rng_for(1, "T", "all")
+    np.testing.assert_array_equal(stats._draw(rng, 50, (4, 50)), reference.integers(0, 50, (4, 50), dtype=np.uint32))
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.int64])
+def test_compiled_counts_are_bincounts(dtype):
+    rng = np.random.default_rng(0)
+    for n, rows in ((1, 3), (5, 1), (257, 40), (9927, 3)):
+        draws = rng.integers(0, n, size=(rows, n)).astype(dtype)
+        expected = np.stack([np.bincount(row, minlength=n) for row in draws]).astype(np.float64)
+        np.testing.assert_array_equal(stats.counts_of(draws, n), expected)
+        buffer = np.full(rows * n + 7, np.nan)
+        np.testing.assert_array_equal(stats.counts_of(draws, n, buffer), expected)
+
+
+def test_kernels_refuse_what_does_not_fit():
+    """Sizes that do not match, and draws or items outside the set, are refused (nothing is written
+    outside the buffers)."""
+    kernels = stats._kernels
+    out = np.empty((2, 5))
+    with pytest.raises(ValueError):
+        kernels.counts(np.zeros((2, 4), dtype=np.uint32), "I", 2, 5, out)
+    with pytest.raises(ValueError, match="outside"):
+        kernels.counts(np.full((2, 5), 5, dtype=np.uint32), "I", 2, 5, out)
+    with pytest.raises(ValueError, match="outside"):
+        kernels.counts(np.full((2, 5), -1, dtype=np.int64), "q", 2, 5, out)
+    items, fresh = np.arange(5, dtype=np.int64), np.ones(5, dtype=np.uint8)
+    sums = np.empty((4, 2))
+    with pytest.raises(ValueError, match="outside"):
+        kernels.spearman_sums(out, 2, 5, items + 1, fresh, fresh, items, sums)
+    with pytest.raises(ValueError):
+        kernels.spearman_sums(out, 2, 5, items, fresh, fresh, items, np.empty((3, 2)))
+    big = np.zeros((1, (1 << 17) + 1))
+    with pytest.raises(ValueError, match="2\\^17"):
+        kernels.spearman_sums(big, 1, big.shape[1], items, fresh, fresh, items, np.empty((4, 1)))
+    with pytest.raises(ValueError):
+        kernels.draw_pcg64(0, 1, 0, 1, 0, 0, 0, np.empty(3, dtype=np.uint32))
+
+
+def sides(rng, n):
+    """Tie-heavy, few-tie and tie-free sides, and a constant one."""
+    return {
+        "heavy": np.round(rng.uniform(0, 5, n), 0),
+        "few": np.where(rng.random(n) < 0.1, 0.5, rng.normal(size=n)),
+        "none": rng.normal(size=n),
+        "constant": np.full(n, 2.0),
+    }
+
+
+@pytest.mark.parametrize("n, groups", [(1, 1), (2, 1), (9, 2), (300, 1), (3000, 3), (20_000, 1)])
+def test_intervals_are_the_numpy_paths_bit_for_bit(n, groups, numpy_only):
+    """Every scores figure's resampled values (draws, counts and Spearman's sums compiled) equal those
+    of the numpy paths exactly, pooled and per stratum, for every pairing of tied and untied sides."""
+    rng = np.random.default_rng(n + groups)
+    group = np.sort(rng.integers(0, groups, n))
+    named = {name: stat for name, stat in stats.STATISTICS["scores"].items() if "." in name}
+    cases = []
+    for x_name, x in sides(rng, n).items():
+        for y_name, y in sides(rng, n).items():
+            if n >= 3000 and "constant" in (x_name, y_name):
+                continue
+            cases.append(((x_name, y_name), {"gold": y, "system": x, "group": group}))
+
+    def values():
+        out = []
+        for _, arrays in cases:
+            rng_ = stats.rng_for(5, "K", "all")
+            out.append(stats._distribution(list(named.values()), [arrays], rng_, n, None, 120))
+            out.append(stats._distribution(list(named.values()), [arrays], rng_, n, stats.strata_of(arrays, True), 40))
+        return out
+
+    compiled = values()
+    numpy_only()
+    assert stats._kernels is None
+    for (case, _), a, b in zip([c for c in cases for _ in (0, 1)], compiled, values()):
+        np.testing.assert_array_equal(a, b, err_msg=str(case))
