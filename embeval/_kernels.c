@@ -7,6 +7,11 @@
  *
  *   counts(draws, kind, rows, n, out): out (rows, n) float64 = how many times each of n items is
  *       in each row of draws (rows, n); kind "I" (uint32) or "q" (int64) draws.
+ *   scores_sums(draws, kind, rows, n, place, x_fresh, y_fresh, x_place_of_y, design, out): for each
+ *       resample (row of draws (rows, n) of a set of n items) Spearman's four values (as spearman_sums)
+ *       and Pearson's eight sums (the counts times design's columns), counted straight from the draws:
+ *       place[i] the place of item i in ascending x, x_fresh, y_fresh and x_place_of_y as above,
+ *       design (n, 8) in x's order; out (rows, 12).
  *   draw_pcg64(...): Generator(PCG64).integers(0, n, dtype=uint32)'s draws and the generator's next
  *       state (numpy's algorithm, checked against numpy by embeval.stats before it is used).
  *   spearman_sums(W, rows, n, x_items, x_fresh, y_fresh, x_place_of_y, out): for each resample (row of
@@ -205,6 +210,180 @@ static PyObject *spearman_sums(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* Two doubles added and multiplied at once (GCC's and Clang's vector extension; one SSE2 register on
+ * x86-64): Pearson's sums four such pairs at a time. */
+typedef double pair_of_doubles __attribute__((vector_size(16)));
+
+/* One resample of a scores set from its draws: the counts in x's order, Spearman's sums (as
+ * spearman_sums: x's pass writes each place's count and doubled mid-rank, y's pass reads them in y's
+ * order) and Pearson's eight sums (the counts times the design's rows, in x's order, two places at a
+ * time into two partial sums). Returns the number of draws outside the set (then nothing is summed). */
+static Py_ssize_t scores_resample(const void *draws, int kind, Py_ssize_t n, const int64_t *place,
+                                  const uint8_t *x_fresh, const uint8_t *y_fresh, const int64_t *x_place_of_y,
+                                  const double *design, int32_t *counts, slot *xs, double *out)
+{
+    Py_ssize_t outside = 0;
+    memset(counts, 0, (size_t)n * sizeof(int32_t));
+    if (kind == 'I') {
+        const uint32_t *d = (const uint32_t *)draws;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if ((Py_ssize_t)d[i] < n)
+                counts[place[d[i]]]++;
+            else
+                outside++;
+        }
+    } else {
+        const int64_t *d = (const int64_t *)draws;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (d[i] >= 0 && d[i] < n)
+                counts[place[d[i]]]++;
+            else
+                outside++;
+        }
+    }
+    if (outside)
+        return outside;
+    double sums[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t below = 0, sx = 0;
+    Py_ssize_t p = 0;
+    if (x_fresh == NULL) { /* no ties in x: each place its own run, two places at a time */
+        pair_of_doubles even[4] = {{0, 0}, {0, 0}, {0, 0}, {0, 0}}, odd[4] = {{0, 0}, {0, 0}, {0, 0}, {0, 0}};
+        for (; p + 1 < n; p += 2) {
+            int64_t c = counts[p], u = 2 * below + c;
+            int64_t c2 = counts[p + 1], u2 = u + c + c2;
+            sx += c * u * u + c2 * u2 * u2;
+            xs[p].w = (int32_t)c;
+            xs[p].u = (int32_t)u;
+            xs[p + 1].w = (int32_t)c2;
+            xs[p + 1].u = (int32_t)u2;
+            below += c + c2;
+            const double *row = design + 8 * p;
+            pair_of_doubles weight = {(double)c, (double)c}, weight2 = {(double)c2, (double)c2};
+            for (int j = 0; j < 4; j++) {
+                pair_of_doubles a, b;
+                memcpy(&a, row + 2 * j, sizeof a);
+                memcpy(&b, row + 8 + 2 * j, sizeof b);
+                even[j] += weight * a;
+                odd[j] += weight2 * b;
+            }
+        }
+        for (int j = 0; j < 4; j++) {
+            sums[2 * j] = even[j][0] + odd[j][0];
+            sums[2 * j + 1] = even[j][1] + odd[j][1];
+        }
+    }
+    while (p < n) {
+        Py_ssize_t end = p + 1;
+        int64_t c = counts[p];
+        if (x_fresh != NULL)
+            while (end < n && !x_fresh[end])
+                c += counts[end++];
+        int64_t u = 2 * below + c;
+        sx += c * u * u;
+        for (Py_ssize_t q = p; q < end; q++) {
+            xs[q].w = counts[q];
+            xs[q].u = (int32_t)u;
+            const double *row = design + 8 * q, weight = (double)counts[q];
+            for (int j = 0; j < 8; j++)
+                sums[j] += weight * row[j];
+        }
+        below += c;
+        p = end;
+    }
+    int64_t m = below, sy = 0, cross = 0;
+    below = 0;
+    for (p = 0; p < n;) {
+        slot first = xs[x_place_of_y[p]];
+        int64_t c = first.w, wu = (int64_t)first.w * first.u;
+        Py_ssize_t end = p + 1;
+        while (end < n && !y_fresh[end]) {
+            slot next = xs[x_place_of_y[end++]];
+            c += next.w;
+            wu += (int64_t)next.w * next.u;
+        }
+        int64_t u = 2 * below + c;
+        sy += c * u * u;
+        cross += wu * u;
+        below += c;
+        p = end;
+    }
+    int64_t cube = m * m * m;
+    out[0] = (double)(cross - cube);
+    out[1] = (double)(sx - cube);
+    out[2] = (double)(sy - cube);
+    out[3] = (double)m;
+    for (int j = 0; j < 8; j++)
+        out[4 + j] = sums[j];
+    return 0;
+}
+
+static PyObject *scores_sums(PyObject *self, PyObject *args)
+{
+    Py_buffer draws, place, x_fresh, y_fresh, x_place_of_y, design, out;
+    int kind;
+    Py_ssize_t rows, n;
+    if (!PyArg_ParseTuple(args, "y*Cnny*y*y*y*y*w*", &draws, &kind, &rows, &n, &place, &x_fresh, &y_fresh,
+                          &x_place_of_y, &design, &out))
+        return NULL;
+    Py_ssize_t width = kind == 'I' ? 4 : 8;
+    int bad = (kind != 'I' && kind != 'q') || rows < 0 || n < 0 || n > ((Py_ssize_t)1 << 17);
+    if (bad)
+        PyErr_SetString(PyExc_ValueError, "scores_sums: kind 'I' or 'q', at most 2^17 items");
+    if (!bad && (check_size(&draws, rows * n, width, "scores_sums' draws") || check_size(&place, n, 8, "place") ||
+                 check_size(&x_fresh, n, 1, "x_fresh") || check_size(&y_fresh, n, 1, "y_fresh") ||
+                 check_size(&x_place_of_y, n, 8, "x_place_of_y") || check_size(&design, 8 * n, 8, "design") ||
+                 check_size(&out, 12 * rows, 8, "scores_sums' out")))
+        bad = 1;
+    if (!bad) {
+        const int64_t *pl = (const int64_t *)place.buf, *yx = (const int64_t *)x_place_of_y.buf;
+        for (Py_ssize_t i = 0; i < n && !bad; i++)
+            bad = pl[i] < 0 || pl[i] >= n || yx[i] < 0 || yx[i] >= n;
+        if (bad)
+            PyErr_SetString(PyExc_ValueError, "scores_sums: a place outside the set");
+    }
+    int32_t *counts = NULL;
+    slot *xs = NULL;
+    if (!bad) {
+        counts = (int32_t *)malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
+        xs = (slot *)malloc((size_t)(n > 0 ? n : 1) * sizeof(slot));
+        if (counts == NULL || xs == NULL) {
+            PyErr_NoMemory();
+            bad = 1;
+        }
+    }
+    if (!bad) {
+        const uint8_t *xf = (const uint8_t *)x_fresh.buf;
+        Py_ssize_t starts = 0;
+        for (Py_ssize_t p = 0; p < n; p++)
+            starts += xf[p] != 0;
+        if (starts == n)
+            xf = NULL;
+        Py_ssize_t outside = 0;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t r = 0; r < rows && !outside; r++)
+            outside = scores_resample((const char *)draws.buf + r * n * width, kind, n, (const int64_t *)place.buf, xf,
+                                      (const uint8_t *)y_fresh.buf, (const int64_t *)x_place_of_y.buf,
+                                      (const double *)design.buf, counts, xs, (double *)out.buf + 12 * r);
+        Py_END_ALLOW_THREADS
+        if (outside) {
+            PyErr_Format(PyExc_ValueError, "scores_sums: draws outside 0..%zd", n - 1);
+            bad = 1;
+        }
+    }
+    free(counts);
+    free(xs);
+    PyBuffer_Release(&draws);
+    PyBuffer_Release(&place);
+    PyBuffer_Release(&x_fresh);
+    PyBuffer_Release(&y_fresh);
+    PyBuffer_Release(&x_place_of_y);
+    PyBuffer_Release(&design);
+    PyBuffer_Release(&out);
+    if (bad)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 #ifdef __SIZEOF_INT128__
 /* numpy's PCG64 (O'Neill's PCG XSL RR 128/64: the state advanced, then its output), its 32-bit values
  * (each 64-bit output gives its low half, then, on the next call, its high half), and numpy's bounded
@@ -280,6 +459,9 @@ static PyMethodDef methods[] = {
      "integers below n (uint32) into out; returns the generator's new (state_hi, state_lo, has_uint32, uinteger)."},
 #endif
     {"counts", counts, METH_VARARGS, "counts(draws, kind, rows, n, out): each row's counts of n items (float64)."},
+    {"scores_sums", scores_sums, METH_VARARGS,
+     "scores_sums(draws, kind, rows, n, place, x_fresh, y_fresh, x_place_of_y, design, out): Spearman's and "
+     "Pearson's sums per resample, from its draws."},
     {"spearman_sums", spearman_sums, METH_VARARGS,
      "spearman_sums(W, rows, n, x_items, x_fresh, y_fresh, x_place_of_y, out): Spearman's sums per resample."},
     {NULL, NULL, 0, NULL},

@@ -18,6 +18,12 @@ holds its plain definition (`function`) and may hold a fast one (`fast`) that gi
 (to 1e-12, tested on tie-heavy data) at a fraction of the cost: it derives what does not depend on
 the resample once per prediction set (a sort, its runs of ties: `derived`) and shares what several
 figures need within a block (`per_block`), so each resample costs a few passes over its counts.
+
+Where the install built them (a C compiler: GCC or Clang), compiled kernels (embeval/_kernels.c) do
+the hot loops: numpy's own PCG64 draws (checked against numpy once per process), the counts, and the
+scores sets' Spearman and Pearson sums straight from a block's draws (`Statistic.from_draws`).
+Spearman's values are the numpy path's bit for bit (the same integer sums), Pearson's the same to
+about 1e-15 (its sums added in another order); without the kernels numpy computes everything.
 """
 
 import contextlib
@@ -450,7 +456,11 @@ def _spearman_compiled(W, pair):
     W = np.ascontiguousarray(W, dtype=np.float64)
     sums = np.empty((4, len(W)))
     _kernels.spearman_sums(W, len(W), W.shape[1], pair.x.items, pair.x.fresh, pair.y.fresh, pair.x_place_of_y, sums)
-    cross, vx, vy = sums[0], sums[1], sums[2]
+    return _rho(sums[0], sums[1], sums[2])
+
+
+def _rho(cross, vx, vy):
+    """Spearman's rho from its sums (as _spearman_of finishes them): NaN where a side is constant."""
     with np.errstate(invalid="ignore", divide="ignore"):
         r = cross / np.sqrt(vx * vy)
     return np.clip(np.where((vx > 0) & (vy > 0), r, np.nan), -1.0, 1.0)
@@ -491,39 +501,107 @@ def _spearman_fast(W, a, pooled=True):
     return per_block(W, a, ("spearman", pooled), build)
 
 
+def _pearson_columns(a, pooled):
+    """(strata, design): each stratum's columns of Pearson's sums (n, 8 per stratum): its items' 1, x and
+    y shifted by the stratum's means, their squares and product, x^2 and y^2 (0 outside the stratum)."""
+    x, y = a["system"], a["gold"]
+    strata = [(0, np.arange(len(x)))] if pooled else _strata(a)
+    blocks = []
+    for _, items in strata:
+        member = np.zeros(len(x))
+        member[items] = 1.0
+        xs, ys = x - x[items].mean(), y - y[items].mean()
+        blocks.append(
+            member[:, None] * np.column_stack([np.ones(len(x)), xs, ys, xs * xs, ys * ys, xs * ys, x * x, y * y])
+        )
+    return strata, np.hstack(blocks)
+
+
+def _pearson_of_sums(sums, strata, a, row_counts):
+    """Pearson's r per stratum ((strata, b)) from each resample's sums of the strata's columns (b, 8 per
+    stratum); a resample where a side is (nearly) constant, or its spread lost to rounding, by the plain
+    definition on its counts (row_counts(row): (n,))."""
+    sums = sums.reshape(len(sums), len(strata), 8).transpose(1, 0, 2)
+    m, sx, sy, sxx, syy, sxy, scale_x, scale_y = np.moveaxis(sums, 2, 0)
+    vx, vy, cov = sxx - sx * sx / m, syy - sy * sy / m, sxy - sx * sy / m
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = np.clip(cov / np.sqrt(vx * vy), -1.0, 1.0)
+    doubtful = (vx <= 1e-9 * sxx) | (vy <= 1e-9 * syy) | (vx <= 1e-20 * scale_x) | (vy <= 1e-20 * scale_y)
+    for s, row in zip(*np.nonzero(doubtful)):
+        items = strata[s][1]
+        r[s, row] = weighted_pearson(row_counts(row)[None, items], a["system"][items], a["gold"][items])[0]
+    return r
+
+
 def _pearson_fast(W, a, pooled=True):
     """Pearson's r, pooled or per stratum ((strata, b)), from one product of the counts with each
     stratum's sums (both sides shifted by their mean over the set: the spread is not lost to rounding).
     Resamples where a side is (nearly) constant are computed by the plain definition."""
 
-    def columns(a):
-        x, y = a["system"], a["gold"]
-        strata = [(0, np.arange(len(x)))] if pooled else _strata(a)
-        blocks = []
-        for _, items in strata:
-            member = np.zeros(len(x))
-            member[items] = 1.0
-            xs, ys = x - x[items].mean(), y - y[items].mean()
-            blocks.append(
-                member[:, None] * np.column_stack([np.ones(len(x)), xs, ys, xs * xs, ys * ys, xs * ys, x * x, y * y])
-            )
-        return strata, np.hstack(blocks)
-
     def build():
-        strata, design = derived(a, ("pearson", pooled), columns)
-        sums = product(W, design).reshape(len(W), len(strata), 8).transpose(1, 0, 2)
-        m, sx, sy, sxx, syy, sxy, scale_x, scale_y = np.moveaxis(sums, 2, 0)
-        vx, vy, cov = sxx - sx * sx / m, syy - sy * sy / m, sxy - sx * sy / m
-        with np.errstate(invalid="ignore", divide="ignore"):
-            r = np.clip(cov / np.sqrt(vx * vy), -1.0, 1.0)
-        # a side (nearly) constant, or its spread lost to rounding: the plain definition decides
-        doubtful = (vx <= 1e-9 * sxx) | (vy <= 1e-9 * syy) | (vx <= 1e-20 * scale_x) | (vy <= 1e-20 * scale_y)
-        for s, rows in zip(*np.nonzero(doubtful)):
-            items = strata[s][1]
-            r[s, rows] = weighted_pearson(W[rows][None, items], a["system"][items], a["gold"][items])[0]
+        strata, design = derived(a, ("pearson", pooled), lambda a: _pearson_columns(a, pooled))
+        r = _pearson_of_sums(product(W, design), strata, a, lambda row: W[row])
         return r[0] if pooled else r
 
     return per_block(W, a, ("pearson", pooled), build)
+
+
+def _scores_compiled(pair, design):
+    """What the compiled kernel of a scores set needs (derived once, from the set's _RankPair and
+    Pearson's pooled columns): each item's place in ascending x, where x's and y's runs begin, the place
+    in x's order of each place in y's, Pearson's columns in x's order."""
+    return (
+        np.ascontiguousarray(pair.x.position, dtype=np.int64),
+        pair.x.fresh,
+        pair.y.fresh,
+        pair.x_place_of_y,
+        np.ascontiguousarray(design[pair.x.items]),
+    )
+
+
+def _scores_from_draws(drawn, a):
+    """(Spearman's rho, Pearson's r) over all the set's items for each resample of a block of draws
+    (b, n), counted and summed by the compiled kernel without the block's counts (once per block);
+    None where it does not apply (no kernel, more than COMPILED_ITEMS items). Spearman's values are
+    those of the counts' path bit for bit (the same integer sums); Pearson's sums are taken in x's
+    order (the counts' path: a matrix product), the same to about 1e-15."""
+    kind = {np.dtype(np.uint32): "I", np.dtype(np.int64): "q"}.get(drawn.dtype)
+    n = items(a)
+    if _kernels is None or kind is None or not 0 < n <= COMPILED_ITEMS or drawn.shape[1] != n:
+        return None
+    memo = a.block if isinstance(a, Prepared) else {}
+    held = memo.get("scores.from_draws")
+    if held is not None and held[0] is drawn:
+        return held[1]
+    pair = derived(a, "spearman.pooled", lambda a: _RankPair(a["system"], a["gold"], np.arange(len(a["gold"]))))
+    strata, columns = derived(a, ("pearson", True), lambda a: _pearson_columns(a, True))
+    place, x_fresh, y_fresh, x_place_of_y, design = derived(
+        a, "scores.compiled", lambda a: _scores_compiled(pair, columns)
+    )
+    sums = np.empty((len(drawn), 12))
+    _kernels.scores_sums(
+        np.ascontiguousarray(drawn), kind, len(drawn), n, place, x_fresh, y_fresh, x_place_of_y, design, sums
+    )
+    spearman = _rho(sums[:, 0], sums[:, 1], sums[:, 2])
+    pearson = _pearson_of_sums(sums[:, 4:], strata, a, lambda row: counts_of(drawn[row : row + 1], n)[0])[0]
+    memo["scores.from_draws"] = (drawn, (spearman, pearson))
+    return spearman, pearson
+
+
+def _coefficient_from_draws(coefficient, weighting):
+    """A correlation of a set over all its items (pooled, or the mean of a single stratum) from a block's
+    draws by the compiled kernel (_scores_from_draws); None where the counts' path must compute it."""
+
+    def statistic(drawn, a):
+        if weighting != "pooled" and len(derived(a, "strata", _strata)) != 1:
+            return None
+        both = _scores_from_draws(drawn, a)
+        if both is None:
+            return None
+        values = both[0 if coefficient == "spearman" else 1]
+        return values if weighting == "pooled" else _aggregate(values[None, :], weighting, a)
+
+    return statistic
 
 
 def _coefficient_fast(coefficient, weighting):
@@ -533,13 +611,17 @@ def _coefficient_fast(coefficient, weighting):
     def statistic(W, a):
         if weighting == "pooled":
             return fast(W, a, True)
-        values = fast(W, a, False)
-        if weighting == "mean":
-            return values.mean(0)
-        sizes = [len(items) for _, items in _strata(a)]
-        return np.average(values, axis=0, weights=sizes)
+        return _aggregate(fast(W, a, False), weighting, a)
 
     return statistic
+
+
+def _aggregate(values, weighting, a):
+    """The mean ("mean") or size-weighted mean ("wmean") of per-stratum values (strata, b)."""
+    if weighting == "mean":
+        return values.mean(0)
+    sizes = [len(items) for _, items in derived(a, "strata", _strata)]
+    return np.average(values, axis=0, weights=sizes)
 
 
 def experiment_counts(W, n_experiments):
@@ -594,17 +676,32 @@ class Statistic:
     """A figure computed from a prediction set: its function (the plain definition), whether resamples
     are stratified, whether its interval is centred (`centred_interval`: for a figure whose resamples
     are shifted from it by construction, e.g. a v-measure, biased upwards on fewer distinct items), and
-    its fast path (`fast`: the same values on the same resamples, to 1e-12; the engine's choice)."""
+    its fast path (`fast`: the same values on the same resamples, to 1e-12; the engine's choice), and
+    its path from a block's draws (`from_draws(draws, arrays)`: the same values again, without the
+    block's counts; None where it does not apply, and the counts' path computes them)."""
 
     function: Any
     stratified: bool
     centred: bool = False
     fast: Any = None
+    from_draws: Any = None
 
     @property
     def resampling(self) -> Any:
         """What the engine computes each block with: the fast path if there is one."""
         return self.fast or self.function
+
+
+def _correlation(coefficient, weighting):
+    """The Statistic of a correlation ("pearson", "spearman") pooled over all items ("pooled"), or the
+    mean ("mean") or size-weighted mean ("wmean") of the strata's (resampled within the strata)."""
+    plain = pearson if coefficient == "pearson" else spearman
+    return Statistic(
+        plain if weighting == "pooled" else _per_group(plain, weighting),
+        weighting != "pooled",
+        fast=_coefficient_fast(coefficient, weighting),
+        from_draws=_coefficient_from_draws(coefficient, weighting),
+    )
 
 
 STATISTICS = {
@@ -613,14 +710,9 @@ STATISTICS = {
         "f1": Statistic(f1_positive, False, fast=_f1_positive_fast),
     },
     "scores": {
-        "pearson": Statistic(pearson, False, fast=_coefficient_fast("pearson", "pooled")),
-        "spearman": Statistic(spearman, False, fast=_coefficient_fast("spearman", "pooled")),
-        "pearson.pooled": Statistic(pearson, False, fast=_coefficient_fast("pearson", "pooled")),
-        "spearman.pooled": Statistic(spearman, False, fast=_coefficient_fast("spearman", "pooled")),
-        "pearson.mean": Statistic(_per_group(pearson, "mean"), True, fast=_coefficient_fast("pearson", "mean")),
-        "spearman.mean": Statistic(_per_group(spearman, "mean"), True, fast=_coefficient_fast("spearman", "mean")),
-        "pearson.wmean": Statistic(_per_group(pearson, "wmean"), True, fast=_coefficient_fast("pearson", "wmean")),
-        "spearman.wmean": Statistic(_per_group(spearman, "wmean"), True, fast=_coefficient_fast("spearman", "wmean")),
+        "pearson": _correlation("pearson", "pooled"),
+        "spearman": _correlation("spearman", "pooled"),
+        **{f"{c}.{w}": _correlation(c, w) for w in ("pooled", "mean", "wmean") for c in ("pearson", "spearman")},
     },
     "values": {"mean": mean_of("value")},
 }
@@ -675,17 +767,24 @@ def _distribution(stat_list, arrays_list, rng, n, groups, resamples, progress=No
 
     buffers = threading.local()  # each thread's counts, reused block after block (no new pages to fault in)
 
-    def compute(start, drawn):
+    def counted(drawn):  # counted where the block is computed (side by side: on its thread)
         if getattr(buffers, "counts", None) is None or len(buffers.counts) < drawn.size:
             buffers.counts = np.empty(drawn.size)
-        W = counts_of(drawn, n, buffers.counts)  # counted where the block is computed (side by side: on its thread)
+        return counts_of(drawn, n, buffers.counts)
+
+    def compute(start, drawn):
+        W = None  # the block's counts, when a statistic needs them
         for i, arrays in enumerate(sets):
             block = arrays.for_block()
             for s, stat in enumerate(stat_list):
-                out[s, i, start : start + len(W)] = stat.resampling(W, block)
+                values = None if stat.from_draws is None else stat.from_draws(drawn, block)
+                if values is None:
+                    W = counted(drawn) if W is None else W
+                    values = stat.resampling(W, block)
+                out[s, i, start : start + len(drawn)] = values
         if progress is not None:
             with reporting:
-                progress(len(W))
+                progress(len(drawn))
 
     if n * resamples * len(sets) < PARALLEL_CELLS:
         with threads.fair_share() as check:

@@ -116,7 +116,7 @@ def test_experiment_draws_of_a_block_are_those_of_its_chunks():
     np.testing.assert_array_equal(together, alone)
 
 
-def test_blocks_computed_side_by_side_equal_one_after_another(monkeypatch):
+def test_blocks_computed_side_by_side_equal_one_after_another(monkeypatch, engine):
     """Blocks computed two at a time on two threads, whatever the test process's own thread count and
     the machine's load (the fair share left as large as the pool), give the values of one block after
     another."""
@@ -135,14 +135,22 @@ def test_blocks_computed_side_by_side_equal_one_after_another(monkeypatch):
     monkeypatch.setattr(stats, "PARALLEL_CELLS", 0)
     monkeypatch.setattr(stats, "BLOCK_BYTES", 8 * n * 20)  # blocks of one chunk each (131 resamples): 3
     monkeypatch.setattr(threads.FairShare, "share", lambda self: None)
-    counts_of, seen = stats.counts_of, set()
+    counts_of, from_draws, seen = stats.counts_of, stats._scores_from_draws, set()
 
-    def counted(draws, items, out=None):  # on the thread that computes the block
+    def computing():  # on the thread that computes the block
         seen.add(threading.get_ident())
         time.sleep(0.005)  # the next block is handed over while this one is computed
+
+    def counted(draws, items, out=None):
+        computing()
         return counts_of(draws, items, out)
 
+    def summed(drawn, arrays):  # the compiled kernel's path: the counts are not built
+        computing()
+        return from_draws(drawn, arrays)
+
     monkeypatch.setattr(stats, "counts_of", counted)
+    monkeypatch.setattr(stats, "_scores_from_draws", summed)
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:

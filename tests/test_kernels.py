@@ -1,9 +1,10 @@
-"""The compiled kernels of the bootstrap (embeval/_kernels.c) give the numpy paths' values bit for bit.
+"""The compiled kernels of the bootstrap (embeval/_kernels.c) give the numpy paths' values.
 
 They are built at install where a C compiler is (`pip install` of the project); without them embeval
 computes the same figures in numpy. Here both are run on the same resamples: the draws (numpy's own
-PCG64 draws, and the generator's state after them), the counts, Spearman's sums, and whole intervals
-on tie-heavy data, pooled and per stratum."""
+PCG64 draws, and the generator's state after them) and the counts bit for bit, and whole intervals on
+tie-heavy data, pooled and per stratum: Spearman's bit for bit, Pearson's (its sums added in another
+order) to PEARSON_AGREEMENT."""
 
 import numpy as np
 import pytest
@@ -91,6 +92,28 @@ def test_kernels_refuse_what_does_not_fit():
         kernels.spearman_sums(big, 1, big.shape[1], items, fresh, fresh, items, np.empty((4, 1)))
     with pytest.raises(ValueError):
         kernels.draw_pcg64(0, 1, 0, 1, 0, 0, 0, np.empty(3, dtype=np.uint32))
+    design, twelve, zeros = np.zeros((5, 8)), np.empty((2, 12)), np.zeros((2, 5), dtype=np.uint32)
+    with pytest.raises(ValueError, match="outside"):
+        kernels.scores_sums(zeros + 5, "I", 2, 5, items, fresh, fresh, items, design, twelve)
+    with pytest.raises(ValueError, match="outside"):
+        kernels.scores_sums(zeros, "I", 2, 5, items + 1, fresh, fresh, items, design, twelve)
+    with pytest.raises(ValueError):
+        kernels.scores_sums(zeros, "I", 2, 5, items, fresh, fresh, items, design, sums)
+
+
+def test_scores_intervals_need_no_counts(monkeypatch):
+    """A scores set over all its items is resampled from the draws alone (the kernel counts them as it
+    sums): the block's counts are never built."""
+
+    def refused(*args, **kwargs):
+        raise AssertionError("counts built")
+
+    monkeypatch.setattr(stats, "counts_of", refused)
+    rng = np.random.default_rng(4)
+    arrays = {"gold": np.round(rng.uniform(0, 5, 500), 1), "system": rng.normal(size=500), "group": np.zeros(500)}
+    named = {name: stat for name, stat in stats.STATISTICS["scores"].items() if "." in name}
+    cis = stats.bootstrap_cis(named, arrays, 0, "STS", 200)
+    assert all(ci["low"] < ci["value"] < ci["high"] for ci in cis.values())
 
 
 def sides(rng, n):
@@ -103,10 +126,14 @@ def sides(rng, n):
     }
 
 
+PEARSON_AGREEMENT = 1e-14  # the largest disagreement measured on these cases: 2.7e-15
+
+
 @pytest.mark.parametrize("n, groups", [(1, 1), (2, 1), (9, 2), (300, 1), (3000, 3), (20_000, 1)])
-def test_intervals_are_the_numpy_paths_bit_for_bit(n, groups, numpy_only):
-    """Every scores figure's resampled values (draws, counts and Spearman's sums compiled) equal those
-    of the numpy paths exactly, pooled and per stratum, for every pairing of tied and untied sides."""
+def test_intervals_are_the_numpy_paths(n, groups, numpy_only):
+    """Every scores figure's resampled values (draws, counts, Spearman's and Pearson's sums compiled)
+    equal those of the numpy paths, pooled and per stratum, for every pairing of tied and untied sides:
+    Spearman's bit for bit, Pearson's to PEARSON_AGREEMENT."""
     rng = np.random.default_rng(n + groups)
     group = np.sort(rng.integers(0, groups, n))
     named = {name: stat for name, stat in stats.STATISTICS["scores"].items() if "." in name}
@@ -128,5 +155,10 @@ def test_intervals_are_the_numpy_paths_bit_for_bit(n, groups, numpy_only):
     compiled = values()
     numpy_only()
     assert stats._kernels is None
+    spearman = [i for i, name in enumerate(named) if name.startswith("spearman")]
+    pearson = [i for i, name in enumerate(named) if name.startswith("pearson")]
     for (case, _), a, b in zip([c for c in cases for _ in (0, 1)], compiled, values()):
-        np.testing.assert_array_equal(a, b, err_msg=str(case))
+        np.testing.assert_array_equal(a[spearman], b[spearman], err_msg=str(case))
+        # Pearson's sums are added in another order (x's, not the matrix product's): the same to 1e-15
+        np.testing.assert_array_equal(np.isnan(a[pearson]), np.isnan(b[pearson]), err_msg=str(case))
+        np.testing.assert_allclose(a[pearson], b[pearson], rtol=0, atol=PEARSON_AGREEMENT, err_msg=str(case))
