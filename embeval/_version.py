@@ -7,13 +7,14 @@ from pathlib import Path
 __version__ = "0.2.0"
 
 PACKAGE = Path(__file__).resolve().parent
-CODE_SUFFIXES = (".py", ".toml", ".json")  # the sources, the task declarations, the published baselines
+# the sources (the bootstrap kernels' C too), the task declarations, the published baselines
+CODE_SUFFIXES = (".py", ".c", ".toml", ".json")
 
 
 @cache
 def code_fingerprint() -> str:
-    """sha256 over the package's own files (every .py, and its data files: tasks/*.toml,
-    reports/baselines.json), in order of their paths: equal only when the code that scores is the
+    """sha256 over the package's own files (every .py, the bootstrap kernels' _kernels.c, and its data
+    files: tasks/*.toml, reports/baselines.json), in order of their paths: equal only when the code that scores is the
     same. Computed once per process (a few milliseconds)."""
     files = sorted(
         path

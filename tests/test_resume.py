@@ -236,8 +236,8 @@ def test_an_unfinished_runs_partial_is_kept_unless_told(cli, data_dir, tmp_path,
 
 
 def test_the_code_fingerprint_covers_every_source_and_data_file(tmp_path, monkeypatch):
-    """A copy of the package has the package's fingerprint; changing a .py, a task declaration or the
-    published baselines changes it, a compiled file or another file does not."""
+    """A copy of the package has the package's fingerprint; changing a .py, the kernels' C source, a task
+    declaration or the published baselines changes it, a compiled file or another file does not."""
     from embeval import _version
 
     copy = tmp_path / "embeval"
@@ -260,8 +260,8 @@ def test_the_code_fingerprint_covers_every_source_and_data_file(tmp_path, monkey
     (copy / "notes.txt").write_text("not code")
     assert fingerprint() == original
     seen = {original}
-    for changed in ("run/resume.py", "tasks/senteval.toml", "reports/baselines.json"):
+    for changed in ("run/resume.py", "_kernels.c", "tasks/senteval.toml", "reports/baselines.json"):
         path = copy / changed
         path.write_bytes(path.read_bytes() + b"\n")
         seen.add(fingerprint())
-    assert len(seen) == 4
+    assert len(seen) == 5

@@ -1,5 +1,6 @@
 """The `embeval` command. Each command is a thin shell over library functions."""
 
+import importlib.util
 from pathlib import Path
 
 import click
@@ -41,8 +42,19 @@ from embeval.run.quickstart import DEFAULT_WORKDIR, ENCODERS
 ENCODER_NAMES = tuple(ENCODERS)
 
 
+def bootstrap_kernels() -> str:
+    """This install's bootstrap kernels: compiled (built at install by a C compiler) or numpy's (the
+    same figures, slower intervals); found without importing them."""
+    return "compiled" if importlib.util.find_spec("embeval._kernels") else "numpy (installed without a C compiler)"
+
+
 @click.group(cls=OneLineErrorsGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(__version__, "--version", prog_name="embeval")
+@click.version_option(
+    __version__,
+    "--version",
+    prog_name="embeval",
+    message=f"%(prog)s, version %(version)s; bootstrap kernels: {bootstrap_kernels()}",
+)
 def cli():
     """Evaluate sentence embeddings on SentEval's suite, MTEB's task types and your own tasks, with
     the encoder outside the process.

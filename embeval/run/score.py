@@ -44,6 +44,8 @@ def versions():
     import sklearn
     import torch
 
+    from embeval import stats
+
     return {
         "python": platform.python_version(),
         "numpy": np.__version__,
@@ -51,6 +53,8 @@ def versions():
         "torch": torch.__version__,
         "scikit-learn": sklearn.__version__,
         "h5py": h5py.__version__,
+        # the bootstrap's kernels: compiled, or numpy's (Pearson's interval ends then differ by ~1e-15)
+        "bootstrap kernels": "compiled" if stats._kernels is not None else "numpy",
     }
 
 
