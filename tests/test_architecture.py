@@ -10,6 +10,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "embeval"
 LAYERS = [
     (
         "embeval._version",
+        "embeval._kernels",
         "embeval.errors",
         "embeval.memory",
         "embeval.stats",
@@ -90,9 +91,12 @@ def import_edges(path):
                 )
             for alias in node.names:
                 target = f"{base}.{alias.name}"
-                is_module = (PACKAGE.parent / target.replace(".", "/")).with_suffix(".py").is_file() or (
-                    PACKAGE.parent / target.replace(".", "/") / "__init__.py"
-                ).is_file()
+                where = PACKAGE.parent / target.replace(".", "/")
+                # a Python module, a package, or a compiled module (its C source beside: embeval/_kernels.c)
+                is_module = (
+                    any(where.with_suffix(suffix).is_file() for suffix in (".py", ".c"))
+                    or (where / "__init__.py").is_file()
+                )
                 targets.append(target if is_module else base)
         for target in targets:  # the strongest way wins: at import time, else deferred, else for types only
             if target not in found or HOW.index(how) < HOW.index(found[target]):

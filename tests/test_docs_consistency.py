@@ -225,7 +225,8 @@ def test_json_example_is_what_a_run_writes(block, documents):
 
 # Files, links and anchors.
 
-TOP = {path.name for path in REPO.iterdir() if not path.name.startswith(".git")}
+# The repository's top-level names: not its build outputs (build/, dist/: made by builds, ignored by git).
+TOP = {path.name for path in REPO.iterdir() if not path.name.startswith(".git") and path.name not in ("build", "dist")}
 PATH_IN_CODE = re.compile(r"`((?:\.\./)*(?:[\w.-]+/)*[\w.-]+/?)`")
 ROOT_FILE = re.compile(r"^[\w-]+\.(ini|cfg|toml|txt|md|py|sh|yaml|yml)$")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
