@@ -101,7 +101,7 @@ def _draw(rng, n, shape):
     draws a range below 2^32 from 32-bit values either way), written in half the memory; by the
     compiled kernel where numpy's own draws are checked to be its (twice as fast: the draws are the
     one part of the resampling done in order)."""
-    if n < 1 << 32 and _compiled_draws_agree() and type(rng.bit_generator) is np.random.PCG64:
+    if 0 < n < 1 << 32 and _compiled_draws_agree() and type(rng.bit_generator) is np.random.PCG64:
         return _compiled_draw(rng, n, shape)
     return rng.integers(0, n, size=shape, dtype=np.uint32 if n <= 1 << 32 else np.int64)
 

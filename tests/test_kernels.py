@@ -43,6 +43,13 @@ def test_compiled_draws_are_numpys(n):
     assert ours.integers(0, 10**12) == numpys.integers(0, 10**12)
 
 
+def test_draws_of_no_items_are_numpys():
+    """An empty set's resamples: numpy's empty draws (the compiled kernel needs at least one item)."""
+    ours, numpys = (np.random.Generator(np.random.PCG64(8)) for _ in range(2))
+    np.testing.assert_array_equal(stats._draw(ours, 0, (3, 0)), numpys.integers(0, 0, size=(3, 0), dtype=np.uint32))
+    assert ours.bit_generator.state == numpys.bit_generator.state
+
+
 def test_draws_fall_back_to_numpy_where_the_kernel_disagrees(monkeypatch):
     """A kernel whose draws are not numpy's (another numpy's algorithm) is checked once and not used."""
 
