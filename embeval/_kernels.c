@@ -1,19 +1,15 @@
-/* Compiled kernels of the bootstrap (embeval.stats): the same values as its numpy paths, bit for bit,
- * at a fraction of the cost per resample. Built at install when a C compiler is there; without it,
+/* Compiled kernels of the bootstrap (embeval.stats): the values of its numpy paths at a fraction of
+ * the cost per resample; bit for bit, but for Pearson's float sums in scores_sums (added in another
+ * order: the same to about 1e-15). Built at install where a C compiler (GCC or Clang) is; without it,
  * embeval.stats computes the same figures in numpy.
  *
  * Every function takes C-contiguous buffers (numpy arrays), checks their sizes, and releases the GIL
  * while it computes, so that blocks of resamples are computed side by side on threads.
  *
- *   counts(draws, kind, rows, n, out): out (rows, n) float64 = how many times each of n items is
- *       in each row of draws (rows, n); kind "I" (uint32) or "q" (int64) draws.
- *   scores_sums(draws, kind, rows, n, place, x_fresh, y_fresh, x_place_of_y, design, out): for each
- *       resample (row of draws (rows, n) of a set of n items) Spearman's four values (as spearman_sums)
- *       and Pearson's eight sums (the counts times design's columns), counted straight from the draws:
- *       place[i] the place of item i in ascending x, x_fresh, y_fresh and x_place_of_y as above,
- *       design (n, 8) in x's order; out (rows, 12).
  *   draw_pcg64(...): Generator(PCG64).integers(0, n, dtype=uint32)'s draws and the generator's next
  *       state (numpy's algorithm, checked against numpy by embeval.stats before it is used).
+ *   counts(draws, kind, rows, n, out): out (rows, n) float64 = how many times each of n items is
+ *       in each row of draws (rows, n); kind "I" (uint32) or "q" (int64) draws.
  *   spearman_sums(W, rows, n, x_items, x_fresh, y_fresh, x_place_of_y, out): for each resample (row of
  *       the float64 counts W (rows, n)) and the k items of a set (x_items: their indices in ascending
  *       x, x_fresh[p] = 1 where a run of equal x begins, y_fresh the same in ascending y, and
@@ -22,6 +18,11 @@
  *       out[0] = sum(w tx ty), out[1] = sum over x's runs of c tx^2, out[2] = the same for y,
  *       out[3] = m (the resample's count of the set's items); all exact integers in int64, written as
  *       float64 (exact below 2^53: sets of at most 2^17 items).
+ *   scores_sums(draws, kind, rows, n, place, x_fresh, y_fresh, x_place_of_y, design, out): for each
+ *       resample (row of draws (rows, n) of a set of n items) Spearman's four values (as spearman_sums)
+ *       and Pearson's eight sums (the counts times design's columns), counted straight from the draws:
+ *       place[i] the place of item i in ascending x, x_fresh, y_fresh and x_place_of_y as above,
+ *       design (n, 8) in x's order; out (rows, 12).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -14,8 +14,8 @@ CODE_SUFFIXES = (".py", ".c", ".toml", ".json")
 @cache
 def code_fingerprint() -> str:
     """sha256 over the package's own files (every .py, the bootstrap kernels' _kernels.c, and its data
-    files: tasks/*.toml, reports/baselines.json), in order of their paths: equal only when the code that scores is the
-    same. Computed once per process (a few milliseconds)."""
+    files: tasks/*.toml, reports/baselines.json), in order of their paths: equal only when the code
+    that scores is the same. Computed once per process (a few milliseconds)."""
     files = sorted(
         path
         for path in PACKAGE.rglob("*")
