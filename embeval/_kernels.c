@@ -92,16 +92,46 @@ static PyObject *counts(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* One resample's sums over a set of k items (see spearman_sums), w the resample's counts of the set's n
- * items, xs k slots (scratch). x's pass writes each item's count and doubled mid-rank
- * u = 2 (count below its run) + (its run's count) in x order; y's pass reads them through y's order. */
+/* A place in x's order during one resample: its count w and its run's doubled mid-rank u. */
 typedef struct {
     int32_t w, u;
 } slot;
 
+/* y's pass over the slots x's pass wrote (each place's count w and doubled mid-rank u in x's order),
+ * read in y's order through x_place_of_y, its runs where y_fresh is 1; then the sums centred on the
+ * mean doubled rank m (sum(c u) = m^2 on each side, sum(w) = m), written at out[0], out[stride],
+ * out[2 stride], out[3 stride]: sum(w tx ty), x's and y's sum(c t^2), m. */
+static inline void y_pass(const slot *xs, const int64_t *x_place_of_y, const uint8_t *y_fresh, Py_ssize_t k, int64_t m,
+                          int64_t sx, double *out, Py_ssize_t stride)
+{
+    int64_t below = 0, sy = 0, cross = 0;
+    for (Py_ssize_t p = 0; p < k;) {
+        slot first = xs[x_place_of_y[p]];
+        int64_t c = first.w, wu = (int64_t)first.w * first.u;
+        Py_ssize_t end = p + 1;
+        while (end < k && !y_fresh[end]) {
+            slot next = xs[x_place_of_y[end++]];
+            c += next.w;
+            wu += (int64_t)next.w * next.u;
+        }
+        int64_t u = 2 * below + c;
+        sy += c * u * u;
+        cross += wu * u;
+        below += c;
+        p = end;
+    }
+    int64_t cube = m * m * m;
+    out[0] = (double)(cross - cube);
+    out[stride] = (double)(sx - cube);
+    out[2 * stride] = (double)(sy - cube);
+    out[3 * stride] = (double)m;
+}
+
+/* One resample's sums over a set of k items (see spearman_sums), w the resample's counts of the set's n
+ * items, xs k slots (scratch). x's pass writes each item's count and doubled mid-rank
+ * u = 2 (count below its run) + (its run's count) in x order; y's pass reads them through y's order. */
 static void resample_sums(const double *w, const int64_t *x_items, const uint8_t *x_fresh, const uint8_t *y_fresh,
-                          const int64_t *x_place_of_y, Py_ssize_t k, slot *xs, double *cross_out, double *sx_out,
-                          double *sy_out, double *m_out)
+                          const int64_t *x_place_of_y, Py_ssize_t k, slot *xs, double *out, Py_ssize_t stride)
 {
     int64_t below = 0, sx = 0;
     if (x_fresh == NULL) { /* no ties in x: each item its own run */
@@ -129,29 +159,7 @@ static void resample_sums(const double *w, const int64_t *x_items, const uint8_t
         below += c;
         p = end;
     }
-    int64_t m = below, sy = 0, cross = 0;
-    below = 0;
-    for (Py_ssize_t p = 0; p < k;) {
-        slot first = xs[x_place_of_y[p]];
-        int64_t c = first.w, wu = (int64_t)first.w * first.u;
-        Py_ssize_t end = p + 1;
-        while (end < k && !y_fresh[end]) {
-            slot next = xs[x_place_of_y[end++]];
-            c += next.w;
-            wu += (int64_t)next.w * next.u;
-        }
-        int64_t u = 2 * below + c;
-        sy += c * u * u;
-        cross += wu * u;
-        below += c;
-        p = end;
-    }
-    /* centred on the mean doubled rank m: sum(c u) = m^2 on each side, sum(w) = m */
-    int64_t cube = m * m * m;
-    *cross_out = (double)(cross - cube);
-    *sx_out = (double)(sx - cube);
-    *sy_out = (double)(sy - cube);
-    *m_out = (double)m;
+    y_pass(xs, x_place_of_y, y_fresh, k, below, sx, out, stride);
 }
 
 static PyObject *spearman_sums(PyObject *self, PyObject *args)
@@ -195,8 +203,7 @@ static PyObject *spearman_sums(PyObject *self, PyObject *args)
         double *o = (double *)out.buf;
         for (Py_ssize_t r = 0; r < rows; r++)
             resample_sums(counts + r * n, (const int64_t *)x_items.buf, xf,
-                          (const uint8_t *)y_fresh.buf, (const int64_t *)x_place_of_y.buf, k, xs, o + r,
-                          o + rows + r, o + 2 * rows + r, o + 3 * rows + r);
+                          (const uint8_t *)y_fresh.buf, (const int64_t *)x_place_of_y.buf, k, xs, o + r, rows);
         Py_END_ALLOW_THREADS
     }
     free(xs);
@@ -291,28 +298,7 @@ static Py_ssize_t scores_resample(const void *draws, int kind, Py_ssize_t n, con
         below += c;
         p = end;
     }
-    int64_t m = below, sy = 0, cross = 0;
-    below = 0;
-    for (p = 0; p < n;) {
-        slot first = xs[x_place_of_y[p]];
-        int64_t c = first.w, wu = (int64_t)first.w * first.u;
-        Py_ssize_t end = p + 1;
-        while (end < n && !y_fresh[end]) {
-            slot next = xs[x_place_of_y[end++]];
-            c += next.w;
-            wu += (int64_t)next.w * next.u;
-        }
-        int64_t u = 2 * below + c;
-        sy += c * u * u;
-        cross += wu * u;
-        below += c;
-        p = end;
-    }
-    int64_t cube = m * m * m;
-    out[0] = (double)(cross - cube);
-    out[1] = (double)(sx - cube);
-    out[2] = (double)(sy - cube);
-    out[3] = (double)m;
+    y_pass(xs, x_place_of_y, y_fresh, n, below, sx, out, 1);
     for (int j = 0; j < 8; j++)
         out[4 + j] = sums[j];
     return 0;

@@ -83,7 +83,7 @@ def counts_of(draws, n, out=None):
     a float64 buffer of at least size * n, when given)."""
     size = len(draws)
     counts = np.empty((size, n)) if out is None else out[: size * n].reshape(size, n)
-    kind = {np.dtype(np.uint32): "I", np.dtype(np.int64): "q"}.get(np.asarray(draws).dtype)
+    kind = _draw_kind(draws)
     if _kernels is not None and kind is not None:
         _kernels.counts(np.ascontiguousarray(draws), kind, size, n, counts)
         return counts
@@ -94,6 +94,11 @@ def counts_of(draws, n, out=None):
         flat = (part + offsets[: len(part)]).ravel()
         counts[start : start + len(part)] = np.bincount(flat, minlength=len(part) * n).reshape(len(part), n)
     return counts
+
+
+def _draw_kind(draws):
+    """The compiled kernels' name of the draws' integer type ("I": uint32, "q": int64; None: neither)."""
+    return {np.dtype(np.uint32): "I", np.dtype(np.int64): "q"}.get(np.asarray(draws).dtype)
 
 
 def _draw(rng, n, shape):
@@ -565,7 +570,7 @@ def _scores_from_draws(drawn, a):
     None where it does not apply (no kernel, more than COMPILED_ITEMS items). Spearman's values are
     those of the counts' path bit for bit (the same integer sums); Pearson's sums are taken in x's
     order (the counts' path: a matrix product), the same to about 1e-15."""
-    kind = {np.dtype(np.uint32): "I", np.dtype(np.int64): "q"}.get(drawn.dtype)
+    kind = _draw_kind(drawn)
     n = items(a)
     if _kernels is None or kind is None or not 0 < n <= COMPILED_ITEMS or drawn.shape[1] != n:
         return None
