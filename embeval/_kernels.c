@@ -23,6 +23,18 @@
  *       and Pearson's eight sums (the counts times design's columns), counted straight from the draws:
  *       place[i] the place of item i in ascending x, x_fresh, y_fresh and x_place_of_y as above,
  *       design (n, 8) in x's order; out (rows, 12).
+ *   row_sums(draws, kind, rows, n, pointers, members, scores, heights, out): for each resample (row of
+ *       draws) and each of `scores` groupings of the n items into rows (heights[s] rows; an item may be
+ *       in more than one row), the count of the resample's draws in each row, as float32 (exact: fewer
+ *       than 2^24 items): the rows' members listed row by row (members, int32, the groupings in turn)
+ *       from pointers (int64, heights[s] + 1 of them per grouping, into the grouping's members); out
+ *       holds each grouping's (rows, heights[s]) block in turn.
+ *   pair_figures(sums, rows, height, k, first, negative_only, out): for each resample, a pair
+ *       classification score's figures from its row sums (row_sums' block of one grouping, float32
+ *       (rows, height), height = 2 k + 1 + first: k positive runs' positives, the k + 1 stretches'
+ *       negatives, the first runs' pairs): out (rows, 4) float64 = the best accuracy, the best F1, the
+ *       average precision and 1 where one of the first runs is present (embeval.evaluate.pair_scores'
+ *       figures_of_sums; the same values, but for the average precision's sum, added in order).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -439,6 +451,185 @@ static PyObject *draw_pcg64(PyObject *self, PyObject *args)
 }
 #endif
 
+/* Each resample's draws counted per item (int32, reused), then each grouping's rows summed from the
+ * counts of their members (gathered in the rows' order, added in a register): no float increments
+ * scattered over memory, no counts matrix. */
+static PyObject *row_sums(PyObject *self, PyObject *args)
+{
+    Py_buffer draws, pointers, members, heights, out;
+    int kind;
+    Py_ssize_t rows, n, scores;
+    if (!PyArg_ParseTuple(args, "y*Cnny*y*ny*w*", &draws, &kind, &rows, &n, &pointers, &members, &scores, &heights,
+                          &out))
+        return NULL;
+    Py_ssize_t width = kind == 'I' ? 4 : 8;
+    int bad = (kind != 'I' && kind != 'q') || rows < 0 || n < 0 || n >= ((Py_ssize_t)1 << 24) || scores < 1;
+    if (bad)
+        PyErr_SetString(PyExc_ValueError, "row_sums: kind 'I' or 'q', fewer than 2^24 items, a grouping at least");
+    if (!bad && (check_size(&draws, rows * n, width, "row_sums' draws") || check_size(&heights, scores, 8, "heights")))
+        bad = 1;
+    const int64_t *h = (const int64_t *)heights.buf, *ptr = (const int64_t *)pointers.buf;
+    const int32_t *mem = (const int32_t *)members.buf;
+    Py_ssize_t total = 0, starts = 0;
+    for (Py_ssize_t s = 0; !bad && s < scores; s++) {
+        bad = h[s] < 0;
+        total += rows * h[s];
+        starts += h[s] + 1;
+    }
+    if (!bad && (check_size(&pointers, starts, 8, "pointers") || check_size(&out, total, 4, "row_sums' out")))
+        bad = 1;
+    Py_ssize_t count = members.len / 4;
+    for (Py_ssize_t s = 0, at = 0; !bad && s < scores; at += h[s] + 1, s++)
+        for (Py_ssize_t q = 0; !bad && q < h[s]; q++)
+            bad = ptr[at + q] < 0 || ptr[at + q] > ptr[at + q + 1] || ptr[at + q + 1] > count;
+    for (Py_ssize_t j = 0; !bad && j < count; j++)
+        bad = mem[j] < 0 || mem[j] >= n;
+    if (bad && !PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "row_sums: rows' pointers or members outside the set");
+    int32_t *c = NULL;
+    int32_t *cum = NULL;
+    if (!bad) {
+        c = (int32_t *)malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
+        cum = (int32_t *)malloc((size_t)(count + 1) * sizeof(int32_t));
+        if (c == NULL || cum == NULL) {
+            PyErr_NoMemory();
+            bad = 1;
+        }
+    }
+    Py_ssize_t outside = 0;
+    if (!bad) {
+        Py_BEGIN_ALLOW_THREADS
+        float *o = (float *)out.buf;
+        for (Py_ssize_t r = 0; r < rows && !outside; r++) {
+            memset(c, 0, (size_t)n * sizeof(int32_t));
+            if (kind == 'I') {
+                const uint32_t *d = (const uint32_t *)draws.buf + r * n;
+                for (Py_ssize_t i = 0; i < n; i++) {
+                    if ((Py_ssize_t)d[i] < n)
+                        c[d[i]]++;
+                    else
+                        outside++;
+                }
+            } else {
+                const int64_t *d = (const int64_t *)draws.buf + r * n;
+                for (Py_ssize_t i = 0; i < n; i++) {
+                    if (d[i] >= 0 && d[i] < n)
+                        c[d[i]]++;
+                    else
+                        outside++;
+                }
+            }
+            /* each grouping's members' running count (below 2^24: int32), then each row's as the
+               difference of two: no branch per row (rows of a pair or two would mispredict their loops'
+               ends); one grouping at a time, so the running counts stay in cache */
+            float *block = o;
+            const int64_t *p = ptr;
+            for (Py_ssize_t s = 0; s < scores; s++) {
+                int64_t first = p[0], last = p[h[s]];
+                int32_t running = 0;
+                for (int64_t j = first; j < last; j++) {
+                    cum[j - first] = running;
+                    running += c[mem[j]];
+                }
+                cum[last - first] = running;
+                float *row = block + r * h[s];
+                for (Py_ssize_t q = 0; q < h[s]; q++)
+                    row[q] = (float)(cum[p[q + 1] - first] - cum[p[q] - first]);
+                block += rows * h[s];
+                p += h[s] + 1;
+            }
+        }
+        Py_END_ALLOW_THREADS
+        if (outside) {
+            PyErr_Format(PyExc_ValueError, "row_sums: draws outside 0..%zd", n - 1);
+            bad = 1;
+        }
+    }
+    free(c);
+    free(cum);
+    PyBuffer_Release(&draws);
+    PyBuffer_Release(&pointers);
+    PyBuffer_Release(&members);
+    PyBuffer_Release(&heights);
+    PyBuffer_Release(&out);
+    if (bad)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* One resample's pair classification figures from its row sums (see pair_figures in the header). */
+static void pair_resample(const float *s, Py_ssize_t k, Py_ssize_t first, const uint8_t *negative_only, double *out)
+{
+    int64_t tp = 0, fp = 0, wanted = 0, unwanted = 0;
+    for (Py_ssize_t j = 0; j < k; j++)
+        wanted += (int64_t)s[j];
+    for (Py_ssize_t j = 0; j <= k; j++)
+        unwanted += (int64_t)s[k + j];
+    int64_t total = wanted + unwanted, errors = INT64_MAX;
+    double gained = 0.0, best = 0.0;
+    for (Py_ssize_t j = 0; j < k; j++) {
+        int64_t positives = (int64_t)s[j];
+        tp += positives;
+        fp += (int64_t)s[k + j];
+        int64_t taken = tp + fp;
+        gained += (double)positives * ((double)tp / (double)(taken > 1 ? taken : 1));
+        if (taken > 0 && taken < total) {
+            if (fp - tp < errors)
+                errors = fp - tp;
+            double f1 = (double)tp / (double)(taken + wanted);
+            if (f1 > best)
+                best = f1;
+        }
+    }
+    double found = 0.0;
+    for (Py_ssize_t j = 0; j < first; j++) {
+        int64_t count = (int64_t)s[2 * k + 1 + j];
+        if (count > 0) {
+            found = 1.0;
+            if (negative_only[j] && count < total && count < errors)
+                errors = count;
+            break;
+        }
+    }
+    double accuracy = 0.0;
+    if (errors != INT64_MAX) {
+        accuracy = (double)(unwanted - errors) / (double)(total > 0 ? total : 1);
+        if (!(accuracy > 0.0))
+            accuracy = 0.0;
+    }
+    out[0] = accuracy;
+    out[1] = 2 * best;
+    out[2] = wanted > 0 ? gained / (double)wanted : 0.0;
+    out[3] = found;
+}
+
+static PyObject *pair_figures(PyObject *self, PyObject *args)
+{
+    Py_buffer sums, negative_only, out;
+    Py_ssize_t rows, height, k, first;
+    if (!PyArg_ParseTuple(args, "y*nnnny*w*", &sums, &rows, &height, &k, &first, &negative_only, &out))
+        return NULL;
+    int bad = rows < 0 || k < 0 || first < 0 || height != 2 * k + 1 + first;
+    if (bad)
+        PyErr_SetString(PyExc_ValueError, "pair_figures: height must be 2 k + 1 + first");
+    if (!bad && (check_size(&sums, rows * height, 4, "pair_figures' sums") ||
+                 check_size(&negative_only, first, 1, "negative_only") || check_size(&out, 4 * rows, 8, "out")))
+        bad = 1;
+    if (!bad) {
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t r = 0; r < rows; r++)
+            pair_resample((const float *)sums.buf + r * height, k, first, (const uint8_t *)negative_only.buf,
+                          (double *)out.buf + 4 * r);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&sums);
+    PyBuffer_Release(&negative_only);
+    PyBuffer_Release(&out);
+    if (bad)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
 #ifdef __SIZEOF_INT128__
     {"draw_pcg64", draw_pcg64, METH_VARARGS,
@@ -449,6 +640,12 @@ static PyMethodDef methods[] = {
     {"scores_sums", scores_sums, METH_VARARGS,
      "scores_sums(draws, kind, rows, n, place, x_fresh, y_fresh, x_place_of_y, design, out): Spearman's and "
      "Pearson's sums per resample, from its draws."},
+    {"row_sums", row_sums, METH_VARARGS,
+     "row_sums(draws, kind, rows, n, pointers, members, scores, heights, out): each resample's counts in the "
+     "rows of several groupings of the items (float32)."},
+    {"pair_figures", pair_figures, METH_VARARGS,
+     "pair_figures(sums, rows, height, k, first, negative_only, out): each resample's best accuracy, best F1, "
+     "average precision and whether a first run is present, from its row sums."},
     {"spearman_sums", spearman_sums, METH_VARARGS,
      "spearman_sums(W, rows, n, x_items, x_fresh, y_fresh, x_place_of_y, out): Spearman's sums per resample."},
     {NULL, NULL, 0, NULL},

@@ -209,7 +209,7 @@ def test_correlations_with_few_ties(n, groups, engine):
 
 
 @pytest.mark.parametrize("n, distinct", [(1, 1), (6, 2), (200, 5), (200, 200), (2500, 40)])
-def test_pair_classification(n, distinct):
+def test_pair_classification(n, distinct, engine):
     rng = np.random.default_rng(n + distinct)
     scores = {name: rng.integers(0, distinct, n).astype(np.float64) for name in pair_scores.SCORES}
     gold = (rng.random(n) < rng.uniform(0.05, 0.95)).astype(np.int64)
@@ -220,7 +220,7 @@ def test_pair_classification(n, distinct):
     "n, distinct, positives",
     [(3000, 3000, 0.01), (3000, 25, 0.01), (3000, 3000, 0.5), (2000, 8, 0.5), (500, 60, 0.0), (500, 60, 1.0)],
 )
-def test_pair_classification_rare_and_dense_positives(n, distinct, positives):
+def test_pair_classification_rare_and_dense_positives(n, distinct, positives, engine):
     """The fast path reads only the cuts after runs holding a positive pair (and each resample's first
     present run): rare positives (long stretches of negatives), half positives (most runs), ties
     mixing both labels, and sets of one label only."""
@@ -230,7 +230,7 @@ def test_pair_classification_rare_and_dense_positives(n, distinct, positives):
     check(pair_scores.STATISTICS, pair_scores.pair_arrays(scores, gold), seeds=(0,))
 
 
-def test_pair_scores_that_share_their_runs_are_resampled_once():
+def test_pair_scores_that_share_their_runs_are_resampled_once(engine):
     """Scores with the same runs (the model's cosine and the cosine; on unit vectors the dot product
     and the Euclidean distance) are one computation per block, with the plain resampling's figures."""
     rng = np.random.default_rng(21)
@@ -258,6 +258,15 @@ def test_pair_figures_of_a_resample_whose_first_run_is_far_down():
     assert "missing" in pair_scores.fast_figures(pair_scores._float32_counts(W), derived)
     for name, stat in pair_scores.STATISTICS.items():
         assert_same(stat.fast(W, stats.Prepared(arrays).for_block()), stat.function(W, arrays), name)
+    if stats._kernels is None:
+        return
+    # the same from the draws (the compiled kernels): a resample of the lower runs' pairs only
+    lower = np.flatnonzero(arrays["cosine.run"] > pair_scores.FIRST_RUNS + 5)
+    drawn = stats.resample_draws(stats.rng_for(0, "far", "all"), n, 6)
+    drawn[2] = lower[np.arange(n) % len(lower)]
+    W = stats.counts_of(drawn, n)
+    for name, stat in pair_scores.STATISTICS.items():
+        assert_same(stat.from_draws(drawn, stats.Prepared(arrays).for_block()), stat.function(W, arrays), name)
 
 
 @pytest.mark.parametrize("folds", [False, True])

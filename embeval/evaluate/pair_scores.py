@@ -37,6 +37,7 @@ follow such a run (or the resample's first present run), so every figure of ever
 from the running sums of those few columns.
 """
 
+import functools
 import warnings
 
 import numpy as np
@@ -264,34 +265,34 @@ class _Thresholds:
         positive = gold == 1
         has_positive = np.zeros(runs, dtype=bool)
         has_positive[run[positive]] = True
-        positive_runs = np.flatnonzero(has_positive)
-        self.count = k = len(positive_runs)
+        self.count = k = int(has_positive.sum())
         self.first = min(FIRST_RUNS, runs)
         self.first_negative_only = ~has_positive[: self.first]
         self.all_first = self.first == runs
-        # each pair's row: its positive run's, or its stretch's; then the first runs' rows
-        row = np.where(positive, np.searchsorted(positive_runs, run), k + np.searchsorted(positive_runs, run))
+        # each pair's row: its positive run's, or its stretch's (both: the positive runs before its run);
+        # then the first runs' rows
+        before = (np.cumsum(has_positive) - has_positive)[run]
+        row = np.where(positive, before, k + before)
         early = np.flatnonzero(run < self.first)
         rows = np.r_[row, 2 * k + 1 + run[early]]
-        columns = np.r_[np.arange(len(run)), early]
-        self.matrix = _sparse_rows(rows, columns, 2 * k + 1 + self.first, n)
+        self.n, self.height = n, 2 * k + 1 + self.first
+        # the matrix row by row: each row's pairs (members[pointers[r]:pointers[r + 1]], in pair order)
+        self.pointers = np.r_[0, np.cumsum(np.bincount(rows, minlength=self.height))].astype(np.int64)
+        self.members = np.r_[np.arange(len(run)), early][np.argsort(rows, kind="stable")].astype(np.int32)
 
-
-def _sparse_rows(rows, columns, height, n):
-    """A float32 torch CSR matrix (height, n) with ones at (rows, columns): row r sums the counts of its pairs."""
-    import torch
-
-    order = np.argsort(rows, kind="stable")
-    pointers = np.r_[0, np.cumsum(np.bincount(rows, minlength=height))]
-    with warnings.catch_warnings():  # torch's note that its sparse tensors are in beta
-        warnings.simplefilter("ignore", UserWarning)
-        return torch.sparse_csr_tensor(
-            torch.from_numpy(pointers.astype(np.int64)),
-            torch.from_numpy(columns[order].astype(np.int64)),
-            torch.ones(len(columns), dtype=torch.float32),
-            size=(height, n),
-            check_invariants=True,
-        )
+    @functools.cached_property
+    def matrix(self):
+        """A float32 torch CSR matrix (height, n), ones where a row holds a pair: its product with a
+        block's counts (n, b) sums each row's counts."""
+        with warnings.catch_warnings():  # torch's note that its sparse tensors are in beta
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.sparse_csr_tensor(
+                torch.from_numpy(self.pointers),
+                torch.from_numpy(self.members.astype(np.int64)),
+                torch.ones(len(self.members), dtype=torch.float32),
+                size=(self.height, self.n),
+                check_invariants=True,
+            )
 
 
 def _best_cuts(torch, cut_tp, cut_fp, taken, wanted, total):
@@ -337,10 +338,14 @@ def fast_figures(counts, derived):
     sums of counts are integers (exact in float32 below 2^24 pairs), ratios and products are float64.
     With "missing": the resamples whose first present run is beyond the first FIRST_RUNS (their
     accuracy is left to the caller)."""
-    import torch
+    sums = torch.from_numpy(_transposed((derived.matrix.to(counts.dtype) @ counts).numpy()))  # (b, rows)
+    return figures_of_sums(sums, derived)
 
+
+def figures_of_sums(sums, derived):
+    """fast_figures' values from each resample's sums in the _Thresholds' rows (b, rows), a float32 tensor
+    of whole numbers (from the counts' product, or counted from the draws by the compiled kernel)."""
     d, k = derived, derived.count
-    sums = torch.from_numpy(_transposed((d.matrix.to(counts.dtype) @ counts).numpy()))  # (b, rows)
     b = len(sums)
     tp = sums[:, :k].cumsum(1)  # after each positive run
     fp_all = sums[:, k : 2 * k + 1].cumsum(1)
@@ -409,6 +414,64 @@ def _figures_fast(W, arrays, name):
     return stats.per_block(W, arrays, ("pair figures", name), build)
 
 
+def _figures_from_draws(drawn, arrays, name):
+    """resampled_figures' values for a block's draws (b, n), every score's sums counted at once from the
+    draws by the compiled kernel (no counts, no product); None where it does not apply (no kernel,
+    2^24 pairs or more: float32's exact whole numbers)."""
+    from embeval import stats
+
+    n = stats.items(arrays)
+    kind = stats._draw_kind(drawn)
+    if stats._kernels is None or kind is None or not 0 < n < 1 << 24 or drawn.shape[1] != n:
+        return None
+    memo = arrays.block if isinstance(arrays, stats.Prepared) else {}
+    held = memo.get("pair figures from draws")
+    if held is None or held[0] is not drawn:
+        held = (drawn, _all_figures_from_draws(drawn, kind, arrays, n))
+        memo["pair figures from draws"] = held
+    return held[1][_same_runs(arrays, name)]
+
+
+def _all_figures_from_draws(drawn, kind, arrays, n):
+    """{score: figures} of the scores with runs of their own (_same_runs), from one kernel call."""
+    from embeval import stats
+
+    names = list(dict.fromkeys(_same_runs(arrays, name) for name in SCORES))
+    found = [
+        stats.derived(arrays, ("thresholds", name), lambda a, name=name: _Thresholds(a[f"{name}.run"], a["gold"], n))
+        for name in names
+    ]
+    pointers, members = stats.derived(arrays, "pair rows", lambda a: _rows_of_all(found))
+    heights = np.array([d.height for d in found], dtype=np.int64)
+    b = len(drawn)
+    out = np.empty(int(b * heights.sum()), dtype=np.float32)
+    stats._kernels.row_sums(np.ascontiguousarray(drawn), kind, b, n, pointers, members, len(names), heights, out)
+    figures, start = {}, 0
+    for name, d in zip(names, found):
+        values = np.empty((b, 4))
+        negative_only = np.ascontiguousarray(d.first_negative_only, dtype=np.uint8)
+        sums = out[start : start + b * d.height]
+        stats._kernels.pair_figures(sums, b, d.height, d.count, d.first, negative_only, values)
+        start += b * d.height
+        result = {"accuracy": values[:, 0], "f1": values[:, 1], "ap": values[:, 2]}
+        if not d.all_first and not values[:, 3].all():  # a first present run beyond the first runs
+            rows = np.flatnonzero(values[:, 3] == 0)  # (almost never): plainly
+            W = stats.counts_of(drawn[rows], n)
+            plain = resampled_figures(W, {k: arrays[k] for k in (f"{name}.run", "gold")}, name)
+            for metric, plainly in plain.items():
+                result[metric][rows] = plainly
+        figures[name] = result
+    return figures
+
+
+def _rows_of_all(found):
+    """(pointers, members) of several _Thresholds' rows, one after another (pointers into the members of all)."""
+    starts = np.cumsum([0] + [len(d.members) for d in found])
+    return np.concatenate([d.pointers + start for d, start in zip(found, starts)]), np.concatenate(
+        [d.members for d in found]
+    )
+
+
 def _float32_counts(W):
     """The block's counts, transposed, as a float32 tensor (n, b) (float64 for 2^24 pairs or more,
     beyond float32's exact integers)."""
@@ -419,18 +482,28 @@ def _float32_counts(W):
 
 
 def _one(metric, name):
+    def from_draws(drawn, arrays):
+        figures = _figures_from_draws(drawn, arrays, name)
+        return None if figures is None else figures[metric]
+
     return Statistic(
         lambda W, arrays: resampled_figures(W, arrays, name)[metric],
         stratified=False,
         fast=lambda W, arrays: _figures_fast(W, arrays, name)[metric],
+        from_draws=from_draws,
     )
 
 
 def _max(metric):
+    def from_draws(drawn, arrays):
+        found = [_figures_from_draws(drawn, arrays, name) for name in SCORES]
+        return None if found[0] is None else np.max([figures[metric] for figures in found], axis=0)
+
     return Statistic(
         lambda W, arrays: np.max([resampled_figures(W, arrays, name)[metric] for name in SCORES], axis=0),
         stratified=False,
         fast=lambda W, arrays: np.max([_figures_fast(W, arrays, name)[metric] for name in SCORES], axis=0),
+        from_draws=from_draws,
     )
 
 

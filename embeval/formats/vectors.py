@@ -492,8 +492,9 @@ class VectorsFile:
                         hashed.result()
                     hashed = hasher.submit(h.update, last.data)
                 last = values
-                bad += [first + row for row in _nonfinite_rows(values)]
-                degenerate += [first + row for row in _degenerate_norm_rows(values)]
+                nonfinite, overflowing = _row_checks(values)
+                bad += [first + row for row in nonfinite]
+                degenerate += [first + row for row in overflowing]
                 if same and len(values):
                     reference = values[0].copy() if reference is None else reference
                     same = bool((values[-1] == reference).all()) and bool((values == reference).all())
@@ -711,13 +712,25 @@ def _nonfinite_rows(table, block=65536):
 def _degenerate_norm_rows(table):
     """Rows that are not all zero but whose squared norm in float32 is 0 (underflow) or infinite
     (overflow): cosine similarity, computed in float32, treats them as zero vectors."""
+    return _row_checks(table)[1]
+
+
+def _row_checks(table):
+    """(rows holding NaN or Inf, _degenerate_norm_rows) from one pass: a row's float32 squared norm is
+    finite and nonzero unless the row is non-finite, overflows, underflows or is zero; only those few
+    rows are looked at again."""
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         squared = np.einsum("ij,ij->i", table, table, dtype=np.float32)
     suspect = ~np.isfinite(squared) | (squared == 0)
     if not suspect.any():
-        return []
-    rows = np.flatnonzero(suspect)
-    return [int(r) for r in rows if np.isfinite(table[r]).all() and table[r].any()]
+        return [], []
+    nonfinite, degenerate = [], []
+    for r in np.flatnonzero(suspect).tolist():
+        if not np.isfinite(table[r]).all():
+            nonfinite.append(r)
+        elif table[r].any():
+            degenerate.append(r)
+    return nonfinite, degenerate
 
 
 def warn_unverified(path, names):

@@ -22,9 +22,9 @@ MTEB_VERSION = "2.26.24"  # the mteb whose evaluators the figures equal (embeval
 
 
 def lazy_statistic(module: str, name: str, stratified: bool, centred: bool = False) -> Statistic:
-    """The Statistic `name` of `module`'s STATISTICS (its plain definition and its fast path), its
-    module imported on first use (the protocol modules import scikit-learn; a kind module must stay
-    light to import)."""
+    """The Statistic `name` of `module`'s STATISTICS (its plain definition, its fast path and its path
+    from the draws), its module imported on first use (the protocol modules import scikit-learn; a
+    kind module must stay light to import)."""
 
     def own() -> Statistic:
         return importlib.import_module(module).STATISTICS[name]  # type: ignore[no-any-return]
@@ -35,7 +35,11 @@ def lazy_statistic(module: str, name: str, stratified: bool, centred: bool = Fal
     def fast(W: Any, arrays: Any) -> Any:
         return own().resampling(W, arrays)
 
-    return Statistic(function, stratified, centred, fast)
+    def from_draws(drawn: Any, arrays: Any) -> Any:
+        path = own().from_draws
+        return None if path is None else path(drawn, arrays)
+
+    return Statistic(function, stratified, centred, fast, from_draws)
 
 
 def fractions_line(
