@@ -20,10 +20,11 @@ the resample once per prediction set (a sort, its runs of ties: `derived`) and s
 figures need within a block (`per_block`), so each resample costs a few passes over its counts.
 
 Where the install built them (a C compiler: GCC or Clang), compiled kernels (embeval/_kernels.c) do
-the hot loops: numpy's own PCG64 draws (checked against numpy once per process), the counts, and the
-scores sets' Spearman and Pearson sums straight from a block's draws (`Statistic.from_draws`).
-Spearman's values are the numpy path's bit for bit (the same integer sums), Pearson's the same to
-about 1e-15 (its sums added in another order); without the kernels numpy computes everything.
+the hot loops: numpy's own PCG64 draws (checked against numpy once per process), the counts, the
+scores sets' Spearman and Pearson sums and pair classification's figures straight from a block's
+draws (`Statistic.from_draws`). Spearman's values, accuracies and F1s are the numpy path's bit for bit,
+Pearson's and average precision's the same to about 1e-14 (their sums added in another order);
+without the kernels numpy computes everything.
 """
 
 import contextlib

@@ -213,3 +213,39 @@ def test_cosine_is_exact_to_float64_rounding_and_identical_vectors_give_one(dim,
     monkeypatch.setattr(sts, "_CHUNK_VALUES", dim * 7)
     assert sts.cosine(table, ia, ib).tobytes() == system.tobytes()
     assert sts.cosine(torch.from_numpy(table), ia, ib).tobytes() == system.tobytes()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_mteb_cosines_are_sklearn_and_torch_on_the_whole_arrays(threads):
+    """mteb's two STS cosines, computed piece by piece in reused buffers, are bit for bit those of
+    scikit-learn's paired_cosine_distances and torch's normalize-then-sum on all the pairs at once
+    (mteb's own calls), with zero rows, identical rows, tiny and large norms, across the pieces' edges."""
+    import sklearn
+    from sklearn.metrics.pairwise import paired_cosine_distances
+
+    from embeval.evaluate import mteb_similarity
+    from embeval.evaluate import sts as sts_evaluate
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        rng = np.random.default_rng(threads)
+        edge = sts_evaluate._PAIR_ROWS
+        for dim in (3, 384, 1024):
+            for n in (1, edge - 1, edge, edge + 1, 2 * edge + 7):
+                scale = rng.choice([1e-3, 1.0, 30.0], (2 * n + 3, 1))
+                x = (rng.standard_normal((2 * n + 3, dim)) * scale).astype(np.float32)
+                x[0], x[1] = 0.0, x[2]
+                ia, ib = rng.integers(0, len(x), n), rng.integers(0, len(x), n)
+                ia[0], ib[-1], ia[-1] = 0, 1, 2
+                u, v = x[ia], x[ib]
+                with sklearn.config_context(assume_finite=True):
+                    expected = (1 - paired_cosine_distances(u, v)).astype(np.float64)
+                a = torch.nn.functional.normalize(mteb_similarity.tensor(u), p=2, dim=1)
+                b = torch.nn.functional.normalize(mteb_similarity.tensor(v), p=2, dim=1)
+                model = (a * b).sum(dim=-1).numpy().astype(np.float64)
+                cosines, similarity = sts_evaluate.mteb_cosines(x, ia, ib)
+                np.testing.assert_array_equal(cosines, expected, err_msg=f"{dim} {n}")
+                np.testing.assert_array_equal(similarity, model, err_msg=f"{dim} {n}")
+    finally:
+        torch.set_num_threads(before)

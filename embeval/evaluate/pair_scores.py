@@ -34,7 +34,9 @@ without a positive pair has AP 0, as scikit-learn gives. The fast path (`fast_fi
 score once and sums a block of resamples' counts with one sparse product per score: per run holding a
 positive pair, its positives and the negatives since the previous such run; the best cuts can only
 follow such a run (or the resample's first present run), so every figure of every resample is read
-from the running sums of those few columns.
+from the running sums of those few columns. Where the compiled kernels are built, the same sums
+are counted from a block's draws and the figures read from them in C (`_figures_from_draws`: no
+counts, no product; the average precision's sum added in order, the same to about 1e-14).
 """
 
 import functools
