@@ -230,6 +230,33 @@ static PyObject *spearman_sums(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* One resample's draws (n of them, kind 'I' uint32 or 'q' int64) counted into counts (n int32, zeroed
+ * here), each at place[draw] (place NULL: at the draw itself). Returns the number of draws outside
+ * 0..n-1 (not counted). Inline: a NULL place folds away where the caller passes it. */
+static inline Py_ssize_t count_draws(const void *draws, int kind, Py_ssize_t n, const int64_t *place, int32_t *counts)
+{
+    Py_ssize_t outside = 0;
+    memset(counts, 0, (size_t)n * sizeof(int32_t));
+    if (kind == 'I') {
+        const uint32_t *d = (const uint32_t *)draws;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if ((Py_ssize_t)d[i] < n)
+                counts[place != NULL ? place[d[i]] : (int64_t)d[i]]++;
+            else
+                outside++;
+        }
+    } else {
+        const int64_t *d = (const int64_t *)draws;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (d[i] >= 0 && d[i] < n)
+                counts[place != NULL ? place[d[i]] : d[i]]++;
+            else
+                outside++;
+        }
+    }
+    return outside;
+}
+
 /* Two doubles added and multiplied at once (GCC's and Clang's vector extension; one SSE2 register on
  * x86-64): Pearson's sums four such pairs at a time. */
 typedef double pair_of_doubles __attribute__((vector_size(16)));
@@ -242,25 +269,7 @@ static Py_ssize_t scores_resample(const void *draws, int kind, Py_ssize_t n, con
                                   const uint8_t *x_fresh, const uint8_t *y_fresh, const int64_t *x_place_of_y,
                                   const double *design, int32_t *counts, slot *xs, double *out)
 {
-    Py_ssize_t outside = 0;
-    memset(counts, 0, (size_t)n * sizeof(int32_t));
-    if (kind == 'I') {
-        const uint32_t *d = (const uint32_t *)draws;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            if ((Py_ssize_t)d[i] < n)
-                counts[place[d[i]]]++;
-            else
-                outside++;
-        }
-    } else {
-        const int64_t *d = (const int64_t *)draws;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            if (d[i] >= 0 && d[i] < n)
-                counts[place[d[i]]]++;
-            else
-                outside++;
-        }
-    }
+    Py_ssize_t outside = count_draws(draws, kind, n, place, counts);
     if (outside)
         return outside;
     double sums[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -501,24 +510,7 @@ static PyObject *row_sums(PyObject *self, PyObject *args)
         Py_BEGIN_ALLOW_THREADS
         float *o = (float *)out.buf;
         for (Py_ssize_t r = 0; r < rows && !outside; r++) {
-            memset(c, 0, (size_t)n * sizeof(int32_t));
-            if (kind == 'I') {
-                const uint32_t *d = (const uint32_t *)draws.buf + r * n;
-                for (Py_ssize_t i = 0; i < n; i++) {
-                    if ((Py_ssize_t)d[i] < n)
-                        c[d[i]]++;
-                    else
-                        outside++;
-                }
-            } else {
-                const int64_t *d = (const int64_t *)draws.buf + r * n;
-                for (Py_ssize_t i = 0; i < n; i++) {
-                    if (d[i] >= 0 && d[i] < n)
-                        c[d[i]]++;
-                    else
-                        outside++;
-                }
-            }
+            outside = count_draws((const char *)draws.buf + r * n * width, kind, n, NULL, c);
             /* each grouping's members' running count (below 2^24: int32), then each row's as the
                difference of two: no branch per row (rows of a pair or two would mispredict their loops'
                ends); one grouping at a time, so the running counts stay in cache */

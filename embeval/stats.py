@@ -205,6 +205,17 @@ def per_block(W, arrays, key, build):
     return arrays.block[key]
 
 
+def per_draws(drawn, arrays, key, build):
+    """build(), computed once per block of draws for the prediction set (a Prepared), else each call:
+    what several statistics' from_draws paths share (`drawn` held with it: a block's id cannot be reused
+    while it is the current one)."""
+    memo = arrays.block if isinstance(arrays, Prepared) else {}
+    held = memo.get(key)
+    if held is None or held[0] is not drawn:
+        held = memo[key] = (drawn, build())
+    return held[1]
+
+
 def product(a, b):
     """a @ b in float64 by torch: its threads follow the run's fair share (the fast paths' products are
     thin, and numpy's BLAS pool, whose threads wait actively, costs more than it gives on a busy CPU)."""
@@ -575,10 +586,11 @@ def _scores_from_draws(drawn, a):
     n = items(a)
     if _kernels is None or kind is None or not 0 < n <= COMPILED_ITEMS or drawn.shape[1] != n:
         return None
-    memo = a.block if isinstance(a, Prepared) else {}
-    held = memo.get("scores.from_draws")
-    if held is not None and held[0] is drawn:
-        return held[1]
+    return per_draws(drawn, a, "scores.from_draws", lambda: _scores_of_draws(drawn, kind, n, a))
+
+
+def _scores_of_draws(drawn, kind, n, a):
+    """_scores_from_draws' values, computed."""
     pair = derived(a, "spearman.pooled", lambda a: _RankPair(a["system"], a["gold"], np.arange(len(a["gold"]))))
     strata, columns = derived(a, ("pearson", True), lambda a: _pearson_columns(a, True))
     place, x_fresh, y_fresh, x_place_of_y, design = derived(
@@ -590,7 +602,6 @@ def _scores_from_draws(drawn, a):
     )
     spearman = _rho(sums[:, 0], sums[:, 1], sums[:, 2])
     pearson = _pearson_of_sums(sums[:, 4:], strata, a, lambda row: counts_of(drawn[row : row + 1], n)[0])[0]
-    memo["scores.from_draws"] = (drawn, (spearman, pearson))
     return spearman, pearson
 
 

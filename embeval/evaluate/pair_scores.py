@@ -426,12 +426,8 @@ def _figures_from_draws(drawn, arrays, name):
     kind = stats._draw_kind(drawn)
     if stats._kernels is None or kind is None or not 0 < n < 1 << 24 or drawn.shape[1] != n:
         return None
-    memo = arrays.block if isinstance(arrays, stats.Prepared) else {}
-    held = memo.get("pair figures from draws")
-    if held is None or held[0] is not drawn:
-        held = (drawn, _all_figures_from_draws(drawn, kind, arrays, n))
-        memo["pair figures from draws"] = held
-    return held[1][_same_runs(arrays, name)]
+    figures = stats.per_draws(drawn, arrays, "pair figures", lambda: _all_figures_from_draws(drawn, kind, arrays, n))
+    return figures[_same_runs(arrays, name)]
 
 
 def _all_figures_from_draws(drawn, kind, arrays, n):

@@ -701,35 +701,26 @@ def _consecutive(rows):
     return len(rows) > 0 and int(rows[-1]) - int(rows[0]) == len(rows) - 1 and bool((np.diff(rows) == 1).all())
 
 
-def _nonfinite_rows(table, block=65536):
-    bad = []
-    for start in range(0, len(table), block):
-        ok = np.isfinite(table[start : start + block]).all(axis=1)
-        bad.extend((np.flatnonzero(~ok) + start).tolist())
-    return bad
+def _nonfinite_rows(table):
+    """Rows holding NaN or Inf (_row_checks)."""
+    return _row_checks(table)[0]
 
 
-def _degenerate_norm_rows(table):
-    """Rows that are not all zero but whose squared norm in float32 is 0 (underflow) or infinite
-    (overflow): cosine similarity, computed in float32, treats them as zero vectors."""
-    return _row_checks(table)[1]
-
-
-def _row_checks(table):
-    """(rows holding NaN or Inf, _degenerate_norm_rows) from one pass: a row's float32 squared norm is
-    finite and nonzero unless the row is non-finite, overflows, underflows or is zero; only those few
-    rows are looked at again."""
+def _row_checks(table, block=65536):
+    """(rows holding NaN or Inf, rows that are not all zero but whose squared norm in float32 is 0
+    (underflow) or infinite (overflow): cosine similarity, computed in float32, treats them as zero
+    vectors), from one pass over the squared norms: a row's is finite and nonzero unless the row is
+    non-finite, overflows, underflows or is zero; only those rows are looked at again, `block` at a time."""
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         squared = np.einsum("ij,ij->i", table, table, dtype=np.float32)
-    suspect = ~np.isfinite(squared) | (squared == 0)
-    if not suspect.any():
-        return [], []
+    suspects = np.flatnonzero(~np.isfinite(squared) | (squared == 0))
     nonfinite, degenerate = [], []
-    for r in np.flatnonzero(suspect).tolist():
-        if not np.isfinite(table[r]).all():
-            nonfinite.append(r)
-        elif table[r].any():
-            degenerate.append(r)
+    for start in range(0, len(suspects), block):
+        rows = suspects[start : start + block]
+        values = table[rows]
+        finite = np.isfinite(values).all(axis=1)
+        nonfinite += rows[~finite].tolist()
+        degenerate += rows[finite & values.any(axis=1)].tolist()
     return nonfinite, degenerate
 
 
