@@ -239,3 +239,24 @@ def test_a_table_fingerprinted_in_many_blocks_is_kept_whole(tmp_path, layout, ro
             assert bool(kept.tables) == expect_kept and kept.held == (table.nbytes if expect_kept else 0)
             read = vf.read_rows(ds, "X", rows)
             assert read.dtype == np.float32 and (read == table).all() and not kept.tables
+
+
+def test_row_checks_are_their_definitions():
+    """The one pass over the squared norms finds exactly the rows holding NaN or Inf, and the finite rows,
+    not all zero, whose float32 squared norm overflows or underflows (read again a block at a time)."""
+    from embeval.formats.vectors import _nonfinite_rows, _row_checks
+
+    rng = np.random.default_rng(0)
+    for case in range(200):
+        x = rng.standard_normal((40, 6)).astype(np.float32)
+        for _ in range(rng.integers(0, 6)):
+            x[rng.integers(0, 40), rng.integers(0, 6)] = rng.choice([np.nan, np.inf, -np.inf, 1e30, 1e-30, 0.0])
+        x[3] = 0.0 if case % 3 == 0 else x[3]
+        x[4] = 1e-30 if case % 4 == 0 else x[4]
+        with np.errstate(all="ignore"):
+            squared = (x.astype(np.float32) ** 2).sum(axis=1, dtype=np.float32)
+        finite = np.isfinite(x).all(axis=1)
+        degenerate = np.flatnonzero(finite & x.any(axis=1) & (~np.isfinite(squared) | (squared == 0))).tolist()
+        found = _row_checks(x, block=int(rng.integers(1, 5)))
+        assert found == (np.flatnonzero(~finite).tolist(), degenerate), case
+        assert _nonfinite_rows(x) == found[0]
